@@ -1,0 +1,38 @@
+# Two commands a new user needs: `make demo` (the main job) and `make test` (the tests).
+# Each creates its own virtual environment and installs both distributions from this checkout.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+RT_VENV := .venv-runtime
+OUT ?= out/triage
+
+.PHONY: demo test test-compiler test-runtime install clean
+
+$(VENV)/.installed: pyproject.toml runtime/pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e runtime -e ".[test]"
+	touch $@
+
+# The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).
+$(RT_VENV)/.installed: runtime/pyproject.toml
+	$(PY) -m venv $(RT_VENV)
+	$(RT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(RT_VENV)/bin/python -m pip install -q "./runtime[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/auto bench run triage --out $(OUT)
+
+test: test-runtime test-compiler
+
+test-compiler: $(VENV)/.installed
+	$(BIN)/python -m pytest -q tests
+
+test-runtime: $(RT_VENV)/.installed
+	cd runtime && ../$(RT_VENV)/bin/python -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) $(RT_VENV) out build *.egg-info runtime/build runtime/*.egg-info

@@ -1,0 +1,281 @@
+"""The ``auto`` command line.
+
+Data goes to stdout, humans' messages to stderr. Errors are converted to messages and exit codes
+in one place (:class:`_AutoGroup`): 0 ok, 1 error, 2 usage, 3 "ran, but a gate refused" (also: the
+guard declined and no reference was configured).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from auto.errors import AutoError, GateRefused, UsageError
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+
+class GuardDeclined(Exception):
+    """Internal: ``auto run`` had no reference and the guard declined (exit 3)."""
+
+
+def say(msg: str) -> None:
+    """A message for humans (stderr)."""
+    click.echo(msg, err=True)
+
+
+class _AutoGroup(click.Group):
+    """Converts every AutoError into a one-line message and the documented exit code."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D401
+        kwargs.setdefault("standalone_mode", True)
+        try:
+            return super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.Abort:
+            say("aborted")
+            sys.exit(EXIT_ERROR)
+        except click.UsageError as e:
+            e.show()
+            sys.exit(EXIT_USAGE)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except GateRefused as e:
+            say(f"refused: {e.reason}")
+            if e.eval_run_id:
+                say(f"eval run: {e.eval_run_id}")
+            sys.exit(EXIT_REFUSED)
+        except GuardDeclined as e:
+            say(f"declined: {e}")
+            sys.exit(EXIT_REFUSED)
+        except UsageError as e:
+            say(f"usage error: {e}")
+            sys.exit(EXIT_USAGE)
+        except AutoError as e:
+            say(f"error: {type(e).__name__}: {e}")
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            say("interrupted")
+            sys.exit(130)
+
+
+def _emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@click.group(cls=_AutoGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="auto")
+def main() -> None:
+    """Auto: compile an agent's deterministic decisions into verified WebAssembly artifacts.
+
+    \b
+    Pipeline: record → census → compile (distill, verify, emit) → run (tier-1 or deopt).
+    Exit codes: 0 ok, 1 error, 2 usage, 3 a gate refused / the guard declined.
+    """
+
+
+# ---------------------------------------------------------------------------------------- record
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite trace store to record into.")
+@click.option("--task", default=None, help="Task name for model calls made outside any @auto.task.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def record(store_path: str, task: str | None, command: tuple[str, ...]) -> None:
+    """Record a child process with no change to its code: auto record --store S -- python agent.py"""
+    from auto.record import run_recorded
+    from auto.store import Store
+
+    Store(store_path).close()  # fail early (and clearly) on a bad store
+    cmd = list(command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("no command given after --")
+    code = run_recorded(cmd, store=store_path, task=task)
+    say(f"recorded into {store_path} (child exit code {code})")
+    sys.exit(code)
+
+
+# ---------------------------------------------------------------------------------------- census
+@main.command()
+@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Trace store.")
+@click.option("--task", default=None, help="Only this task's sites.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+@click.option("--inputs", "with_inputs", is_flag=True, help="With --json: include per-input rows.")
+def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) -> None:
+    """The determinism census: per site and distinct input, were the answers the same?"""
+    from auto.analyze import census as run_census
+    from auto.analyze import render_table
+    from auto.store import Store
+
+    with Store(store_path) as store:
+        c = run_census(store.spans(task=task))
+    if as_json:
+        _emit_json(c.to_dict(with_inputs=with_inputs))
+    else:
+        click.echo(render_table(c))
+
+
+# --------------------------------------------------------------------------------------- compile
+@main.command(name="compile")
+@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Trace store.")
+@click.option("--task", required=True, help="Task to compile.")
+@click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Contract TOML (defaults derived from the task).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Where to write the .wasm (default: TASK.genN.wasm).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
+def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path: str | None, as_json: bool) -> None:
+    """Distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused)."""
+    from auto.pipeline import compile_task
+    from auto.store import Store
+    from auto.verify import Contract
+
+    contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
+    with Store(store_path) as store:
+        outcome = compile_task(store, task, contract=contract, out_path=out_path, progress=say)
+    if as_json:
+        _emit_json(outcome.summary())
+    else:
+        click.echo(outcome.artifact_path)
+    say(f"compiled {task} generation {outcome.generation}: {outcome.reason}")
+    say(f"artifact {outcome.artifact_id} ({outcome.artifact_bytes} bytes), eval run {outcome.eval_run_id}")
+
+
+# ------------------------------------------------------------------------------------------- run
+@main.command()
+@click.argument("artifact", type=click.Path(exists=True, dir_okay=False))
+@click.option("--input", "input_json", required=True, help="One task input as JSON, e.g. '{\"ticket\": \"...\"}'.")
+@click.option("--id", "expected_id", default=None, help="Expected artifact id (sha256:...); refuse on mismatch.")
+@click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. bench.triage.agent:classify.")
+def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None) -> None:
+    """Run one input through ARTIFACT (tier-1 unless the guard deopts to --reference)."""
+    from auto_runtime import Artifact, TieredTask
+
+    try:
+        obj = json.loads(input_json)
+    except ValueError as e:
+        raise UsageError(f"--input is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise UsageError("--input must be a JSON object (the task's named arguments)")
+    ref = _load_reference(reference) if reference else None
+    art = Artifact.load(artifact, expected_id=expected_id)
+    res = TieredTask(art, reference=ref)(obj)
+    _emit_json(
+        {
+            "answer": res.answer,
+            "tier": res.tier,
+            "reason": res.reason,
+            "score": res.score,
+            "p_value": res.p_value,
+            "latency_us": res.latency_us,
+            "generation": res.generation,
+            "artifact_id": res.artifact_id,
+        }
+    )
+    if res.tier == "declined":
+        raise GuardDeclined(res.reason)
+
+
+def _load_reference(spec: str) -> Any:
+    import importlib
+
+    mod, _, fn = spec.partition(":")
+    if not mod or not fn:
+        raise UsageError(f"--reference must be module:function, got {spec!r}")
+    try:
+        f = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"cannot load reference {spec!r}: {e}") from None
+    return lambda inp: f(**inp)
+
+
+# --------------------------------------------------------------------------------------- inspect
+@main.command()
+@click.argument("artifact", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+def inspect(artifact: str, as_json: bool) -> None:
+    """Show an artifact's manifest, imports, exports, size and id."""
+    from auto_runtime import Artifact
+
+    art = Artifact.load(artifact)
+    info = art.describe()
+    if as_json:
+        _emit_json(info)
+        return
+    m = info["manifest"]
+    click.echo(f"artifact   {info['id']}")
+    click.echo(f"size       {info['bytes']} bytes")
+    click.echo(f"task       {m.get('task')}  generation {m.get('generation')}  compiled as {m.get('compiled_as')}")
+    click.echo(f"imports    {info['imports'] or 'none (pure)'}")
+    click.echo(f"exports    {', '.join(info['exports'])}")
+    model = m.get("model") or {}
+    click.echo(f"model      {model.get('kind')}  classes {model.get('classes')}")
+    par = m.get("parity") or {}
+    for split in ("witnessed", "heldout"):
+        p = par.get(split) or {}
+        if p:
+            click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {p.get('rate')} (95% CP low {p.get('ci95_low')})")
+    g = m.get("guard") or {}
+    click.echo(f"guard      {g.get('method')}  alpha {g.get('alpha')}  n {g.get('n')}  threshold {g.get('threshold')}  held-out coverage {g.get('coverage_heldout')}")
+    lat = m.get("latency_us") or {}
+    click.echo(f"latency    p50 {lat.get('p50')} µs  p95 {lat.get('p95')} µs (in-process, measured at compile)")
+    prov = m.get("provenance") or {}
+    click.echo(f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}")
+    click.echo(f"eval runs  {', '.join(m.get('eval_runs') or [])}")
+
+
+# ----------------------------------------------------------------------------------------- store
+@main.group()
+def store() -> None:
+    """Inspect and check a trace store."""
+
+
+@store.command(name="verify")
+@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False))
+def store_verify(store_path: str) -> None:
+    """Re-derive every digest in the store; exit 1 on any mismatch."""
+    from auto.errors import IntegrityError
+    from auto.store import Store
+
+    with Store(store_path) as st:
+        report = st.verify()
+    _emit_json(report)
+    bad = report.get("mismatches") or []
+    if bad:
+        raise IntegrityError(f"{len(bad)} digests do not match their content")
+    say("store verified: every digest matches")
+
+
+@store.command(name="info")
+@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False))
+def store_info(store_path: str) -> None:
+    """Counts of traces, spans, eval runs and artifacts; schema version; store digest."""
+    from auto.store import Store
+
+    with Store(store_path) as st:
+        _emit_json(st.info())
+
+
+# ----------------------------------------------------------------------------------------- bench
+@main.group()
+def bench() -> None:
+    """AUTO-BENCH: run a family end to end and report cost, parity and silent errors."""
+
+
+@bench.command(name="run")
+@click.argument("family", type=click.Choice(["triage"]))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
+@click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
+@click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
+@click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
+def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int) -> None:
+    """Record, census, compile, verify, then drive a stream through the tiered runtime."""
+    from bench.run import run_family
+
+    results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items, seed=seed, progress=say)
+    _emit_json(results)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,334 @@
+"""The one ordered module that calls every stage: witnesses → distill → codegen → verify → emit.
+
+:func:`compile_task` compiles one generation of a task from the witnesses in a store:
+
+1. group the task's witnesses by distinct input (canonical JSON): a divergent input contributes
+   its modal output weighted by its share;
+2. split distinct inputs deterministically (stratified by label) into training, calibration and
+   held-out sets (fractions from the contract);
+3. distill candidates on the training set and select on the calibration set;
+4. lower the winner to WebAssembly and load it in the sandbox;
+5. calibrate the novelty guard on the calibration set's nonconformity scores, computed by the
+   artifact itself;
+6. run the gate on every witnessed input and the held-out set *as WebAssembly*; store the eval
+   run (either way);
+7. on a pass, emit the ``.wasm`` with its manifest and store it; on a refusal raise
+   :class:`~auto.errors.GateRefused`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from auto.canonical import canonical_json, digest_bytes
+from auto.errors import CompileError, GateRefused
+from auto.verify import Contract, run_gate
+
+FORMAT = "auto.artifact/1"
+
+
+@dataclass
+class CompileOutcome:
+    """A generation that passed the gate (refusals raise :class:`GateRefused` instead).
+
+    Attributes:
+        task, generation: what was compiled.
+        reason: the gate's one-line verdict.
+        eval_run_id: the stored eval run the manifest cites.
+        artifact_id: ``sha256:<hex>`` of ``wasm``; artifact_bytes: ``len(wasm)`` (bytes).
+        artifact_path: where the file was written (None if not written).
+        wasm: the artifact's bytes; manifest: its manifest.
+        timings_s: seconds per stage (distill, codegen, calibrate, gate, emit).
+    """
+
+    task: str
+    generation: int
+    reason: str
+    eval_run_id: str
+    artifact_id: str
+    artifact_bytes: int
+    artifact_path: Path | None
+    wasm: bytes
+    manifest: dict[str, Any]
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly summary (no bytes)."""
+        m = self.manifest
+        return {
+            "verdict": "pass",
+            "task": self.task,
+            "generation": self.generation,
+            "reason": self.reason,
+            "eval_run_id": self.eval_run_id,
+            "artifact_id": self.artifact_id,
+            "artifact_bytes": self.artifact_bytes,
+            "artifact_path": str(self.artifact_path) if self.artifact_path else None,
+            "compiled_as": m["compiled_as"],
+            "model": m["model"],
+            "parity": m["parity"],
+            "guard": {k: v for k, v in m["guard"].items() if k != "calibration_scores"},
+            "latency_us": m["latency_us"],
+            "timings_s": self.timings_s,
+        }
+
+
+def _json_type(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if v is None:
+        return "null"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def input_schema(inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The input JSON schema implied by the witnesses: the keys every witness has, their types."""
+    keys = set(inputs[0])
+    for d in inputs[1:]:
+        keys &= set(d)
+    props: dict[str, Any] = {}
+    for k in sorted(keys):
+        types = sorted({_json_type(d[k]) for d in inputs})
+        props[k] = {"type": types[0] if len(types) == 1 else types}
+    return {"type": "object", "properties": props, "required": sorted(keys), "additionalProperties": False}
+
+
+def _pctl(xs: list[float], q: int) -> float | None:
+    if not xs:
+        return None
+    if len(xs) == 1:
+        return round(xs[0], 2)
+    return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 2)
+
+
+def _reference_model(store: Any, task: str) -> str:
+    for s in store.spans(task=task, kind="llm"):
+        a = s.get("attributes") or {}
+        name = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
+        if name:
+            return f"simulated: {name}" if a.get("auto.reference_model.simulated") else str(name)
+    return "unknown (no model-call spans recorded)"
+
+
+def _refuse(store: Any, contract: Contract, generation: int, reason: str, checks: list[dict[str, Any]]) -> GateRefused:
+    record = {"task": contract.task, "generation": generation, "contract": {"id": contract.id, **contract.model_dump()},
+              "candidate": None, "checks": checks, "verdict": "refuse", "reason": reason}
+    return GateRefused(reason, store.put_eval_run(record))
+
+
+def compile_task(
+    store: Any,
+    task: str,
+    *,
+    contract: Contract | None = None,
+    generation: int | None = None,
+    out_path: str | Path | None = None,
+    reference_model: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompileOutcome:
+    """Compile one generation of ``task`` from the witnesses in ``store``.
+
+    Args:
+        store: an :class:`auto.store.Store`.
+        task: the task name as recorded.
+        contract: the gate's contract (default: :meth:`Contract.default_for`).
+        generation: generation number (default: the store's latest for the task + 1).
+        out_path: where to write the ``.wasm`` (default: ``<task>.gen<N>.wasm``).
+        reference_model: label for provenance (default: read from recorded model-call spans).
+        progress: optional callback for human-readable progress lines.
+
+    Returns:
+        The :class:`CompileOutcome` of a generation that passed the gate.
+
+    Raises:
+        GateRefused: too few witnesses, a single label, or a failed gate check (the eval run
+            is stored and its id attached).
+        CompileError, CodegenError: a stage failed for a reason other than the gate.
+    """
+    from auto_runtime import Artifact
+
+    from auto.codegen import generate_wasm
+    from auto.distill import distill, split_witnesses
+    from auto.emit import emit
+
+    say = progress or (lambda _m: None)
+    contract = contract or Contract.default_for(task)
+    if generation is None:
+        latest = store.latest_artifact(task)
+        generation = (latest.generation + 1) if latest else 1
+    timings: dict[str, float] = {}
+
+    # 1. witnesses → distinct inputs with modal output and share
+    ws = store.witnesses(task)
+    groups: dict[str, list[Any]] = defaultdict(list)
+    inputs: dict[str, dict[str, Any]] = {}
+    for w in ws:
+        key = canonical_json(w.input)
+        groups[key].append(canonical_json(w.output))
+        inputs[key] = w.input
+    items: list[tuple[dict[str, Any], Any, float]] = []
+    for key in sorted(groups):
+        outs = Counter(groups[key])
+        modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
+    n = len(items)
+    if n < contract.min_witnesses:
+        raise _refuse(store, contract, generation, f"only {n} distinct witnessed inputs; the contract needs {contract.min_witnesses}",
+                      [{"name": "enough-witnesses", "n": n, "min": contract.min_witnesses, "passed": False}])
+    label_keys = [canonical_json(it[1]) for it in items]
+    labels = sorted(set(label_keys))
+    if len(labels) < 2:
+        raise _refuse(store, contract, generation, f"every witness has the same output {labels[0]}; nothing to classify "
+                      "(a constant is not compiled as a specialist)", [{"name": "two-or-more-labels", "labels": len(labels), "passed": False}])
+
+    # 2. split: held-out first, then calibration from the rest (both stratified, seeded)
+    rest_idx, held_idx = split_witnesses(label_keys, contract.heldout_fraction, contract.seed)
+    cal_frac = contract.calibration_fraction / (1.0 - contract.heldout_fraction)
+    tr_local, cal_local = split_witnesses([label_keys[i] for i in rest_idx], cal_frac, contract.seed + 1)
+    train_idx = [rest_idx[i] for i in tr_local]
+    cal_idx = [rest_idx[i] for i in cal_local]
+    if not held_idx or not cal_idx:
+        raise _refuse(store, contract, generation, "too few witnesses per label to hold out a calibration and a held-out set",
+                      [{"name": "splits-nonempty", "heldout": len(held_idx), "calibration": len(cal_idx), "passed": False}])
+    say(f"  {n} distinct inputs, {len(labels)} labels: train {len(train_idx)}, calibration {len(cal_idx)}, held-out {len(held_idx)}")
+
+    # 3. distill (selection on the calibration set)
+    t0 = time.perf_counter()
+    dres = distill([items[i] for i in train_idx], heldout=[items[i] for i in cal_idx], seed=contract.seed)
+    model = dres.model
+    timings["distill"] = time.perf_counter() - t0
+    say(f"  distilled: {dres.selected.model} over {model.features.n_min}-{model.features.n_max}-grams, "
+        f"calibration agreement {dres.selected.heldout_agreement:.3f}")
+
+    # 4. codegen → sandbox
+    t0 = time.perf_counter()
+    code = generate_wasm(model)
+    timings["codegen"] = time.perf_counter() - t0
+    schema = input_schema([it[0] for it in items])
+    base = {
+        "format": FORMAT,
+        "task": task,
+        "generation": generation,
+        "compiled_as": "specialist",
+        "interface": {"input": schema, "output": {"enum": [json_loads(x) for x in labels]}},
+        "abi": {"exports": ["memory", "alloc", "run", "run_batch"], "encoding": "canonical-json"},
+        "capabilities": [],
+        "model": {
+            "kind": model.kind,
+            "estimator": model.estimator,
+            "classes": [json_loads(c) for c in model.classes],
+            "features": model.features.to_dict(),
+            "prototypes": int(model.P.shape[0]),
+            "code_digest": digest_bytes(code),
+        },
+    }
+    provisional = Artifact.load(emit(code, {**base, "guard": {"method": "none"}, "provisional": True}))
+
+    # 5. calibrate the novelty guard (scores computed by the artifact itself)
+    t0 = time.perf_counter()
+    cal_out = provisional.call_batch([items[i][0] for i in cal_idx])
+    if any("error" in o for o in cal_out):
+        raise CompileError("the candidate returned errors on calibration inputs")
+    cal_scores = sorted(float(o["nonconformity"]) for o in cal_out)
+    m = len(cal_scores)
+
+    def p_value(s: float) -> float:
+        return (1 + sum(1 for c in cal_scores if c >= s)) / (m + 1)
+
+    held_out = provisional.call_batch([items[i][0] for i in held_idx])
+    proceed = [p_value(float(o["nonconformity"])) > contract.alpha for o in held_out if "error" not in o]
+    coverage = (sum(proceed) / len(proceed)) if proceed else None
+    # p <= alpha  <=>  #{c >= s} <= j with j = floor(alpha (m + 1)) - 1  <=>  s > c_(m - j) (ascending, 1-based)
+    j = int(math.floor(contract.alpha * (m + 1) + 1e-12)) - 1
+    threshold = cal_scores[m - j - 1] if 0 <= j < m else None  # None: every input deopts (too few scores)
+    guard = {
+        "method": "conformal-novelty",
+        "alpha": contract.alpha,
+        "n": m,
+        "calibration_scores": [round(s, 9) for s in cal_scores],
+        "threshold": threshold,
+        "coverage_heldout": coverage,
+        "statement": ("deopt iff the conformal p-value of the input's nonconformity against the calibration scores is "
+                      "<= alpha; under exchangeability with the calibration inputs at most alpha of them deopt; no "
+                      "guarantee for inputs that are not exchangeable"),
+    }
+    timings["calibrate"] = time.perf_counter() - t0
+
+    # 6. the gate, as WebAssembly
+    t0 = time.perf_counter()
+    record = run_gate(
+        contract=contract,
+        run_batch=provisional.call_batch,
+        reference_predict=lambda inp: model.predict(inp).answer,
+        witnessed=[(it[0], it[1]) for it in items],
+        heldout=[(items[i][0], items[i][1]) for i in held_idx],
+        labels=[json_loads(x) for x in labels],
+        candidate={**base["model"], "sklearn_agreement": dres.sklearn_agreement,
+                   "candidates": [{"model": c.model, "features": c.features.to_dict(), "train_agreement": c.train_agreement,
+                                   "calibration_agreement": c.heldout_agreement} for c in dres.candidates]},
+        generation=generation,
+    )
+    lat: list[float] = []
+    for i in held_idx[:200]:
+        t1 = time.perf_counter_ns()
+        provisional.call(items[i][0])
+        lat.append((time.perf_counter_ns() - t1) / 1000.0)
+    record["guard"] = {k: v for k, v in guard.items() if k != "calibration_scores"}
+    eval_id = store.put_eval_run(record)
+    timings["gate"] = time.perf_counter() - t0
+    if record["verdict"] != "pass":
+        raise GateRefused(record["reason"], eval_id)
+
+    # 7. emit
+    t0 = time.perf_counter()
+    checks = {c["name"]: c for c in record["checks"]}
+    parity = {split: {k: checks[name][k] for k in ("n", "agree", "rate", "ci95_low")}
+              for split, name in (("witnessed", "witnessed-agreement"), ("heldout", "heldout-agreement"))}
+    ws_traces = sorted({w.trace_id for w in ws})
+    manifest = {
+        **base,
+        "contract": {"id": contract.id, **contract.model_dump()},
+        "eval_runs": [eval_id],
+        "provenance": {
+            "trace_ids": ws_traces,
+            "store_digest": store.digest(task),
+            "witnesses": len(ws),
+            "distinct_inputs": n,
+            "reference_model": reference_model or _reference_model(store, task),
+        },
+        "parity": parity,
+        "guard": guard,
+        "latency_us": {"p50": _pctl(lat, 50), "p95": _pctl(lat, 95), "what": "Artifact.call in-process, JSON in/out, no guard"},
+        "cost_usd_micros_per_call": 0,
+    }
+    wasm = emit(code, manifest)
+    aid = store.put_artifact(wasm, manifest, task, generation)
+    path = Path(out_path) if out_path else Path(f"{task}.gen{generation}.wasm")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(wasm)
+    tmp.replace(path)
+    timings["emit"] = time.perf_counter() - t0
+    return CompileOutcome(task=task, generation=generation, reason=record["reason"], eval_run_id=eval_id, artifact_id=aid,
+                          artifact_bytes=len(wasm), artifact_path=path, wasm=wasm, manifest=manifest,
+                          timings_s={k: round(v, 4) for k, v in timings.items()})
+
+
+def json_loads(text: str) -> Any:
+    """Parse canonical JSON text (labels are kept as canonical JSON internally)."""
+    return json.loads(text)

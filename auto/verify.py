@@ -1,0 +1,226 @@
+"""The gate: a candidate artifact is checked *as WebAssembly* against its contract.
+
+A contract (a small TOML file, or defaults derived from the task) states what the gate checks:
+
+* the output property — ``witnessed-label``: every answer is one of the labels the reference
+  agent was witnessed giving;
+* agreement with the reference agent on every witnessed input and on a held-out split that the
+  candidate never trained or calibrated on, with a 95% Clopper–Pearson lower bound
+  (Clopper & Pearson, Biometrika 26(4), 1934; computed by ``scipy.stats.binomtest``);
+* the acceptance thresholds on the held-out point estimate and on its lower bound;
+* agreement of the WebAssembly answers with the compiler's Python reference implementation.
+
+Every gate run is stored as an *eval run* whose id is the digest of its canonical record
+(content-addressed); the manifest of an emitted artifact cites it. A refusal raises
+:class:`auto.errors.GateRefused` carrying the eval run id and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from scipy.stats import binomtest
+
+from auto.canonical import canonical_json, digest
+from auto.errors import ContractError
+
+
+class Contract(BaseModel):
+    """What the gate checks for one task.
+
+    Attributes:
+        task: the task name the contract applies to.
+        output: output property; ``witnessed-label`` = answers must be witnessed labels.
+        min_agreement: held-out agreement point estimate required (0–1).
+        min_agreement_ci95_low: 95% Clopper–Pearson lower bound required on held-out agreement.
+        heldout_fraction: share of distinct witnessed inputs held out from training (0–0.5).
+        calibration_fraction: share held out for model selection and guard calibration (0–0.5).
+        alpha: level of the conformal novelty guard (expected deopt rate on exchangeable inputs).
+        min_witnesses: fewer distinct witnessed inputs than this → refuse without training.
+        seed: seed of the deterministic split.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str
+    output: Literal["witnessed-label"] = "witnessed-label"
+    min_agreement: float = Field(0.95, ge=0.0, le=1.0)
+    min_agreement_ci95_low: float = Field(0.85, ge=0.0, le=1.0)
+    heldout_fraction: float = Field(0.2, gt=0.0, le=0.5)
+    calibration_fraction: float = Field(0.2, gt=0.0, le=0.5)
+    alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    min_witnesses: int = Field(40, ge=4)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _fractions(self) -> "Contract":
+        if self.heldout_fraction + self.calibration_fraction >= 0.8:
+            raise ValueError("heldout_fraction + calibration_fraction must leave at least 20% for training")
+        return self
+
+    @property
+    def id(self) -> str:
+        """Content-addressed id: digest of the canonical contract."""
+        return digest(self.model_dump())
+
+    @classmethod
+    def default_for(cls, task: str) -> "Contract":
+        """Defaults derived from the task (classification: witnessed-label property)."""
+        return cls(task=task)
+
+    @classmethod
+    def load(cls, path: str | Path, task: str | None = None) -> "Contract":
+        """Read a contract TOML file (a ``[contract]`` table, or top-level keys).
+
+        Raises:
+            ContractError: the file is missing, not TOML, has unknown keys or bad values, or
+                names a different task than ``task``.
+        """
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ContractError(f"contract file not found: {p}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ContractError(f"contract {p} is not valid TOML: {e}") from None
+        body = data.get("contract", data)
+        if task is not None:
+            body = {"task": task, **body}
+            if body["task"] != task:
+                raise ContractError(f"contract {p} is for task {body['task']!r}, not {task!r}")
+        try:
+            return cls(**body)
+        except ValidationError as e:
+            msgs = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'contract'}: {err['msg']}" for err in e.errors())
+            raise ContractError(f"contract {p}: {msgs}") from None
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Exact (Clopper–Pearson) two-sided interval for a binomial proportion k/n.
+
+    Returns:
+        ``(low, high)``; ``(None, None)`` when ``n == 0``.
+    """
+    if n == 0:
+        return None, None
+    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def agreement(answers: Sequence[Any], expected: Sequence[Any]) -> dict[str, Any]:
+    """Agreement of ``answers`` with ``expected`` (canonical JSON equality).
+
+    Returns:
+        ``{"n", "agree", "rate", "ci95_low", "ci95_high"}``; rate and bounds are None when n = 0.
+    """
+    n = len(expected)
+    agree = sum(1 for a, e in zip(answers, expected) if canonical_json(a) == canonical_json(e))
+    low, high = clopper_pearson(agree, n)
+    return {"n": n, "agree": agree, "rate": (agree / n) if n else None, "ci95_low": low, "ci95_high": high}
+
+
+def run_gate(
+    *,
+    contract: Contract,
+    run_batch: Callable[[list[dict]], list[dict]],
+    reference_predict: Callable[[dict], Any],
+    witnessed: Sequence[tuple[dict, Any]],
+    heldout: Sequence[tuple[dict, Any]],
+    labels: Sequence[Any],
+    candidate: dict[str, Any],
+    generation: int,
+) -> dict[str, Any]:
+    """Run every check of the contract and return the eval-run record (not yet stored).
+
+    Args:
+        contract: the contract to check.
+        run_batch: runs the candidate *as WebAssembly* on a list of task inputs and returns the
+            ABI output objects (``{"answer", ...}`` or ``{"error"}``) in order.
+        reference_predict: the compiler's Python reference implementation of the candidate
+            (returns the answer); the WebAssembly must agree with it on every input.
+        witnessed: every (input, modal witnessed output) pair the store holds.
+        heldout: the held-out (input, output) pairs (never used to train or calibrate).
+        labels: the witnessed labels (the output property's allowed set).
+        candidate: a description of the candidate (kind, code digest, sizes) for the record.
+        generation: the generation number being compiled.
+
+    Returns:
+        The eval-run record: ``{"task", "generation", "contract", "candidate",
+        "checks": [...], "verdict": "pass"|"refuse", "reason"}``; its id is the digest of the
+        record, assigned when it is stored (``Store.put_eval_run``).
+    """
+    allowed = {canonical_json(x) for x in labels}
+    checks: list[dict[str, Any]] = []
+
+    def outputs(pairs: Sequence[tuple[dict, Any]]) -> list[dict]:
+        return run_batch([p[0] for p in pairs]) if pairs else []
+
+    w_out = outputs(witnessed)
+    h_out = outputs(heldout)
+
+    def answers(outs: list[dict]) -> list[Any]:
+        return [o.get("answer") if "error" not in o else {"__error__": o["error"]} for o in outs]
+
+    errors = sum(1 for o in w_out + h_out if "error" in o)
+    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(h_out), "passed": errors == 0})
+
+    bad_labels = sum(1 for a in answers(w_out) + answers(h_out) if canonical_json(a) not in allowed)
+    checks.append({"name": "output-is-witnessed-label", "violations": bad_labels, "passed": bad_labels == 0})
+
+    ref_w = [reference_predict(p[0]) for p in witnessed]
+    ref_h = [reference_predict(p[0]) for p in heldout]
+    mism = sum(1 for a, r in zip(answers(w_out) + answers(h_out), ref_w + ref_h) if canonical_json(a) != canonical_json(r))
+    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+
+    wa = agreement(answers(w_out), [p[1] for p in witnessed])
+    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
+
+    ha = agreement(answers(h_out), [p[1] for p in heldout])
+    ok_point = ha["rate"] is not None and ha["rate"] >= contract.min_agreement
+    ok_low = ha["ci95_low"] is not None and ha["ci95_low"] >= contract.min_agreement_ci95_low
+    checks.append(
+        {
+            "name": "heldout-agreement",
+            **ha,
+            "min_agreement": contract.min_agreement,
+            "min_agreement_ci95_low": contract.min_agreement_ci95_low,
+            "passed": ok_point and ok_low,
+        }
+    )
+
+    failed = [c for c in checks if not c["passed"]]
+    if not failed:
+        reason = (
+            f"held-out agreement {ha['agree']}/{ha['n']} = {ha['rate']:.3f} "
+            f"(95% CP lower bound {ha['ci95_low']:.3f}) meets {contract.min_agreement:.2f} / {contract.min_agreement_ci95_low:.2f}"
+        )
+    else:
+        c = failed[0]
+        if c["name"] == "heldout-agreement":
+            rate = "n/a" if c["rate"] is None else f"{c['rate']:.3f}"
+            low = "n/a" if c["ci95_low"] is None else f"{c['ci95_low']:.3f}"
+            reason = (
+                f"held-out agreement {c['agree']}/{c['n']} = {rate} (95% CP lower bound {low}) is below "
+                f"the contract's {contract.min_agreement:.2f} (lower bound {contract.min_agreement_ci95_low:.2f})"
+            )
+        elif c["name"] == "output-is-witnessed-label":
+            reason = f"{c['violations']} answers are not witnessed labels"
+        elif c["name"] == "wasm-matches-python-reference":
+            reason = f"WebAssembly and the Python reference disagree on {c['mismatches']} inputs"
+        elif c["name"] == "runs-without-error":
+            reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
+        else:
+            reason = f"check {c['name']} failed"
+    record: dict[str, Any] = {
+        "task": contract.task,
+        "generation": generation,
+        "contract": {"id": contract.id, **contract.model_dump()},
+        "candidate": candidate,
+        "checks": checks,
+        "verdict": "pass" if not failed else "refuse",
+        "reason": reason,
+    }
+    return record

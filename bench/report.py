@@ -1,0 +1,143 @@
+"""Reports of a stream run: ``results.json`` figures, ``ratchet.csv``, the cumulative-cost PNG.
+
+Definitions (all measured on the run, none assumed):
+
+* ``tier1_share`` — tier-1 answers / items.
+* ``parity`` — items whose served answer (tier-1 or tier-0) equals the control leg's reference
+  answer on the same item / items.
+* ``silent_wrong`` — tier-1 answers that differ from the control leg's reference answer / tier-1
+  answers; ``silent_wrong_ci95_high`` is the 95% Clopper–Pearson upper bound.
+* ``reference_self_agreement`` — items where two independent reference calls agree / items:
+  the ceiling parity can reach when the reference samples.
+* ``cost_usd_micros`` — the tiered leg's reference spend (tier-1 answers cost no model spend);
+  ``control_cost_usd_micros`` — the all-reference control leg's spend; ``cost_ratio`` = control /
+  tiered (higher is better).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+from auto.canonical import canonical_json
+from auto.verify import clopper_pearson
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return float(values[0])
+    return float(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1])
+
+
+def _eq(a: Any, b: Any) -> bool:
+    return canonical_json(a) == canonical_json(b)
+
+
+def stream_figures(rows: Sequence[Any]) -> dict[str, Any]:
+    """The headline figures of a stream run (see the module docstring for definitions)."""
+    n = len(rows)
+    t1 = [r for r in rows if r.tier == "tier-1"]
+    wrong = sum(1 for r in t1 if not _eq(r.answer, r.reference_answer))
+    _, sw_high = clopper_pearson(wrong, len(t1))
+    parity_k = sum(1 for r in rows if _eq(r.answer, r.reference_answer))
+    p_low, p_high = clopper_pearson(parity_k, n)
+    self_k = sum(1 for r in rows if _eq(r.reference_answer, r.reference_answer_2))
+    cost = sum(r.cost_usd_micros for r in rows)
+    control = sum(r.control_cost_usd_micros for r in rows)
+    return {
+        "items": n,
+        "tier1": len(t1),
+        "tier1_share": (len(t1) / n) if n else None,
+        "deopts": sum(1 for r in rows if r.tier == "tier-0"),
+        "declined": sum(1 for r in rows if r.tier not in ("tier-0", "tier-1")),
+        "parity": (parity_k / n) if n else None,
+        "parity_ci95": [p_low, p_high],
+        "silent_wrong": (wrong / len(t1)) if t1 else None,
+        "silent_wrong_count": wrong,
+        "silent_wrong_ci95_high": sw_high,
+        "reference_self_agreement": (self_k / n) if n else None,
+        "cost_usd_micros": round(cost, 3),
+        "control_cost_usd_micros": round(control, 3),
+        "cost_ratio": (control / cost) if cost > 0 else None,
+        "tier1_latency_us_p50": _pct([r.latency_us for r in t1], 50),
+        "tier1_latency_us_p95": _pct([r.latency_us for r in t1], 95),
+        "reference_latency_ms_p50": _pct([r.reference_latency_ms for r in rows], 50),
+        "reference_latency_ms_p95": _pct([r.reference_latency_ms for r in rows], 95),
+    }
+
+
+def write_ratchet_csv(rows: Sequence[Any], path: Path) -> None:
+    """One CSV row per stream position (tier, guard score, latency µs, cost µ$, generation, answers)."""
+    cols = ["position", "tier", "reason", "score", "p_value", "latency_us", "cost_usd_micros", "generation",
+            "answer", "reference_answer", "control_cost_usd_micros", "cum_cost_usd_micros", "cum_control_cost_usd_micros", "label"]
+    cum = cum_c = 0.0
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            cum += r.cost_usd_micros
+            cum_c += r.control_cost_usd_micros
+            w.writerow([r.position, r.tier, r.reason, "" if r.score is None else f"{r.score:.9f}",
+                        "" if r.p_value is None else f"{r.p_value:.6f}", f"{r.latency_us:.2f}", f"{r.cost_usd_micros:.3f}",
+                        "" if r.generation is None else r.generation, canonical_json(r.answer), canonical_json(r.reference_answer),
+                        f"{r.control_cost_usd_micros:.3f}", f"{cum:.3f}", f"{cum_c:.3f}", r.label or ""])
+
+
+def plot_cumulative_cost(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: Path, title: str,
+                         shift_at: int | None = None) -> None:
+    """PNG: cumulative cost (µ$) of the tiered leg against the all-reference control leg."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs, tiered, control = [], [], []
+    a = b = 0.0
+    for r in rows:
+        a += r.cost_usd_micros
+        b += r.control_cost_usd_micros
+        xs.append(r.position + 1)
+        tiered.append(a)
+        control.append(b)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    ax.plot(xs, control, label="control: reference agent on every item", color="#888888")
+    ax.plot(xs, tiered, label="Auto: tiered runtime (tier-1 or deopt)", color="#1f6feb")
+    for c in compiles:
+        if c.get("verdict") == "pass":
+            ax.axvline(c["position"], color="#2da44e", alpha=0.35, lw=1)
+        else:
+            ax.axvline(c["position"], color="#cf222e", alpha=0.35, lw=1, ls=":")
+    if shift_at is not None:
+        ax.axvline(shift_at, color="#bf8700", lw=1.5, ls="--", label=f"shift at item {shift_at}")
+    ax.set_xlabel("stream position")
+    ax.set_ylabel("cumulative model cost (µ$)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.text(0.99, 0.02, "green: generation installed · red dotted: compile refused", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize=7, color="#555555")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def render_summary(results: dict[str, Any]) -> str:
+    """A short human table of the headline figures."""
+    def f(v: Any, spec: str = ".3f") -> str:
+        return "n/a" if v is None else format(v, spec)
+
+    s = results
+    lines = [
+        f"family {s['family']}   reference model: {s['reference_model']}",
+        f"items {s['items']}   tier-1 {s['tier1']} ({f(s['tier1_share'], '.1%')})   deopts {s['deopts']}   "
+        f"generations {s['generations']}   recompiles {s['recompiles']} (refused {s['refused_compiles']})",
+        f"parity {f(s['parity'], '.1%')}   reference self-agreement {f(s['reference_self_agreement'], '.1%')}   "
+        f"silent-wrong {s['silent_wrong_count']}/{s['tier1']} = {f(s['silent_wrong'], '.2%')} (95% upper {f(s['silent_wrong_ci95_high'], '.2%')})",
+        f"cost {f(s['cost_usd_micros'], ',.0f')} µ$ vs control {f(s['control_cost_usd_micros'], ',.0f')} µ$ "
+        f"(ratio {f(s['cost_ratio'], '.2f')}x)",
+        f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs   reference p50 {f(s['reference_latency_ms_p50'], '.0f')} ms",
+    ]
+    return "\n".join(lines)

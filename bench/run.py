@@ -1,0 +1,205 @@
+"""``auto bench run FAMILY``: record → census → compile → verify, then the stream (the ratchet).
+
+Phases of the default run (``--stream`` replaces only phase 2's items):
+
+1. **offline** — the family's seeded corpus: the reference agent is recorded twice over the
+   training slice into ``offline.sqlite``; the census runs over those traces; one generation is
+   compiled and verified (its gate numbers are reported).
+2. **stream** — a fresh deployment: a separate store, no artifact; items go through the tiered
+   runtime, new witnesses feed recompiles; a control leg (reference on every item) is run beside
+   it (see :mod:`bench.stream`).
+
+Outputs in ``--out``: ``results.json``, ``ratchet.csv``, ``cost.png``, the stores and the
+artifacts. The reference model is the embedded simulator unless ``OPENAI_BASE_URL`` is set; every
+output it influences says so in ``reference_model``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from auto.canonical import canonical_json
+from auto.errors import GateRefused, UsageError
+
+from bench.report import plot_cumulative_cost, render_summary, stream_figures, write_ratchet_csv
+from bench.stream import Metered, run_stream
+
+
+@contextlib.contextmanager
+def reference_endpoint(seed: int) -> Iterator[str]:
+    """Point the ``openai`` client at the reference model; yield its label for reports.
+
+    With ``OPENAI_BASE_URL`` set, that endpoint is used as it is (``OPENAI_API_KEY`` from the
+    environment). Otherwise the embedded simulator starts on loopback and the environment points
+    at it for the duration (restored afterwards).
+    """
+    from bench.triage import agent
+
+    if os.environ.get("OPENAI_BASE_URL"):
+        agent.reset_client()
+        yield f"{agent.model_name()} at {os.environ['OPENAI_BASE_URL']}"
+        return
+    from auto.sim import SimServer
+
+    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    with SimServer(seed=seed) as sim:
+        os.environ["OPENAI_BASE_URL"] = sim.base_url
+        os.environ["OPENAI_API_KEY"] = "sk-simulated-no-key"
+        agent.reset_client()
+        try:
+            yield f"simulated: {agent.model_name()} (auto.sim, seed {seed})"
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            agent.reset_client()
+
+
+def _metered_triage(inp: dict[str, Any]) -> Metered:
+    from auto.record.pricing import cost_usd_micros
+    from bench.triage import agent
+
+    t0 = time.perf_counter()
+    label, resp, headers = agent.ask(inp["ticket"])
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    sim_ms = headers.get("x-auto-sim-latency-ms")
+    usage = getattr(resp, "usage", None)
+    cost = None
+    if usage is not None:
+        cost = cost_usd_micros(resp.model or agent.model_name(), usage.prompt_tokens, usage.completion_tokens)
+    return Metered(answer=label, cost_usd_micros=cost, latency_ms=float(sim_ms) if sim_ms else wall_ms, simulated=sim_ms is not None)
+
+
+def _read_stream(path: Path, field: str) -> tuple[list[dict[str, Any]], list[str | None]]:
+    items: list[dict[str, Any]] = []
+    labels: list[str | None] = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise UsageError(f"{path}:{n}: not JSON ({e})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+                raise UsageError(f"{path}:{n}: expected an object with a string field {field!r}")
+            items.append({field: obj[field]})
+            lab = obj.get("category", obj.get("label"))
+            labels.append(lab if isinstance(lab, str) else None)
+    if not items:
+        raise UsageError(f"{path}: no items")
+    return items, labels
+
+
+def _fresh_store(path: Path) -> Any:
+    from auto.store import Store
+
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.unlink()
+    return Store(path)
+
+
+def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 300, seed: int = 0,
+               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run one AUTO-BENCH family end to end and write its reports into ``out_dir``.
+
+    Returns:
+        The ``results.json`` object.
+
+    Raises:
+        UsageError: unknown family, or a malformed ``--stream`` file.
+    """
+    if family != "triage":
+        raise UsageError(f"unknown bench family {family!r} (available: triage)")
+    say = progress or (lambda _m: None)
+    import auto
+    from auto.analyze import census
+    from auto.pipeline import compile_task
+    from auto.verify import Contract
+    from bench.triage import agent, corpus
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("triage.gen*.wasm"):
+        old.unlink()
+    contract = Contract.default_for("triage")
+    results: dict[str, Any] = {"family": family}
+    started = time.perf_counter()
+    with reference_endpoint(seed) as ref_label:
+        results["reference_model"] = ref_label
+        say(f"reference model: {ref_label}")
+        data = corpus.default_corpus(seed)
+
+        # ---- phase 1: offline record ×2 → census → compile → verify
+        offline = _fresh_store(out_dir / "offline.sqlite")
+        train = data["train"]
+        say(f"[offline] recording the reference agent twice over {len(train)} training tickets")
+        with auto.recording(offline):
+            for _ in range(2):
+                for t in train:
+                    agent.triage(t.ticket)
+        cen = census(offline.spans())
+        task_site = next((s for s in cen.sites if s.kind == "task"), None)
+        say(f"[offline] census: {cen.deterministic_spans}/{cen.spans} spans witnessed-deterministic"
+            + (f" ({cen.headline:.1%})" if cen.headline is not None else ""))
+        offline_res: dict[str, Any] = {"census": cen.to_dict(), "task_site": task_site.to_dict() if task_site else None}
+        try:
+            outcome = compile_task(offline, "triage", contract=contract, out_path=out_dir / "triage.offline.wasm")
+            offline_res["compile"] = outcome.summary()
+            say(f"[offline] compiled: {outcome.reason}")
+        except GateRefused as e:
+            offline_res["compile"] = {"verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id}
+            say(f"[offline] compile refused: {e.reason}")
+        offline.close()
+        results["offline"] = offline_res
+
+        # ---- phase 2: the stream
+        if stream_path is not None:
+            stream_items, labels = _read_stream(stream_path, "ticket")
+            shift_at = None
+            results["stream_source"] = str(stream_path.name)
+        else:
+            stream = corpus.shifted_stream(data, items=items, shift_at=min(150, items // 2), seed=seed)
+            stream_items = [{"ticket": t.ticket} for t in stream]
+            labels = [t.category for t in stream]
+            shift_at = min(150, items // 2)
+            results["stream_source"] = f"generated (seed {seed}, shift to '{corpus.SHIFT_CATEGORY}' at item {shift_at})"
+        st = _fresh_store(out_dir / "stream.sqlite")
+        say(f"[stream] {len(stream_items)} items through the tiered runtime (starts with no artifact)")
+        run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage, store=st,
+                         out_dir=out_dir, contract=contract, progress=say)
+        st.close()
+
+    figs = stream_figures(run.rows)
+    passed = [c for c in run.compiles if c["verdict"] == "pass"]
+    results.update(figs)
+    results.update({
+        "generations": len(passed),
+        "recompiles": len(run.compiles),
+        "refused_compiles": len(run.compiles) - len(passed),
+        "compiles": run.compiles,
+        "shift_at": shift_at,
+        "wall_s": round(time.perf_counter() - started, 2),
+    })
+    if shift_at is not None:
+        pre = stream_figures([r for r in run.rows if r.position < shift_at])
+        post = stream_figures([r for r in run.rows if r.position >= shift_at])
+        results["before_shift"] = {k: pre[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
+        results["after_shift"] = {k: post[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
+    write_ratchet_csv(run.rows, out_dir / "ratchet.csv")
+    plot_cumulative_cost(run.rows, run.compiles, out_dir / "cost.png",
+                         title=f"AUTO-BENCH {family}: cumulative cost, tiered vs control ({results['reference_model']})",
+                         shift_at=shift_at)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    say(render_summary(results))
+    say(f"wrote {out_dir / 'results.json'}, ratchet.csv, cost.png")
+    return results
