@@ -1,8 +1,85 @@
 """auto_runtime: load and run Auto artifacts (sandboxed .wasm), with guards and deopt.
 
-Deploy hosts install only this distribution (it depends on wasmtime and numpy).
+Deploy hosts install only this distribution (it depends on wasmtime and numpy, nothing else).
+
+Public API::
+
+    Artifact.load(path_or_bytes, expected_id=None, limits=None) -> Artifact
+    Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
+    Limits(fuel, memory_bytes, timeout_ms)
+    TieredTask(artifact, reference, capture=None)(input_obj) -> CallResult
+    TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
+    build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
+
+The errors are imported eagerly; everything else loads on first attribute access, so
+``import auto_runtime.errors`` (which the compiler's error tree does) stays cheap and does not
+import wasmtime or numpy.
 """
 
-from auto_runtime.errors import AutoError  # noqa: F401
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from auto_runtime.errors import (
+    ArtifactError,
+    ArtifactIdMismatch,
+    AutoError,
+    CallTimeout,
+    CapabilityError,
+    FuelExhausted,
+    InputSchemaError,
+    LimitError,
+    MalformedArtifact,
+    ManifestError,
+    MemoryLimitExceeded,
+    OutputError,
+    TrapError,
+)
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Artifact": "auto_runtime.artifact",
+    "Limits": "auto_runtime.sandbox",
+    "DEFAULT_FUEL": "auto_runtime.sandbox",
+    "DEFAULT_MEMORY_BYTES": "auto_runtime.sandbox",
+    "DEFAULT_TIMEOUT_MS": "auto_runtime.sandbox",
+    "TieredTask": "auto_runtime.tiered",
+    "CallResult": "auto_runtime.tiered",
+    "Guard": "auto_runtime.guard",
+    "GuardDecision": "auto_runtime.guard",
+    "build_guard": "auto_runtime.guard",
+    "register_guard": "auto_runtime.guard",
+    "compile_schema": "auto_runtime.schema",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auto_runtime.artifact import Artifact
+    from auto_runtime.guard import Guard, GuardDecision, build_guard, register_guard
+    from auto_runtime.sandbox import DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_MS, Limits
+    from auto_runtime.schema import compile_schema
+    from auto_runtime.tiered import CallResult, TieredTask
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'auto_runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "Artifact", "Limits", "TieredTask", "CallResult",
+    "Guard", "GuardDecision", "build_guard", "register_guard", "compile_schema",
+    "DEFAULT_FUEL", "DEFAULT_MEMORY_BYTES", "DEFAULT_TIMEOUT_MS",
+    "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",
+    "CapabilityError", "LimitError", "FuelExhausted", "MemoryLimitExceeded", "CallTimeout",
+    "TrapError", "InputSchemaError", "OutputError",
+]

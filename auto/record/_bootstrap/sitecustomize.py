@@ -1,0 +1,56 @@
+"""Auto recording bootstrap (put on PYTHONPATH by ``auto record``; see auto.record.bootstrap).
+
+Starts recording into ``$AUTO_RECORD_STORE`` (optionally grouping untasked model calls under the
+task ``$AUTO_RECORD_TASK``), stops at exit, then runs the ``sitecustomize`` this one shadows.
+Never breaks the child: a failure to start recording is reported on stderr.
+"""
+
+import os
+import sys
+
+
+def _auto_start_recording():
+    store = os.environ.get("AUTO_RECORD_STORE")
+    if not store:
+        return
+    try:
+        import atexit
+
+        from auto.record.core import start_recording, stop_recording
+
+        rec = start_recording(store, task=os.environ.get("AUTO_RECORD_TASK") or None)
+
+        def _stop():
+            try:
+                stop_recording(rec, at_exit=True)
+            except Exception as exc:  # noqa: BLE001
+                sys.stderr.write(f"auto record: {exc}\n")
+
+        atexit.register(_stop)
+    except Exception as exc:  # noqa: BLE001
+        sys.stderr.write(f"auto record: could not start recording into {store}: {type(exc).__name__}: {exc}\n")
+
+
+def _auto_chain_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None or os.path.abspath(spec.origin or "") == os.path.abspath(__file__):
+        return
+    me = sys.modules.get("sitecustomize")
+    try:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = module
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001
+        sys.stderr.write(f"auto record: the shadowed sitecustomize ({spec.origin}) failed: {exc}\n")
+    finally:
+        if me is not None:
+            sys.modules["sitecustomize"] = me
+
+
+_auto_start_recording()
+_auto_chain_sitecustomize()

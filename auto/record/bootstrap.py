@@ -1,0 +1,80 @@
+"""``auto record --store S [--task T] -- cmd ...``: run a child process with recording started.
+
+:func:`run_recorded` puts :data:`BOOTSTRAP_DIR` first on the child's ``PYTHONPATH``; that
+directory holds a ``sitecustomize.py`` which Python imports at start-up (unless run with ``-S``,
+``-I`` or ``-E``). It reads
+
+* ``AUTO_RECORD_STORE`` — the store path (absolute), and
+* ``AUTO_RECORD_TASK`` — optional: model calls made outside any ``@auto.task`` are grouped
+  under one task span named T per process (otherwise they are top-level ``llm`` spans),
+
+starts recording (patching ``openai`` when it is imported), stops at interpreter exit, and then
+runs any ``sitecustomize`` that the bootstrap shadows, so an existing one keeps working. Child
+Python processes inherit the environment and are recorded too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from auto.errors import UsageError
+
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
+"""The directory holding the bootstrap ``sitecustomize.py``."""
+
+ENV_STORE = "AUTO_RECORD_STORE"
+ENV_TASK = "AUTO_RECORD_TASK"
+
+
+def recording_env(store: str, task: str | None = None, base: dict | None = None) -> dict[str, str]:
+    """The environment for a recorded child: ``base`` (default ``os.environ``) plus the
+    ``AUTO_RECORD_*`` variables and a ``PYTHONPATH`` of bootstrap dir + existing entries + the
+    directory that holds the ``auto`` package (last, so the child can import it)."""
+    env = dict(os.environ if base is None else base)
+    env[ENV_STORE] = os.path.abspath(store)
+    if task:
+        env[ENV_TASK] = task
+    else:
+        env.pop(ENV_TASK, None)
+    auto_parent = str(Path(__file__).resolve().parents[2])
+    parts = [BOOTSTRAP_DIR] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != BOOTSTRAP_DIR]
+    if auto_parent not in parts:
+        parts.append(auto_parent)
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    return env
+
+
+def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
+    """Run ``cmd`` with recording into ``store``; return the child's exit code.
+
+    The store is opened (created, schema-checked) before the child starts, so a bad store fails
+    fast. A child killed by signal N returns ``128 + N`` (shell convention).
+
+    Raises:
+        UsageError: empty command, or the program is not found / not executable.
+        NotAStore, SchemaTooNew: the store cannot be used.
+    """
+    if not cmd:
+        raise UsageError("auto record: no command given (usage: auto record --store S -- python agent.py)")
+    from auto.store import Store
+
+    Store(store).close()
+    env = recording_env(store, task)
+    try:
+        proc = subprocess.Popen(list(cmd), env=env)
+    except FileNotFoundError:
+        raise UsageError(f"auto record: command not found: {cmd[0]}") from None
+    except PermissionError:
+        raise UsageError(f"auto record: command not executable: {cmd[0]}") from None
+    try:
+        rc = proc.wait()
+    except KeyboardInterrupt:  # the child got SIGINT too (same process group); let it finish
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            rc = proc.wait()
+    return 128 - rc if rc < 0 else rc

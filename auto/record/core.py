@@ -1,0 +1,531 @@
+"""Recording core: the active recorder, span scopes (contextvars), ``@auto.task`` and ``@auto.tool``.
+
+Model of a recording:
+
+* A :class:`Recorder` is *active* between :func:`start_recording` and :func:`stop_recording`
+  (or inside ``with recording(store):``). It is process-wide: every thread and every asyncio
+  task records into it.
+* A :class:`SpanScope` is one open span (a task or tool execution). The innermost open scope of
+  the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
+  its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
+  nesting across a thread pool, submit ``contextvars.copy_context().run``.)
+* A span is written when it **ends**, each in its own short transaction, so a killed process
+  loses only its open spans. A trace row is written when its root span ends.
+
+Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float).
+Costs: ``auto.cost_usd_micros`` in µ$ (None = unknown).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import enum
+import functools
+import inspect
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from auto.canonical import canonical_json, digest
+from auto.errors import RecordError
+from auto.store import Store, new_span_id, new_trace_id
+
+log = logging.getLogger("auto.record")
+
+CURRENT: contextvars.ContextVar["SpanScope | None"] = contextvars.ContextVar("auto_record_current", default=None)
+"""The innermost open task/tool scope of the running context (None outside any)."""
+
+_ACTIVE: list["Recorder"] = []
+_ACTIVE_LOCK = threading.RLock()
+
+
+# ----------------------------------------------------------------------------- JSON values
+
+
+def to_jsonable(value: Any, what: str = "value") -> Any:
+    """Convert a task argument/result to a JSON value (raises :class:`RecordError` if impossible).
+
+    Accepted: None, bool, int, finite float, str, lists/tuples, dicts with str keys, pydantic
+    models (``model_dump(mode="json")``), dataclass instances, ``enum.Enum`` (its value).
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise RecordError(f"{what} is not JSON-serializable (non-finite float {value!r})")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v, f"{what}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise RecordError(f"{what} is not JSON-serializable (dict key {k!r} is not a string)")
+            out[k] = to_jsonable(v, f"{what}[{k!r}]")
+        return out
+    if isinstance(value, enum.Enum):
+        return to_jsonable(value.value, what)
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return to_jsonable(value.model_dump(mode="json"), what)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value), what)
+    raise RecordError(f"{what} is not JSON-serializable (type {type(value).__name__})")
+
+
+def error_json(exc: BaseException) -> dict:
+    """``{"type": "module.QualName", "message": str(exc)}`` (+ ``status_code`` when the error has one)."""
+    cls = type(exc)
+    out: dict[str, Any] = {"type": f"{cls.__module__}.{cls.__qualname__}", "message": str(exc)}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        out["status_code"] = status
+    return out
+
+
+# ----------------------------------------------------------------------------- recorder
+
+
+class Recorder:
+    """Writes finished spans into a :class:`~auto.store.Store`.
+
+    Attributes:
+        store: the target store.
+        process_scope: with ``task=T``, the per-process task span that groups model calls made
+            outside any ``@auto.task`` (closed by :func:`stop_recording`).
+        written: spans written; write_errors: failed writes (logged, counted, reported at stop).
+    """
+
+    def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None):
+        self.store = store if isinstance(store, Store) else Store(store)
+        self._owns_store = (not isinstance(store, Store)) if owns_store is None else owns_store
+        self.written = 0
+        self.write_errors: list[str] = []
+        self._lock = threading.Lock()
+        self.open_streams: set = set()  # attempts whose response stream is still open
+        self.process_scope: SpanScope | None = None
+        if task:
+            self.process_scope = SpanScope.open(self, task, "task", {"argv": list(sys.argv)}, parent=None,
+                                                attributes={"auto.scope": "process", "process.pid": os.getpid()})
+
+    def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
+        """Ingest one batch (one short transaction); failures are logged and counted, not raised."""
+        try:
+            self.store.ingest(spans, list(traces))
+            with self._lock:
+                self.written += len(spans)
+        except Exception as exc:  # recording must not break the agent
+            msg = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                self.write_errors.append(msg)
+            log.error("auto: could not record %d span(s): %s", len(spans), msg)
+
+    def current_scope(self) -> "SpanScope | None":
+        """The innermost open scope of this context, else the process scope (or None)."""
+        return CURRENT.get() or self.process_scope
+
+
+def active_recorder() -> Recorder | None:
+    """The recorder that is recording now (innermost :func:`recording`), or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def start_recording(store: Store | str | os.PathLike, *, task: str | None = None, instrument: bool = True) -> Recorder:
+    """Activate recording into ``store`` (a path or a :class:`Store`) and instrument ``openai``.
+
+    Args:
+        store: where spans go; a path is opened (and created) and closed again at stop.
+        task: if given, model calls made outside any ``@auto.task`` are grouped under one task
+            span named ``task`` for this process (input ``{"argv": sys.argv}``); otherwise they
+            are recorded as top-level ``llm`` spans, each logical call its own trace.
+        instrument: patch the ``openai`` client (see :mod:`auto.record.openai_hook`).
+
+    Returns:
+        the :class:`Recorder`; pass it to :func:`stop_recording`.
+    """
+    rec = Recorder(store, task=task)
+    with _ACTIVE_LOCK:
+        _ACTIVE.append(rec)
+    if instrument:
+        from auto.record import openai_hook
+
+        openai_hook.instrument()
+    return rec
+
+
+def stop_recording(rec: Recorder | None = None, *, error: BaseException | None = None, at_exit: bool = False) -> None:
+    """Deactivate ``rec`` (default: the innermost recorder): close open streams as incomplete,
+    end the process scope, close a store it opened, and un-instrument when none is left.
+
+    Args:
+        error: the exception that ended the run, recorded on the process scope (if any).
+        at_exit: called from ``atexit``: an uncaught exception (``sys.last_value``) is recorded.
+
+    Raises:
+        RecordError: some spans could not be written (after everything else was done).
+    """
+    with _ACTIVE_LOCK:
+        if rec is None:
+            if not _ACTIVE:
+                return
+            rec = _ACTIVE[-1]
+        if rec not in _ACTIVE:
+            return
+        for attempt in list(rec.open_streams):
+            try:
+                attempt.finish_incomplete("recording stopped before the stream was closed")
+            except Exception:  # pragma: no cover - best effort
+                log.exception("auto: could not finish an open stream")
+        if rec.process_scope is not None:
+            scope, rec.process_scope = rec.process_scope, None
+            exc = error if error is not None else (getattr(sys, "last_value", None) if at_exit else None)
+            if exc is not None:
+                scope.finish_error(exc)
+            else:
+                scope.finish_ok(None)
+        _ACTIVE.remove(rec)
+        if not _ACTIVE:
+            from auto.record import openai_hook
+
+            openai_hook.uninstrument()
+    if rec._owns_store:
+        rec.store.close()
+    if rec.write_errors:
+        raise RecordError(f"{len(rec.write_errors)} span write(s) failed; first: {rec.write_errors[0]}")
+
+
+@contextmanager
+def recording(store: Store | str | os.PathLike, *, task: str | None = None) -> Iterator[Recorder]:
+    """Context manager form of :func:`start_recording` / :func:`stop_recording`.
+
+    Example::
+
+        with auto.recording("traces/triage.db"):
+            for t in tickets:
+                triage(t)
+    """
+    rec = start_recording(store, task=task)
+    try:
+        yield rec
+    except BaseException as exc:
+        try:
+            stop_recording(rec, error=exc if rec.process_scope is not None else None)
+        except RecordError:
+            pass  # the original exception matters more
+        raise
+    else:
+        stop_recording(rec)
+
+
+# ----------------------------------------------------------------------------- scopes
+
+
+class SpanScope:
+    """One open span (kind ``task`` or ``tool``) and what its children reported to it.
+
+    Attributes:
+        trace_id, span_id, parent_span_id: ids; name, kind; task: the enclosing task's name;
+        task_input: the enclosing task's input (used for prompt templates);
+        input: this span's input; attributes: extra attributes written with the span.
+    """
+
+    def __init__(self) -> None:  # use SpanScope.open
+        self.recorder: Recorder
+        self.trace_id = self.span_id = ""
+        self.parent_span_id: str | None = None
+        self.name = self.kind = ""
+        self.task: str | None = None
+        self.task_input: dict = {}
+        self.input: Any = None
+        self.started_ns = 0
+        self._t0 = 0.0
+        self.is_root = False
+        self.attributes: dict[str, Any] = {}
+        self.parent: SpanScope | None = None
+        self._lock = threading.Lock()
+        self._done = False
+        # aggregates reported by children
+        self.llm_calls: set[str] = set()
+        self.llm_attempts = 0
+        self.cost_micros: float | None = 0.0
+        self.cost_known = True
+        self.simulated = False
+        self.sim_adjust_ms = 0.0  # Σ (simulated − measured) latency of children
+
+    @classmethod
+    def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
+             attributes: dict | None = None) -> "SpanScope":
+        s = cls()
+        s.recorder = recorder
+        s.name, s.kind, s.input = name, kind, input
+        s.parent = parent
+        s.attributes = dict(attributes or {})
+        s.span_id = new_span_id()
+        if parent is None:
+            s.trace_id, s.parent_span_id, s.is_root = new_trace_id(), None, True
+        else:
+            s.trace_id, s.parent_span_id = parent.trace_id, parent.span_id
+        if kind == "task":
+            s.task, s.task_input = name, input if isinstance(input, dict) else {}
+        else:
+            s.task = parent.task if parent else None
+            s.task_input = parent.task_input if parent else {}
+        s.started_ns = time.time_ns()
+        s._t0 = time.perf_counter()
+        return s
+
+    # -- children report here ------------------------------------------------------------
+
+    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, simulated: bool,
+                        sim_adjust_ms: float) -> None:
+        """Called when a child model-call attempt ends (cost counted for successful attempts)."""
+        with self._lock:
+            self.llm_calls.add(logical_id)
+            self.llm_attempts += 1
+            if ok:
+                if cost is None:
+                    self.cost_known = False
+                elif self.cost_micros is not None:
+                    self.cost_micros += cost
+            self.simulated = self.simulated or simulated
+            self.sim_adjust_ms += sim_adjust_ms
+
+    def _absorb(self, child: "SpanScope") -> None:
+        with self._lock:
+            self.llm_calls |= child.llm_calls
+            self.llm_attempts += child.llm_attempts
+            if not child.cost_known:
+                self.cost_known = False
+            elif self.cost_micros is not None and child.cost_micros is not None:
+                self.cost_micros += child.cost_micros
+            self.simulated = self.simulated or child.simulated
+            self.sim_adjust_ms += child.sim_adjust_ms
+
+    # -- ending --------------------------------------------------------------------------
+
+    def finish_ok(self, output: Any) -> None:
+        self._finish("ok", output, None)
+
+    def finish_error(self, exc: BaseException) -> None:
+        self._finish("error", None, error_json(exc))
+
+    def _finish(self, status: str, output: Any, error: dict | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        ended = time.time_ns()
+        wall_ms = (time.perf_counter() - self._t0) * 1000.0
+        attrs = dict(self.attributes)
+        attrs["auto.llm_calls"] = len(self.llm_calls)
+        attrs["auto.llm_attempts"] = self.llm_attempts
+        attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
+        if self.simulated:
+            attrs["auto.reference_model.simulated"] = True
+            attrs["auto.latency_ms"] = round(max(0.0, wall_ms + self.sim_adjust_ms), 3)
+            attrs["auto.latency_source"] = "simulated"
+        else:
+            attrs["auto.latency_ms"] = round(wall_ms, 3)
+            attrs["auto.latency_source"] = "measured"
+        span = {
+            "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
+            "name": self.name, "kind": self.kind, "task": self.task, "site": None,
+            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
+            "input": self.input, "output": output, "error": error, "attributes": attrs,
+        }
+        traces = []
+        if self.is_root:
+            traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                           "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
+        self.recorder.write([span], traces)
+        if self.parent is not None:
+            self.parent._absorb(self)
+
+
+# ----------------------------------------------------------------------------- @task / @tool
+
+
+def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple, kwargs: dict) -> dict | None:
+    """Bound arguments as a JSON object (defaults applied), or None if the call does not bind."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    items = list(bound.arguments.items())
+    if skip_first and items:
+        items = items[1:]
+    out = {}
+    for k, v in items:
+        out[k] = to_jsonable(v, f"{name}: argument {k!r}")
+    canonical_json(out)
+    return out
+
+
+class TaskSpec:
+    """What ``auto.task(name)`` returns: a decorator and a (sync or async) context manager.
+
+    As a decorator, each call of the function while recording is active becomes one span
+    (kind ``task``) whose ``input`` is the bound arguments (defaults applied; a leading
+    ``self``/``cls`` is left out) and whose ``output`` is the return value. Outside recording
+    the function runs unchanged. Arguments and results must be JSON values (see
+    :func:`to_jsonable`), else :class:`~auto.errors.RecordError` (before the call for arguments;
+    after it, with the span recorded as an error, for results). Exceptions raised by the
+    function are recorded (status ``error``) and re-raised unchanged.
+
+    As a context manager: ``with auto.task("triage", input={"ticket": t}) as span:`` then
+    ``span.output = value`` (recorded when the block ends).
+    """
+
+    def __init__(self, name: str | None, kind: str = "task", input: dict | None = None):
+        self.name = name
+        self.kind = kind
+        self.input = input
+        self.output: Any = None
+        self._stack: list[tuple[SpanScope | None, contextvars.Token | None]] = []
+
+    # -- decorator -----------------------------------------------------------------------
+
+    def __call__(self, fn: Callable) -> Callable:
+        if not callable(fn):
+            raise TypeError(f"auto.{self.kind}() decorates a function, got {type(fn).__name__}")
+        name = self.name or getattr(fn, "__name__", "task")
+        kind = self.kind
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise RecordError(f"auto.{kind}({name!r}): generator functions cannot be tasks (they return no value)")
+        sig = inspect.signature(fn)
+        params = list(sig.parameters)
+        skip_first = bool(params) and params[0] in ("self", "cls")
+
+        def begin(args: tuple, kwargs: dict) -> SpanScope | None:
+            rec = active_recorder()
+            if rec is None:
+                return None
+            inp = _bind_input(sig, skip_first, name, args, kwargs)
+            if inp is None:
+                return None  # the call itself will raise TypeError
+            parent = CURRENT.get()
+            return SpanScope.open(rec, name, kind, inp, parent)
+
+        def end_ok(scope: SpanScope, result: Any) -> None:
+            try:
+                out = to_jsonable(result, f"{name}: result")
+                canonical_json(out)
+            except (RecordError, ValueError, TypeError) as exc:
+                err = exc if isinstance(exc, RecordError) else RecordError(f"{name}: result is not JSON: {exc}")
+                scope.finish_error(err)
+                raise err from None
+            scope.finish_ok(out)
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                scope = begin(args, kwargs)
+                if scope is None:
+                    return await fn(*args, **kwargs)
+                token = CURRENT.set(scope)
+                try:
+                    result = await fn(*args, **kwargs)
+                except BaseException as exc:
+                    scope.finish_error(exc)
+                    raise
+                finally:
+                    CURRENT.reset(token)
+                end_ok(scope, result)
+                return result
+
+            awrapper.__auto_task__ = name  # type: ignore[attr-defined]
+            return awrapper
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            scope = begin(args, kwargs)
+            if scope is None:
+                return fn(*args, **kwargs)
+            token = CURRENT.set(scope)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                scope.finish_error(exc)
+                raise
+            finally:
+                CURRENT.reset(token)
+            end_ok(scope, result)
+            return result
+
+        wrapper.__auto_task__ = name  # type: ignore[attr-defined]
+        return wrapper
+
+    # -- context manager -----------------------------------------------------------------
+
+    def __enter__(self) -> "TaskSpec":
+        rec = active_recorder()
+        if rec is None:
+            self._stack.append((None, None))
+            return self
+        name = self.name or self.kind
+        inp = to_jsonable(self.input if self.input is not None else {}, f"{name}: input")
+        if not isinstance(inp, dict):
+            raise RecordError(f"{name}: a task input must be a JSON object (dict of arguments)")
+        scope = SpanScope.open(rec, name, self.kind, inp, CURRENT.get())
+        self._stack.append((scope, CURRENT.set(scope)))
+        self.output = None
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        scope, token = self._stack.pop()
+        if scope is None:
+            return
+        CURRENT.reset(token)  # type: ignore[arg-type]
+        if exc is not None:
+            scope.finish_error(exc)
+            return
+        try:
+            out = to_jsonable(self.output, f"{scope.name}: output")
+        except RecordError as err:
+            scope.finish_error(err)
+            raise
+        scope.finish_ok(out)
+
+    async def __aenter__(self) -> "TaskSpec":
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def task(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
+    """Declare a task: ``@auto.task("triage")``, ``@auto.task``, or ``with auto.task("t", input=...)``.
+
+    See :class:`TaskSpec`. The name defaults to the function's ``__name__``.
+    """
+    if callable(name):
+        return TaskSpec(None)(name)
+    return TaskSpec(name, "task", input)
+
+
+def tool(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
+    """Like :func:`task` but records a ``tool`` span (a step inside a task, not compiled alone)."""
+    if callable(name):
+        return TaskSpec(None, "tool")(name)
+    return TaskSpec(name, "tool", input)
+
+
+def getenv(name: str, default: str | None = None) -> str | None:
+    """``os.environ.get(name, default)`` that records the read *as a digest only*.
+
+    The innermost open scope gets attribute ``auto.env_reads[name] = digest(value)`` (value never
+    stored), so a change of environment is visible in the trace without leaking it.
+    """
+    value = os.environ.get(name, default)
+    scope = CURRENT.get()
+    if scope is not None and active_recorder() is not None:
+        reads = scope.attributes.setdefault("auto.env_reads", {})
+        reads[name] = digest(value)
+    return value

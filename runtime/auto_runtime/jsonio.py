@@ -1,0 +1,94 @@
+"""Canonical JSON in, strict JSON out: the runtime's only JSON code.
+
+Canonical JSON (the artifact ABI's input encoding, and the manifest's encoding) is exactly
+``json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
+encoded as UTF-8 (the same definition as ``auto.canonical``, which the runtime must not import).
+
+For speed the encoder calls CPython's C encoder (``json.encoder.c_make_encoder``) directly, built
+once, without the circular-reference table (a cycle ends in ``RecursionError`` instead of
+``ValueError``; both are reported as an unencodable input). It produces the same text as
+``json.dumps`` with the arguments above; when the C encoder is unavailable it falls back to a
+prebuilt ``json.JSONEncoder``.
+
+The decoder is strict: UTF-8 only, no ``NaN`` / ``Infinity`` literals, no trailing bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from json import encoder as _json_encoder
+from typing import Any
+
+
+def _no_default(obj: Any) -> Any:
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_FALLBACK = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+try:
+    _c_encoder = _json_encoder.c_make_encoder(  # type: ignore[attr-defined,misc]
+        None, _no_default, _json_encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+    if "".join(_c_encoder({"b": [1, 2.5, None, True], "a": "é"}, 0)) != _FALLBACK.encode(
+        {"b": [1, 2.5, None, True], "a": "é"}
+    ):  # pragma: no cover - defensive: only if CPython changes the C encoder's signature
+        _c_encoder = None
+except Exception:  # pragma: no cover - no C accelerator (e.g. PyPy)
+    _c_encoder = None
+
+_join = "".join
+
+if _c_encoder is not None:
+
+    def canonical_text(obj: Any) -> str:
+        """Canonical JSON text of ``obj``.
+
+        Raises:
+            ValueError: NaN or infinity. TypeError: a value JSON cannot represent.
+            RecursionError: too deep or circular.
+        """
+        return _join(_c_encoder(obj, 0))  # type: ignore[misc]
+
+else:  # pragma: no cover
+
+    def canonical_text(obj: Any) -> str:
+        """Canonical JSON text of ``obj`` (pure-Python fallback)."""
+        return _FALLBACK.encode(obj)
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """UTF-8 bytes of :func:`canonical_text`."""
+    return canonical_text(obj).encode("utf-8")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_once = _DECODER.scan_once
+
+
+def strict_loads(raw: bytes) -> Any:
+    """Decode one JSON value from UTF-8 ``raw`` with nothing after it.
+
+    Raises:
+        ValueError: not UTF-8, not JSON, NaN/Infinity literals, trailing bytes, or nesting too
+            deep for the decoder (``RecursionError`` is converted).
+    """
+    try:
+        text = raw.decode("utf-8")
+        obj, end = _scan_once(text, 0)
+    except StopIteration as e:
+        raise ValueError(f"not JSON (at character {e.value})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8: {e.reason} at byte {e.start}") from None
+    if end != len(text):
+        # canonical JSON has no whitespace; anything after the value is an error
+        raise ValueError(f"trailing data after the JSON value at character {end}")
+    return obj

@@ -1,0 +1,333 @@
+"""Tier dispatch: answer from the artifact when its guard passes (tier 1), otherwise deoptimize
+to the reference implementation (tier 0) and capture the call for the next generation.
+
+One call (:meth:`TieredTask.__call__`):
+
+1. no artifact installed -> deopt ``"no-artifact"``;
+2. the input violates the manifest's ``interface.input`` schema -> deopt
+   ``"input-schema: <path>: <what>"`` (or raise :class:`InputSchemaError` without a reference);
+3. run the artifact; a sandbox limit, trap or bad output deopts (``"limit: fuel"``,
+   ``"limit: memory"``, ``"limit: timeout"``, ``"trap: ..."``, ``"output-error: ..."``); an ABI
+   error output deopts ``"artifact-error: <code>"``;
+4. the guard passes -> tier-1 answer, reason ``"guard-pass"``; otherwise deopt with the guard's
+   reason (``"novelty p=0.01<=alpha=0.05"``, ``"guard-unusable: ..."``, ``"no-score: ..."``).
+
+Deopt: call ``reference(input)``, return its answer as tier 0, then call ``capture`` with
+``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}``. A capture
+failure is logged and never loses the answer; an exception from the reference propagates (it is
+the application's own code). Without a reference the result is tier ``"declined"`` with
+``answer=None`` (the CLI maps that to exit status 3).
+
+The artifact never hangs or crashes the host: every call runs under fuel, memory and wall-clock
+limits, and every failure is a typed error that becomes a deopt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from time import perf_counter_ns
+from typing import Any, Callable, Iterable, NamedTuple
+
+from auto_runtime.artifact import Artifact
+from auto_runtime.errors import (
+    AutoError,
+    CallTimeout,
+    FuelExhausted,
+    InputSchemaError,
+    LimitError,
+    ManifestError,
+    MemoryLimitExceeded,
+    OutputError,
+    TrapError,
+)
+from auto_runtime.guard import AlwaysDeopt, Guard
+
+log = logging.getLogger("auto_runtime.tiered")
+
+TIER_1 = "tier-1"
+TIER_0 = "tier-0"
+DECLINED = "declined"
+
+DEFAULT_BATCH_CHUNK = 64
+"""Inputs per ``run_batch`` call in :meth:`TieredTask.batch`. Large enough to amortize the call
+overhead (~1/64 per item), small enough that one runaway input burns at most 64 inputs' fuel."""
+
+
+@dataclass(slots=True)
+class CallResult:
+    """The outcome of one tiered call.
+
+    Attributes:
+        answer: the task output (``None`` when declined).
+        tier: ``"tier-1"`` (artifact), ``"tier-0"`` (reference) or ``"declined"``.
+        reason: ``"guard-pass"`` or why the call deopted / was declined.
+        score: the artifact's nonconformity for this input, or ``None``.
+        p_value: the guard's p-value, or ``None``.
+        latency_us: wall time of the whole call in µs (``perf_counter_ns``), reference included,
+            capture hook excluded; in a batch, the batch's artifact time is divided evenly among
+            its items and each deopted item adds its own reference time.
+        generation: the artifact's manifest generation (``None`` without an artifact).
+        artifact_id: the artifact's ``sha256:`` id (``None`` without an artifact).
+    """
+
+    answer: Any
+    tier: str
+    reason: str
+    score: float | None
+    p_value: float | None
+    latency_us: float
+    generation: int | None
+    artifact_id: str | None
+
+
+class _Generation(NamedTuple):
+    artifact: Artifact | None
+    guard: Guard
+    validate: Callable[[Any], None]
+    generation: int | None
+    artifact_id: str | None
+    task: str | None
+
+
+def _no_validation(obj: Any) -> None:
+    return None
+
+
+_NO_ARTIFACT_GUARD = AlwaysDeopt("no artifact")
+
+
+def failure_reason(err: AutoError) -> str:
+    """The deopt reason for an artifact failure."""
+    if isinstance(err, FuelExhausted):
+        return "limit: fuel"
+    if isinstance(err, CallTimeout):
+        return "limit: timeout"
+    if isinstance(err, MemoryLimitExceeded):
+        return "limit: memory"
+    if isinstance(err, LimitError):
+        return "limit: other"
+    if isinstance(err, TrapError):
+        return f"trap: {getattr(err, 'trap_message', err)}"
+    if isinstance(err, OutputError):
+        return f"output-error: {err}"
+    if isinstance(err, InputSchemaError):
+        return f"input-schema: {err}"
+    return f"error: {type(err).__name__}: {err}"
+
+
+class TieredTask:
+    """A task answered by an artifact when its guard allows, else by the reference.
+
+    Args:
+        artifact: the current generation's artifact, or ``None`` (every call deopts).
+        reference: the tier-0 implementation, ``reference(input_obj) -> answer``; ``None``
+            means calls the artifact cannot answer are declined.
+        capture: called with a dict for every deopt answered by the reference (see the module
+            docstring); its exceptions are logged and ignored.
+        task: the task name for capture records; defaults to the artifact's manifest ``task``.
+        batch_chunk: inputs per ``run_batch`` call in :meth:`batch`.
+
+    Thread-safe: :meth:`swap` installs a new generation atomically; a call in flight finishes on
+    the generation it started with.
+    """
+
+    def __init__(self, artifact: Artifact | None, reference: Callable[[Any], Any] | None,
+                 capture: Callable[[dict[str, Any]], None] | None = None, *,
+                 task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK) -> None:
+        if batch_chunk < 1:
+            raise ValueError("batch_chunk must be >= 1")
+        self._reference = reference
+        self._capture = capture
+        self._task = task
+        self.batch_chunk = batch_chunk
+        self._swap_lock = threading.Lock()
+        self._gen = self._make_generation(artifact)
+
+    # ------------------------------------------------------------------ generations
+
+    def _make_generation(self, artifact: Artifact | None) -> _Generation:
+        if artifact is None:
+            return _Generation(None, _NO_ARTIFACT_GUARD, _no_validation, None, None, self._task)
+        if self._task is None:
+            self._task = artifact.task  # the first artifact names the task this object serves
+        elif artifact.task != self._task:
+            raise ManifestError(
+                f"artifact {artifact.id} is for task {artifact.task!r}, this TieredTask serves "
+                f"{self._task!r}"
+            )
+        return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
+                           artifact.id, self._task)
+
+    def swap(self, artifact: Artifact | None) -> Artifact | None:
+        """Install ``artifact`` (or ``None``) as the current generation, atomically.
+
+        Returns:
+            The previously installed artifact.
+
+        Raises:
+            ManifestError: ``artifact`` is for a different task than the one installed.
+        """
+        with self._swap_lock:
+            old = self._gen
+            self._gen = self._make_generation(artifact)
+            return old.artifact
+
+    @property
+    def artifact(self) -> Artifact | None:
+        """The artifact currently installed."""
+        return self._gen.artifact
+
+    @property
+    def generation(self) -> int | None:
+        """The installed artifact's generation."""
+        return self._gen.generation
+
+    @property
+    def task(self) -> str | None:
+        """The task name (explicit, or the installed artifact's)."""
+        return self._gen.task
+
+    # ------------------------------------------------------------------ one call
+
+    def __call__(self, input_obj: Any) -> CallResult:
+        """Answer one input (see the module docstring for the decision order).
+
+        Raises:
+            InputSchemaError: the input violates the schema and there is no reference.
+            Exception: whatever the reference raises.
+        """
+        t0 = perf_counter_ns()
+        g = self._gen
+        art = g.artifact
+        if art is None:
+            return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0)
+        try:
+            g.validate(input_obj)
+        except InputSchemaError as e:
+            if self._reference is None:
+                raise
+            return self._deopt(input_obj, g, f"input-schema: {e}", None, None, t0, 0.0)
+        try:
+            out = art.call(input_obj)
+        except AutoError as e:
+            if isinstance(e, InputSchemaError) and self._reference is None:
+                raise
+            reason = failure_reason(e)
+            log.warning("artifact %s failed, deopting: %s", g.artifact_id, e)
+            return self._deopt(input_obj, g, reason, None, None, t0, 0.0)
+        if "answer" not in out:
+            return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0)
+        score = out.get("nonconformity")
+        guard = g.guard
+        passed, p = guard.decide(score)
+        if passed:
+            return CallResult(out["answer"], TIER_1, "guard-pass", score, p,
+                              (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
+        return self._deopt(input_obj, g, guard.reason(score, p), score, p, t0, 0.0)
+
+    def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
+               t0: int, base_us: float) -> CallResult:
+        ref = self._reference
+        if ref is None:
+            return CallResult(None, DECLINED, reason, score, p,
+                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
+        answer = ref(input_obj)
+        latency = base_us + (perf_counter_ns() - t0) / 1000.0
+        cap = self._capture
+        if cap is not None:
+            try:
+                cap({"task": g.task, "input": input_obj, "output": answer, "reason": reason,
+                     "artifact_id": g.artifact_id, "generation": g.generation,
+                     "latency_us": latency})
+            except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
+                log.exception("capture hook failed for task %s (answer kept)", g.task)
+        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id)
+
+    # ------------------------------------------------------------------ batches
+
+    def batch(self, inputs: Iterable[Any]) -> list[CallResult]:
+        """Answer many inputs; results are in input order.
+
+        Valid inputs run through ``run_batch`` in chunks of ``batch_chunk``; if a chunk fails as
+        a whole (limit, trap, bad output), its items are retried one by one so only the items
+        that fail deopt. The guard is evaluated vectorized (numpy) per chunk. Deopted items call
+        the reference one at a time, in input order.
+
+        Raises:
+            InputSchemaError: an input violates the schema and there is no reference.
+            Exception: whatever the reference raises.
+        """
+        items = inputs if isinstance(inputs, list) else list(inputs)
+        n = len(items)
+        if n == 0:
+            return []
+        t0 = perf_counter_ns()
+        g = self._gen
+        art = g.artifact
+        results: list[CallResult | None] = [None] * n
+        # (index, reason, score, p) for items to deopt after the artifact work
+        deopts: list[tuple[int, str, Any, float | None]] = []
+        if art is None:
+            deopts = [(i, "no-artifact", None, None) for i in range(n)]
+        else:
+            ok: list[int] = []
+            validate = g.validate
+            for i, x in enumerate(items):
+                try:
+                    validate(x)
+                except InputSchemaError as e:
+                    if self._reference is None:
+                        raise
+                    deopts.append((i, f"input-schema: {e}", None, None))
+                else:
+                    ok.append(i)
+            chunk = self.batch_chunk
+            guard = g.guard
+            gen, aid = g.generation, g.artifact_id
+            for start in range(0, len(ok), chunk):
+                idx = ok[start:start + chunk]
+                outs = self._run_chunk(art, [items[i] for i in idx])
+                scores = [o.get("nonconformity") if o.__class__ is dict else None for o in outs]
+                passed, pvals = guard.evaluate_batch(scores)
+                for i, o, ok_j, p, score in zip(idx, outs, passed.tolist(), pvals.tolist(), scores):
+                    if ok_j:  # passed implies a dict output with a finite score
+                        if "answer" in o:
+                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score, p,
+                                                    0.0, gen, aid)
+                            continue
+                    if o.__class__ is not dict:  # the AutoError of a per-item retry
+                        if isinstance(o, InputSchemaError) and self._reference is None:
+                            raise o
+                        deopts.append((i, failure_reason(o), None, None))
+                    elif "answer" not in o:
+                        deopts.append((i, f"artifact-error: {o.get('error')}", None, None))
+                    else:
+                        p = None if p != p else p
+                        deopts.append((i, guard.reason(score, p), score, p))
+        per_item = (perf_counter_ns() - t0) / 1000.0 / n
+        for r in results:
+            if r is not None:
+                r.latency_us = per_item
+        deopts.sort(key=lambda d: d[0])
+        for i, reason, score, p in deopts:
+            results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item)
+        return results  # type: ignore[return-value]
+
+    @staticmethod
+    def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:
+        """Outputs for ``chunk``: dicts, or the :class:`AutoError` an item failed with."""
+        try:
+            return art.call_batch(chunk)
+        except AutoError as e:
+            if len(chunk) == 1:
+                return [e]
+            log.warning("run_batch of %d items failed (%s); retrying item by item", len(chunk), e)
+        outs: list[Any] = []
+        for x in chunk:
+            try:
+                outs.append(art.call(x))
+            except AutoError as e:
+                outs.append(e)
+        return outs

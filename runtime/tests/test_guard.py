@@ -1,0 +1,162 @@
+"""Guards: the conformal p-value on known data, batch == single, and the always-deopt fallback."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from auto_runtime.guard import (
+    GUARD_METHODS,
+    AlwaysDeopt,
+    ConformalNovelty,
+    Guard,
+    GuardDecision,
+    build_guard,
+    register_guard,
+)
+
+CAL = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  # n = 10
+
+
+def entry(**over):
+    e = {"method": "conformal-novelty", "alpha": 0.1, "n": len(CAL), "calibration_scores": CAL}
+    e.update(over)
+    return e
+
+
+@pytest.mark.parametrize("score, count_ge", [
+    (0.0, 10), (0.1, 10), (0.15, 9), (0.5, 6), (0.95, 1), (1.0, 1), (1.01, 0), (5.0, 0), (-3.0, 10),
+])
+def test_p_value_formula(score, count_ge):
+    g = build_guard(entry())
+    assert isinstance(g, ConformalNovelty)
+    expected = (1 + count_ge) / (len(CAL) + 1)
+    assert g.p_value(score) == expected
+    d = g.evaluate(score)
+    assert d.p_value == expected
+    assert d.passed is (expected > 0.1)
+    # ties count as ">=": a score equal to a calibration score is not novel against it
+    assert sum(1 for c in CAL if c >= score) == count_ge
+
+
+def test_deopt_iff_p_le_alpha_and_reason():
+    g = build_guard(entry(alpha=1 / 11))  # p = 1/11 <= alpha exactly: deopt (the doc's "<=")
+    d = g.evaluate(2.0)
+    assert d == GuardDecision(False, 1 / 11, d.reason)
+    assert d.reason.startswith("novelty p=0.09091<=alpha=0.09091")
+    assert g.evaluate(0.95).passed  # p = 2/11
+    assert g.evaluate(0.95).reason == "guard-pass"
+
+
+def test_unsorted_calibration_is_sorted():
+    shuffled = CAL[:]
+    random.Random(3).shuffle(shuffled)
+    assert build_guard(entry(calibration_scores=shuffled)).p_value(0.55) == 6 / 11
+
+
+@pytest.mark.parametrize("score", [None, "0.5", True, float("nan"), float("inf"), [0.5]])
+def test_missing_or_bad_score_deopts(score):
+    d = build_guard(entry()).evaluate(score)
+    assert not d.passed and d.p_value is None and d.reason.startswith("no-score")
+
+
+def test_int_score_accepted():
+    assert build_guard(entry()).evaluate(0).passed
+
+
+def test_batch_matches_single():
+    rng = random.Random(11)
+    cal = sorted(rng.random() for _ in range(200))
+    g = build_guard(entry(calibration_scores=cal, n=200, alpha=0.05))
+    scores = [rng.random() * 1.2 for _ in range(500)] + cal[:20] + [None, float("nan"), "x", 2]
+    passed, p = g.evaluate_batch(scores)
+    assert passed.dtype == bool and p.shape == (len(scores),)
+    for s, ok, pv in zip(scores, passed.tolist(), p.tolist()):
+        d = g.evaluate(s)
+        assert d.passed == ok
+        if d.p_value is None:
+            assert math.isnan(pv)
+        else:
+            assert d.p_value == pv  # same float, not just close
+            if not ok:
+                assert g.reason(s, pv) == d.reason
+
+
+def test_batch_all_numbers_fast_path_and_bools():
+    g = build_guard(entry())
+    passed, p = g.evaluate_batch([0.05, 0.5, 2.0])
+    assert passed.tolist() == [True, True, False]
+    assert p.tolist() == [1.0, 7 / 11, 1 / 11]
+    passed, p = g.evaluate_batch([True, 0.5])
+    assert passed.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("bad, why", [
+    (None, "must be an object"),
+    ([], "must be an object"),
+    ({}, "unknown guard method None"),
+    ({"method": "telepathy"}, "unknown guard method 'telepathy'"),
+    (entry(alpha=0), "alpha"),
+    (entry(alpha=1.5), "alpha"),
+    (entry(alpha="0.1"), "alpha"),
+    (entry(calibration_scores=[]), "non-empty"),
+    (entry(calibration_scores=None), "non-empty"),
+    (entry(calibration_scores=[0.1, "x"]), "calibration_scores\\[1\\]"),
+    (entry(calibration_scores=[0.1, float("nan")]), "calibration_scores\\[1\\]"),
+    (entry(n=11), "n=11 but there are 10"),
+    (entry(n=True), "n=True"),
+])
+def test_unusable_guard_is_always_deopt(bad, why):
+    g = build_guard(bad)
+    assert isinstance(g, AlwaysDeopt) and not g.usable
+    d = g.evaluate(0.1)
+    assert not d.passed and d.p_value is None
+    assert d.reason.startswith("guard-unusable: ")
+    import re
+    assert re.search(why, d.reason), d.reason
+    passed, p = g.evaluate_batch([0.1, 0.2])
+    assert not passed.any() and np.isnan(p).all()
+
+
+def test_none_method_is_declared_always_deopt(caplog):
+    g = build_guard({"method": "none"})
+    assert isinstance(g, AlwaysDeopt)
+    assert "declares no guard" in g.evaluate(0.0).reason
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_never_deopting_configuration_is_flagged(caplog):
+    g = build_guard(entry(alpha=0.01))  # 1/(n+1) = 0.0909 > 0.01
+    assert isinstance(g, ConformalNovelty) and g.never_deopts
+    assert g.evaluate(100.0).passed  # it passes even far out: that is what is flagged
+    assert any("can never deopt" in r.getMessage() for r in caplog.records)
+
+
+def test_registry_accepts_new_methods():
+    class Threshold(Guard):
+        method = "test-threshold"
+
+        def __init__(self, t):
+            self.t = t
+
+        def evaluate(self, score):
+            ok = isinstance(score, float) and score < self.t
+            return GuardDecision(ok, None, "guard-pass" if ok else f"score>={self.t}")
+
+    @register_guard("test-threshold")
+    def make(e):
+        return Threshold(float(e["t"]))
+
+    try:
+        g = build_guard({"method": "test-threshold", "t": 0.3})
+        assert g.evaluate(0.2).passed and not g.evaluate(0.4).passed
+        passed, p = g.evaluate_batch([0.2, 0.4])
+        assert passed.tolist() == [True, False]
+        assert g.decide(0.2) == (True, None)
+        # a factory error becomes always-deopt
+        assert isinstance(build_guard({"method": "test-threshold"}), AlwaysDeopt)
+    finally:
+        GUARD_METHODS.pop("test-threshold", None)
