@@ -162,7 +162,7 @@ def compile_task(
     """
     from auto_runtime import Artifact
 
-    from auto.codegen import generate_wasm
+    from auto.codegen import compile_model
     from auto.distill import distill, split_witnesses
     from auto.emit import emit
 
@@ -217,7 +217,7 @@ def compile_task(
 
     # 4. codegen → sandbox
     t0 = time.perf_counter()
-    code = generate_wasm(model)
+    code = compile_model(model)
     timings["codegen"] = time.perf_counter() - t0
     schema = input_schema([it[0] for it in items])
     base = {

@@ -1,0 +1,53 @@
+"""Lowering a specialist to a WebAssembly artifact: WAT generation, assembling, Python reference.
+
+Public API::
+
+    lower(model, simd=True) -> str          # WebAssembly text (deterministic)
+    assemble(wat) -> bytes                  # binary module (wasmtime.wat2wasm)
+    compile_model(model, simd=True) -> bytes
+    reference_run(model, data) -> bytes     # what `run` returns, computed in Python
+    reference_run_batch(model, data) -> bytes
+    fixed(x) -> str                         # the ABI's fixed-number format
+
+The artifact follows the ABI in ``docs/architecture.md``: exports ``memory``, ``alloc``, ``run``,
+``run_batch``; no imports. When ``alloc(len)`` cannot provide the bytes (``len > MAX_BATCH``, or
+memory cannot grow) it returns the memory size in bytes, a pointer just past the end of memory,
+so ``ptr + len`` fails the host's bounds check (it never returns a pointer into the static data).
+Per call the heap needs about three times the input plus the output (scratch for decoded
+strings, a nesting stack, the answer)."""
+
+from __future__ import annotations
+
+from auto.errors import CodegenError
+
+from .layout import ERROR_CODES, MAX_BATCH, MAX_INPUT
+from .lower import lower
+from .reference import fixed, reference_run, reference_run_batch
+
+
+def assemble(wat: str) -> bytes:
+    """Assemble WebAssembly text into a binary module with ``wasmtime.wat2wasm``.
+
+    Returns the module bytes (deterministic for the same text).
+
+    Raises:
+        CodegenError: the text does not assemble.
+    """
+    import wasmtime
+    try:
+        return bytes(wasmtime.wat2wasm(wat))
+    except Exception as e:  # wasmtime raises its own error types
+        raise CodegenError(f"assembling the generated WebAssembly text failed: {e}") from e
+
+
+def compile_model(model, *, simd: bool = True) -> bytes:
+    """``assemble(lower(model))``: the artifact's code (no manifest yet; see :mod:`auto.emit`).
+
+    Raises:
+        CodegenError: lowering or assembling failed.
+    """
+    return assemble(lower(model, simd=simd))
+
+
+__all__ = ["ERROR_CODES", "MAX_BATCH", "MAX_INPUT", "assemble", "compile_model", "fixed", "lower",
+           "reference_run", "reference_run_batch"]
