@@ -28,8 +28,8 @@ from auto.features import FeatureSpec, featurize, featurize_many
 LINEAR_MODELS = ("logreg", "linsvc", "ridge", "sgd")
 MODELS = LINEAR_MODELS + ("tree",)
 DEFAULT_MODELS = ("logreg", "linsvc", "tree")
-DEFAULT_GRID = ((1, 3), (2, 4), (3, 5))
-DEFAULT_BUCKETS = 4096
+DEFAULT_GRID = ((3, 5), (4, 6), (5, 7))
+DEFAULT_BUCKETS = 8192
 DEFAULT_PROTOTYPES = 4
 """Prototypes per class: each costs one f64 multiply-add per touched bucket in the artifact."""
 
@@ -287,6 +287,8 @@ class DistillResult:
             ``predict`` equals the reference :meth:`CompiledModel.predict` label.
         train_idx, heldout_idx: witness indices of the split (into train + heldout when the
             caller passed ``heldout``, held-out ones numbered after the training ones).
+        estimator: the fitted scikit-learn estimator of the winner (in memory only; used to
+            measure the Python model's own predict latency beside the artifact's).
     """
 
     model: CompiledModel
@@ -295,6 +297,7 @@ class DistillResult:
     sklearn_agreement: float
     train_idx: tuple[int, ...] = dc_field(default=())
     heldout_idx: tuple[int, ...] = dc_field(default=())
+    estimator: Any = None
 
 
 def _estimator(name: str, seed: int):
@@ -302,7 +305,8 @@ def _estimator(name: str, seed: int):
     from sklearn.svm import LinearSVC
     from sklearn.tree import DecisionTreeClassifier
     if name == "logreg":
-        return LogisticRegression(C=10.0, max_iter=2000)
+        # saga: ~60x faster than lbfgs on 8192 sparse features with the same held-out agreement (measured)
+        return LogisticRegression(C=10.0, solver="saga", max_iter=300, tol=1e-3, random_state=seed)
     if name == "linsvc":
         return LinearSVC(C=1.0, max_iter=5000, random_state=seed)
     if name == "ridge":
@@ -519,4 +523,4 @@ def distill(witnesses: Sequence[tuple[dict, Any, float]],
     model = _to_model(est, cand.model, cand.features, classes, P)
     sk = est.predict(X)
     skl = float(np.mean([str(sk[i]) == pred[i] for i in range(len(allw))]))
-    return DistillResult(model, cand, cands, skl, tuple(tr_idx), tuple(ho_idx))
+    return DistillResult(model, cand, cands, skl, tuple(tr_idx), tuple(ho_idx), est)

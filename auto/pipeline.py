@@ -46,6 +46,9 @@ class CompileOutcome:
         artifact_path: where the file was written (None if not written).
         wasm: the artifact's bytes; manifest: its manifest.
         timings_s: seconds per stage (distill, codegen, calibrate, gate, emit).
+        model: the compiled model (its ``predict`` is the Python reference of the artifact).
+        sklearn_predict: the scikit-learn estimator's own predict on one input (featurize + predict),
+            kept in memory so benchmarks can time it beside the artifact.
     """
 
     task: str
@@ -58,6 +61,8 @@ class CompileOutcome:
     wasm: bytes
     manifest: dict[str, Any]
     timings_s: dict[str, float] = field(default_factory=dict)
+    model: Any = None
+    sklearn_predict: Callable[[dict[str, Any]], Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly summary (no bytes)."""
@@ -326,7 +331,16 @@ def compile_task(
     timings["emit"] = time.perf_counter() - t0
     return CompileOutcome(task=task, generation=generation, reason=record["reason"], eval_run_id=eval_id, artifact_id=aid,
                           artifact_bytes=len(wasm), artifact_path=path, wasm=wasm, manifest=manifest,
-                          timings_s={k: round(v, 4) for k, v in timings.items()})
+                          timings_s={k: round(v, 4) for k, v in timings.items()}, model=model,
+                          sklearn_predict=_sklearn_predict(dres.estimator, model.features))
+
+
+def _sklearn_predict(est: Any, spec: Any) -> Callable[[dict[str, Any]], Any] | None:
+    if est is None:
+        return None
+    from auto.features import featurize_row
+
+    return lambda inp: est.predict(featurize_row(inp[spec.field], spec))[0]
 
 
 def json_loads(text: str) -> Any:

@@ -47,8 +47,8 @@ class Contract(BaseModel):
 
     task: str
     output: Literal["witnessed-label"] = "witnessed-label"
-    min_agreement: float = Field(0.95, ge=0.0, le=1.0)
-    min_agreement_ci95_low: float = Field(0.85, ge=0.0, le=1.0)
+    min_agreement: float = Field(0.90, ge=0.0, le=1.0)
+    min_agreement_ci95_low: float = Field(0.80, ge=0.0, le=1.0)
     heldout_fraction: float = Field(0.2, gt=0.0, le=0.5)
     calibration_fraction: float = Field(0.2, gt=0.0, le=0.5)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)

@@ -140,4 +140,9 @@ def render_summary(results: dict[str, Any]) -> str:
         f"(ratio {f(s['cost_ratio'], '.2f')}x)",
         f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs   reference p50 {f(s['reference_latency_ms_p50'], '.0f')} ms",
     ]
+    lb = s.get("latency_benchmark")
+    if lb:
+        lines.append(
+            f"warm loop ({lb['artifact']}): tier-1 single p50 {lb['tier1_single']['p50']} µs, batch {lb['tier1_batch_per_item']['p50']} µs/item; "
+            f"sklearn predict p50 {lb.get('sklearn_predict', {}).get('p50')} µs; bare wasmtime call p50 {lb['bare_wasmtime_call']['p50']} µs")
     return "\n".join(lines)

@@ -152,6 +152,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         say(f"[offline] census: {cen.deterministic_spans}/{cen.spans} spans witnessed-deterministic"
             + (f" ({cen.headline:.1%})" if cen.headline is not None else ""))
         offline_res: dict[str, Any] = {"census": cen.to_dict(), "task_site": task_site.to_dict() if task_site else None}
+        outcome = None
         try:
             outcome = compile_task(offline, "triage", contract=contract, out_path=out_dir / "triage.offline.wasm")
             offline_res["compile"] = outcome.summary()
@@ -195,6 +196,18 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         post = stream_figures([r for r in run.rows if r.position >= shift_at])
         results["before_shift"] = {k: pre[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
         results["after_shift"] = {k: post[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
+    bench_from = run.last_outcome or outcome
+    if bench_from is not None:
+        from bench.latency import latency_benchmark
+
+        say("[latency] measuring tier-1 in-process latency side by side (warm loop)")
+        results["latency_benchmark"] = {
+            "artifact": f"generation {bench_from.generation}" + (" (stream)" if run.last_outcome else " (offline)"),
+            **latency_benchmark(bench_from.wasm, stream_items[:200], model=bench_from.model,
+                                sklearn_predict=bench_from.sklearn_predict),
+        }
+    else:
+        results["latency_benchmark"] = None
     write_ratchet_csv(run.rows, out_dir / "ratchet.csv")
     plot_cumulative_cost(run.rows, run.compiles, out_dir / "cost.png",
                          title=f"AUTO-BENCH {family}: cumulative cost, tiered vs control ({results['reference_model']})",

@@ -64,6 +64,7 @@ class StreamRun:
     rows: list[StreamRow] = field(default_factory=list)
     compiles: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[Path] = field(default_factory=list)
+    last_outcome: Any = None
 
 
 def run_stream(
@@ -150,6 +151,7 @@ def run_stream(
             generation += 1
             tiered.swap(Artifact.load(outcome.wasm, expected_id=outcome.artifact_id))
             run.artifacts.append(path)
+            run.last_outcome = outcome
             run.compiles.append({"position": pos + 1, "generation": generation, "verdict": "pass", "reason": outcome.reason,
                                  "eval_run_id": outcome.eval_run_id, "artifact_id": outcome.artifact_id,
                                  "artifact_bytes": outcome.artifact_bytes, "compile_s": time.perf_counter() - t0})

@@ -191,18 +191,18 @@ def generate(n: int, seed: int = 0, categories: tuple[str, ...] = TRAIN_CATEGORI
 
 
 def default_corpus(seed: int = 0) -> dict[str, list[Ticket]]:
-    """The frozen default corpus: ``train`` (250), ``stream_pool`` (250) and ``shift`` (120).
+    """The frozen default corpus: ``train`` (400), ``stream_pool`` (300) and ``shift`` (120).
 
-    All 620 tickets are distinct. ``train`` and ``stream_pool`` are drawn from the five training
+    All 820 tickets are distinct. ``train`` and ``stream_pool`` are drawn from the five training
     categories; ``shift`` holds tickets of the held-back ``shipping`` category.
     """
-    base = generate(500, seed=seed)
+    base = generate(700, seed=seed)
     rng = random.Random(seed + 1)
     rng.shuffle(base)
     shift = generate(120, seed=seed + 2, categories=(SHIFT_CATEGORY,), mix_rate=0.0)
     seen = {t.ticket for t in base}
     shift = [t for t in shift if t.ticket not in seen]
-    return {"train": base[:250], "stream_pool": base[250:], "shift": shift}
+    return {"train": base[:400], "stream_pool": base[400:], "shift": shift}
 
 
 def shifted_stream(corpus: dict[str, list[Ticket]], items: int = 300, shift_at: int = 150,
