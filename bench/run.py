@@ -132,6 +132,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     for old in out_dir.glob("triage.gen*.wasm"):
         old.unlink()
     contract = Contract.default_for("triage")
+    user_stream = _read_stream(stream_path, "ticket") if stream_path is not None else None  # fail before any work
     results: dict[str, Any] = {"family": family}
     started = time.perf_counter()
     with reference_endpoint(seed) as ref_label:
@@ -164,8 +165,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         results["offline"] = offline_res
 
         # ---- phase 2: the stream
-        if stream_path is not None:
-            stream_items, labels = _read_stream(stream_path, "ticket")
+        if user_stream is not None and stream_path is not None:
+            stream_items, labels = user_stream
             shift_at = None
             results["stream_source"] = str(stream_path.name)
         else:
