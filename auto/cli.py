@@ -276,11 +276,13 @@ def bench() -> None:
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
 @click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
 @click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
-def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int) -> None:
+@click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
+def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool) -> None:
     """Record, census, compile, verify, then drive a stream through the tiered runtime."""
     from bench.run import run_family
 
-    results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items, seed=seed, progress=say)
+    results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
+                         seed=seed, warm_start=warm_start, progress=say)
     _emit_json(results)
 
 

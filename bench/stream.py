@@ -77,6 +77,7 @@ def run_stream(
     out_dir: Path,
     contract: Contract,
     compile_every: int = 25,
+    initial: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> StreamRun:
     """Drive ``items`` through the tiered runtime with recompiles; see the module docstring.
@@ -90,6 +91,8 @@ def run_stream(
         out_dir: where generation artifacts are written.
         contract: the gate's contract for every generation.
         compile_every: new witnesses between compile attempts.
+        initial: a :class:`~auto.pipeline.CompileOutcome` to install before the first item (a warm
+            start: a generation compiled before deployment); None starts with no artifact.
         progress: optional callback for human-readable progress lines.
     """
     say = progress or (lambda _m: None)
@@ -111,6 +114,10 @@ def run_stream(
     tiered = TieredTask(None, reference=tier0, capture=capture)
     new_witnesses = 0
     generation = 0
+    if initial is not None:
+        tiered.swap(Artifact.load(initial.wasm, expected_id=initial.artifact_id))
+        generation = initial.generation
+        run.last_outcome = initial
     for pos, inp in enumerate(items):
         last_meter.clear()
         res = tiered(inp)
