@@ -218,8 +218,8 @@ def inspect(artifact: str, as_json: bool) -> None:
             click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {p.get('rate')} (95% CP low {p.get('ci95_low')})")
     g = m.get("guard") or {}
     click.echo(f"guard      {g.get('method')}  alpha {g.get('alpha')}  n {g.get('n')}  threshold {g.get('threshold')}  held-out coverage {g.get('coverage_heldout')}")
-    lat = m.get("latency_us") or {}
-    click.echo(f"latency    p50 {lat.get('p50')} µs  p95 {lat.get('p95')} µs (in-process, measured at compile)")
+    fuel = m.get("fuel_per_call") or {}
+    click.echo(f"work       {fuel.get('p50')} fuel units per call p50, {fuel.get('p95')} p95 (≈ wasm instructions, held-out inputs)")
     prov = m.get("provenance") or {}
     click.echo(f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}")
     click.echo(f"eval runs  {', '.join(m.get('eval_runs') or [])}")

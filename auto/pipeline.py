@@ -46,6 +46,8 @@ class CompileOutcome:
         artifact_path: where the file was written (None if not written).
         wasm: the artifact's bytes; manifest: its manifest.
         timings_s: seconds per stage (distill, codegen, calibrate, gate, emit).
+        latency_us: measured ``Artifact.call`` latency on held-out inputs at compile time
+            (``{"p50", "p95", "n"}``, µs); kept out of the manifest so builds are reproducible.
         model: the compiled model (its ``predict`` is the Python reference of the artifact).
         sklearn_predict: the scikit-learn estimator's own predict on one input (featurize + predict),
             kept in memory so benchmarks can time it beside the artifact.
@@ -61,6 +63,7 @@ class CompileOutcome:
     wasm: bytes
     manifest: dict[str, Any]
     timings_s: dict[str, float] = field(default_factory=dict)
+    latency_us: dict[str, Any] | None = None
     model: Any = None
     sklearn_predict: Callable[[dict[str, Any]], Any] | None = None
 
@@ -80,7 +83,8 @@ class CompileOutcome:
             "model": m["model"],
             "parity": m["parity"],
             "guard": {k: v for k, v in m["guard"].items() if k != "calibration_scores"},
-            "latency_us": m["latency_us"],
+            "latency_us": self.latency_us,
+            "fuel_per_call": m["fuel_per_call"],
             "timings_s": self.timings_s,
         }
 
@@ -318,7 +322,11 @@ def compile_task(
         },
         "parity": parity,
         "guard": guard,
-        "latency_us": {"p50": _pctl(lat, 50), "p95": _pctl(lat, 95), "what": "Artifact.call in-process, JSON in/out, no guard"},
+        # Wall-clock latency is machine- and load-dependent: it is reported by the compile outcome,
+        # not embedded, so the same witnesses always give the same bytes. The fuel count is the
+        # deterministic, machine-independent measure of the compiled path's work.
+        "latency_us": None,
+        "fuel_per_call": _fuel_per_call(code, [items[i][0] for i in held_idx]),
         "cost_usd_micros_per_call": 0,
     }
     wasm = emit(code, manifest)
@@ -329,10 +337,43 @@ def compile_task(
     tmp.write_bytes(wasm)
     tmp.replace(path)
     timings["emit"] = time.perf_counter() - t0
+    latency = {"p50": _pctl(lat, 50), "p95": _pctl(lat, 95), "n": len(lat), "what": "Artifact.call in-process, JSON in/out, no guard"}
     return CompileOutcome(task=task, generation=generation, reason=record["reason"], eval_run_id=eval_id, artifact_id=aid,
+                          latency_us=latency,
                           artifact_bytes=len(wasm), artifact_path=path, wasm=wasm, manifest=manifest,
                           timings_s={k: round(v, 4) for k, v in timings.items()}, model=model,
                           sklearn_predict=_sklearn_predict(dres.estimator, model.features))
+
+
+def _fuel_per_call(code: bytes, inputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Fuel (≈ WebAssembly instructions) one ``run`` call consumes, over ``inputs``: p50/p95/max.
+
+    Deterministic for the same code and inputs on any machine (wasmtime fuel metering), unlike
+    wall-clock latency. None when there are no inputs.
+    """
+    import wasmtime
+
+    if not inputs:
+        return None
+    cfg = wasmtime.Config()
+    cfg.consume_fuel = True
+    engine = wasmtime.Engine(cfg)
+    module = wasmtime.Module(engine, code)
+    used: list[int] = []
+    budget = 10**10
+    for inp in inputs:
+        store = wasmtime.Store(engine)
+        store.set_fuel(budget)
+        ex = wasmtime.Instance(store, module, []).exports(store)
+        data = canonical_json(inp).encode("utf-8")
+        start = store.get_fuel()
+        ptr = ex["alloc"](store, len(data))
+        ex["memory"].write(store, data, ptr)
+        ex["run"](store, ptr, len(data))
+        used.append(start - store.get_fuel())
+    used.sort()
+    return {"p50": used[len(used) // 2], "p95": used[min(len(used) - 1, int(len(used) * 0.95))], "max": used[-1],
+            "n": len(used)}
 
 
 def _sklearn_predict(est: Any, spec: Any) -> Callable[[dict[str, Any]], Any] | None:

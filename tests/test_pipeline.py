@@ -1,0 +1,60 @@
+"""compile_task: reproducible bytes, honest manifests, refusals that store their eval run."""
+
+from __future__ import annotations
+
+import pytest
+
+from auto.emit import read_manifest
+from auto.errors import GateRefused
+from auto.pipeline import compile_task
+from auto.store import Store
+from auto.verify import Contract
+
+
+def test_same_witnesses_give_same_bytes(triage_store, tmp_path):
+    with Store(triage_store) as st:
+        a = compile_task(st, "triage", generation=7, out_path=tmp_path / "a.wasm")
+        b = compile_task(st, "triage", generation=7, out_path=tmp_path / "b.wasm")
+    assert (tmp_path / "a.wasm").read_bytes() == (tmp_path / "b.wasm").read_bytes()
+    assert a.artifact_id == b.artifact_id and a.eval_run_id == b.eval_run_id
+
+
+def test_manifest_carries_measured_numbers(triage_artifact, triage_store):
+    path, outcome = triage_artifact
+    m = read_manifest(path.read_bytes())
+    assert m == outcome.manifest
+    held = m["parity"]["heldout"]
+    assert held["n"] > 0 and held["agree"] <= held["n"] and held["ci95_low"] <= held["rate"]
+    g = m["guard"]
+    assert g["method"] == "conformal-novelty" and g["n"] == len(g["calibration_scores"]) > 0
+    assert g["calibration_scores"] == sorted(g["calibration_scores"])
+    assert 0.0 <= g["coverage_heldout"] <= 1.0
+    assert m["latency_us"] is None and m["fuel_per_call"]["p50"] > 0
+    assert m["provenance"]["reference_model"].startswith("simulated:")
+    with Store(triage_store) as st:
+        ev = st.get_eval_run(m["eval_runs"][0])
+        assert ev["verdict"] == "pass" and st.get_artifact(outcome.artifact_id).wasm == path.read_bytes()
+        assert m["provenance"]["store_digest"] == st.digest("triage")
+
+
+def test_refusals_store_an_eval_run(tmp_path):
+    with Store(tmp_path / "s.sqlite") as st:
+        for i in range(10):
+            st.add_witness("t", {"text": f"item {i}"}, "a" if i % 2 else "b")
+        with pytest.raises(GateRefused) as e:
+            compile_task(st, "t", out_path=tmp_path / "x.wasm")
+        assert "only 10 distinct" in e.value.reason
+        assert st.get_eval_run(e.value.eval_run_id)["verdict"] == "refuse"
+        for i in range(10, 60):
+            st.add_witness("t", {"text": f"item {i}"}, "same")
+        with pytest.raises(GateRefused):
+            compile_task(st, "t", contract=Contract(task="t", min_witnesses=4), out_path=tmp_path / "x.wasm")
+    assert not (tmp_path / "x.wasm").exists()
+
+
+def test_constant_task_is_refused(tmp_path):
+    with Store(tmp_path / "s.sqlite") as st:
+        for i in range(50):
+            st.add_witness("c", {"text": f"item {i}"}, "always")
+        with pytest.raises(GateRefused, match="same output"):
+            compile_task(st, "c", out_path=tmp_path / "c.wasm")
