@@ -381,7 +381,8 @@ def _sklearn_predict(est: Any, spec: Any) -> Callable[[dict[str, Any]], Any] | N
         return None
     from auto.features import featurize_row
 
-    return lambda inp: est.predict(featurize_row(inp[spec.field], spec))[0]
+    # classes are canonical JSON texts internally; the task's answer is the JSON value
+    return lambda inp: json.loads(est.predict(featurize_row(inp[spec.field], spec))[0])
 
 
 def json_loads(text: str) -> Any:

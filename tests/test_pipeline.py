@@ -58,3 +58,25 @@ def test_constant_task_is_refused(tmp_path):
             st.add_witness("c", {"text": f"item {i}"}, "always")
         with pytest.raises(GateRefused, match="same output"):
             compile_task(st, "c", out_path=tmp_path / "c.wasm")
+
+
+def test_wasm_equals_the_scikit_learn_model_on_generated_inputs(triage_artifact):
+    """Differential: the artifact's answer equals scikit-learn's own predict, unicode included."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from auto_runtime import Artifact
+    from bench.triage import corpus
+
+    path, outcome = triage_artifact
+    art = Artifact.load(path)
+    tickets = [t.ticket for t in corpus.generate(150, seed=99)]
+    outs = art.call_batch([{"ticket": t} for t in tickets])
+    assert [o["answer"] for o in outs] == [outcome.sklearn_predict({"ticket": t}) for t in tickets]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(max_size=300) | st.sampled_from(tickets).map(lambda t: t.upper() + " ünïcødé ✓ 😀"))
+    def check(text):
+        assert art.call({"ticket": text})["answer"] == outcome.sklearn_predict({"ticket": text})
+
+    check()
