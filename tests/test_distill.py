@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from auto.canonical import canonical_json
-from auto.distill import CompiledModel, Prediction, distill, split_witnesses
+from auto.distill import DEFAULT_BUCKETS, CompiledModel, Prediction, distill, split_witnesses
 from auto.errors import CompileError, InputSchemaError
 from auto.features import FeatureSpec, featurize
 from specialist_corpus import TOPICS, tickets, witnesses
@@ -155,7 +155,7 @@ def test_errors():
 def test_default_specs_and_explicit_heldout():
     w = witnesses(100, seed=8)
     r = distill(w[:70], heldout=w[70:], models=("logreg",))
-    assert r.model.features.field == "ticket" and r.model.features.buckets == 4096
+    assert r.model.features.field == "ticket" and r.model.features.buckets == DEFAULT_BUCKETS
     assert len(r.candidates) == 3
     assert r.heldout_idx == tuple(range(70, 100))
 
