@@ -1,0 +1,16 @@
+"""F7 kernel-tuning benchmark family (GPU, Triton 3.6 on H200).
+
+Modules (torch/triton are imported only by ``kernels`` and inside ``agent.decide``):
+
+* ``workloads``  — the seen corpus (176 unique) and the novel-shape holdout (61).
+* ``legality``   — exact static legality (+ marked spill estimates) of a (family, config).
+* ``advisor``    — advisor I/O schema ``auto.kt.advise.v1``, heuristic advisor, LLM hook (off),
+                    analytic rank, ``make_plan`` (vendor + top-k candidates).
+* ``kernels``    — Triton templates + vendor paths, problems, references, env probe.
+* ``agent``      — ``decide``: materialize → numerics → P1/P2 timing → choose / fall back → record.
+* ``record``     — span-shaped decision records, env hash, schema check, census, summaries.
+* ``run``        — driver ``python -m bench.kernel_tuning.run --pass pass1 --out DIR``.
+* ``report``     — ``python -m bench.kernel_tuning.report DIR``.
+* ``aot_check``  — offline sm_90 compile + ptxas register/spill check (no GPU).
+* ``device.sh``  — what the device calls ran.
+"""
