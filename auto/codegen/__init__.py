@@ -4,7 +4,9 @@ Public API::
 
     lower(model, simd=True) -> str          # WebAssembly text (deterministic)
     assemble(wat) -> bytes                  # binary module (wasmtime.wat2wasm)
-    compile_model(model, simd=True) -> bytes
+    compile_model(model, simd=True) -> bytes  # model: CompiledModel or TableModel
+    TableModel(entries, fallback=None)      # exact-match table ("memo"), memo-first with a fallback
+    fnv1a64(data) -> int                    # the table's hash (FNV-1a 64)
     reference_run(model, data) -> bytes     # what `run` returns, computed in Python
     reference_run_batch(model, data) -> bytes
     fixed(x) -> str                         # the ABI's fixed-number format
@@ -23,6 +25,7 @@ from auto.errors import CodegenError
 from .layout import ERROR_CODES, MAX_BATCH, MAX_INPUT
 from .lower import lower
 from .reference import fixed, reference_run, reference_run_batch
+from .table import TableModel, canonical_key, fnv1a64
 
 
 def assemble(wat: str) -> bytes:
@@ -43,11 +46,14 @@ def assemble(wat: str) -> bytes:
 def compile_model(model, *, simd: bool = True) -> bytes:
     """``assemble(lower(model))``: the artifact's code (no manifest yet; see :mod:`auto.emit`).
 
+    ``model`` is a :class:`~auto.distill.CompiledModel` (specialist) or a
+    :class:`~auto.codegen.table.TableModel` (exact-match table, optionally memo-first).
+
     Raises:
         CodegenError: lowering or assembling failed.
     """
     return assemble(lower(model, simd=simd))
 
 
-__all__ = ["ERROR_CODES", "MAX_BATCH", "MAX_INPUT", "assemble", "compile_model", "fixed", "lower",
-           "reference_run", "reference_run_batch"]
+__all__ = ["ERROR_CODES", "MAX_BATCH", "MAX_INPUT", "TableModel", "assemble", "canonical_key",
+           "compile_model", "fixed", "fnv1a64", "lower", "reference_run", "reference_run_batch"]

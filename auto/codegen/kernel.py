@@ -81,9 +81,10 @@ def hash_loops(spec, L: Layout, simd: bool) -> list[str]:
     return out
 
 
-def eval_func(model, L: Layout, simd: bool) -> str:
+def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
     """WAT text of ``$eval (param $o i32) (result i32)``: featurize the string at ``$sval``,
-    score, write the answer object at ``$o``; returns the end of what it wrote."""
+    score, write the answer object at ``$o``; returns the end of what it wrote. ``name`` renames
+    the function (a memo-first artifact calls it ``$spec_eval`` behind its table lookup)."""
     spec = model.features
     R, K = model.n_rows, model.n_prototypes
     H, H2 = R + K, L.H2
@@ -204,7 +205,7 @@ def eval_func(model, L: Layout, simd: bool) -> str:
         "(i32.store8 (local.get $o) (i32.const 125))",
         "(i32.add (local.get $o) (i32.const 1))"]
     return ("  ;; ---- generated: featurize, score, write one answer ----\n"
-            "  (func $eval (param $o i32) (result i32)\n    " + "\n    ".join(loc) + "\n    "
+            f"  (func {name} (param $o i32) (result i32)\n    " + "\n    ".join(loc) + "\n    "
             + "\n    ".join(body) + ")\n")
 
 

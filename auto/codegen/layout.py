@@ -88,6 +88,16 @@ def _align(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
+def put_errors(put) -> int:
+    """Place the error objects and the error table (``(ptr, len)`` i32 pairs, 8-aligned, indexed
+    by status code; entry 0 repeats ``bad_json``) with ``put(bytes, align) -> address``; returns
+    the table's address (the prelude's ``@ERRTAB@``)."""
+    errs = [canonical_json({"error": c}).encode() for c in ERROR_CODES]
+    at = [put(e) for e in errs]
+    pairs = [(at[0], len(errs[0]))] + [(a, len(e)) for a, e in zip(at, errs)]
+    return put(b"".join(struct.pack("<ii", a, n) for a, n in pairs), 8)
+
+
 def layout(model, simd: bool) -> Layout:
     """Place the constants and regions for ``model`` (see the memory map above)."""
     B = model.features.buckets
@@ -100,16 +110,13 @@ def layout(model, simd: bool) -> Layout:
         buf.extend(b)
         return at
 
-    errs = [put(canonical_json({"error": c}).encode()) for c in ERROR_CODES]
-    errlens = [len(canonical_json({"error": c}).encode()) for c in ERROR_CODES]
+    errtab = put_errors(put)
     pre = [b'{"answer":' + c.encode() + b',"margin":' for c in model.classes]
     pre_at = [put(p) for p in pre]
     nc = b',"nonconformity":'
     nc_at = put(nc)
     fld = model.features.field.encode("utf-8")
     fld_at = put(fld)
-    tab = b"".join(struct.pack("<ii", p, n) for p, n in [(errs[0], errlens[0])] + list(zip(errs, errlens)))
-    errtab = put(tab, 8)
     clstab = put(b"".join(struct.pack("<ii", p, len(s)) for p, s in zip(pre_at, pre)), 8)
     counts = _align(len(buf), 16)
     touched = counts + 4 * B

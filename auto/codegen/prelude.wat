@@ -1,6 +1,8 @@
   ;; ---- Auto artifact prelude (hand-written; auto.codegen fills in the at-sign tokens) ----
   ;; Memory map: [0, 16) unused (so no valid pointer is 0) | constants | counts (i32 [B]) |
-  ;; touched (i32 [B], byte offsets bucket*4) | tree | weights | heap (@HEAP@...).
+  ;; touched (i32 [B], byte offsets bucket*4) | tree | weights | [memo table] | heap (@HEAP@...).
+  ;; The specialist part (between the <specialist> and </specialist> comments) is replaced by a
+  ;; plain object check in a table-only artifact (auto.codegen.table_lower).
   ;; Per call the heap holds: input [ptr, end) | scratch (decoded strings) | nesting stack | output.
   ;; Status codes: 0 ok, 1 bad_json, 2 missing_field, 3 wrong_type, 4 too_large.
 
@@ -12,6 +14,8 @@
   (global $sval (mut i32) (i32.const 0))     ;; opening quote of the field's string value
   (global $nt (mut i32) (i32.const 0))       ;; number of touched buckets
   (global $dirty (mut i32) (i32.const 0))    ;; counts may hold entries not in the touched list
+  (global $istart (mut i32) (i32.const 0))   ;; the current item's JSON text: [istart, iend),
+  (global $iend (mut i32) (i32.const 0))     ;; no surrounding whitespace (set before $eval)
 
   ;; ---- memory ----
   (func $ensure (param $need i64) (result i32)
@@ -360,6 +364,7 @@
           (br $close))))
     (i32.const -1))
 
+  ;; <specialist>
   ;; is the key just decoded into scratch equal to the featurized field's name?
   (func $is_field (result i32)
     (local $k i32)
@@ -437,6 +442,7 @@
             (br $l)))))
     (global.set $nt (i32.const 0))
     (global.set $dirty (i32.const 1)))
+  ;; </specialist>
 
   ;; ---- writer ----
   ;; x as -?D+.DDDDDDDDD from trunc(x * 1e9) (saturating: never traps)
@@ -483,10 +489,12 @@
     (local.set $o (call $setup (local.get $ptr) (local.get $len)))
     (if (i32.eqz (local.get $o)) (then (return (call $err (i32.const 4)))))
     (if (i32.eq (local.get $o) (i32.const 1)) (then (return (call $err (i32.const 1)))))
-    (local.set $p (call $item (call $ws (local.get $ptr))))
+    (global.set $istart (call $ws (local.get $ptr)))
+    (local.set $p (call $item (global.get $istart)))
     (if (i32.lt_s (local.get $p) (i32.const 0)) (then (return (call $err (i32.const 1)))))
     (if (i32.ne (call $ws (local.get $p)) (global.get $end)) (then (return (call $err (i32.const 1)))))
     (if (global.get $status) (then (return (call $err (global.get $status)))))
+    (global.set $iend (local.get $p))
     (call $pack (local.get $o) (i32.sub (call $eval (local.get $o)) (local.get $o))))
 
   (func $run_batch (export "run_batch") (param $ptr i32) (param $len i32) (result i64)
@@ -511,8 +519,10 @@
       (if (i32.eq (call $peek (local.get $p)) (i32.const 93))
         (then (local.set $p (i32.add (local.get $p) (i32.const 1))) (br $done)))
       (loop $each
+        (global.set $istart (local.get $p))
         (local.set $q (call $item (local.get $p)))
         (if (i32.lt_s (local.get $q) (i32.const 0)) (then (return (call $err (i32.const 1)))))
+        (global.set $iend (local.get $q))
         (if (i32.gt_u (i32.sub (local.get $q) (local.get $p)) (i32.const @MAX_INPUT@))
           (then (local.set $o (call $copy_err (local.get $o) (i32.const 4))))
           (else

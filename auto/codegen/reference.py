@@ -10,6 +10,10 @@ error precedence ``too_large`` (input over ``MAX_INPUT`` bytes) > ``bad_json`` >
 wins. In a batch, invalid JSON anywhere makes the whole answer ``{"error":"bad_json"}``; a
 non-array batch is ``{"error":"wrong_type"}``; an item whose JSON text spans more than
 ``MAX_INPUT`` bytes answers ``too_large``.
+
+A :class:`~auto.codegen.table.TableModel` is looked up by the item's exact JSON bytes (surrounding
+whitespace excluded): table-only inputs need only be objects (no ``missing_field``); memo-first
+inputs pass the specialist's field checks first, then the table, then the specialist.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from auto.canonical import canonical_json
 
 from .layout import MAX_BATCH, MAX_INPUT
+from .table import TableModel
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -42,6 +47,7 @@ def _reject(name: str):
 _DEC = json.JSONDecoder(parse_constant=_reject, parse_int=lambda s: 0, parse_float=lambda s: 0.0,
                         strict=True)
 _WS = " \t\n\r"
+_WSB = b" \t\n\r"
 
 
 def _has_surrogate(obj: Any) -> bool:
@@ -77,16 +83,31 @@ def _err(code: str) -> bytes:
     return canonical_json({"error": code}).encode()
 
 
-def _answer(model, obj: Any, size: int) -> bytes:
-    f = model.features.field
+_HIT_SUFFIX = b',"margin":' + fixed(1.0).encode() + b',"nonconformity":' + fixed(0.0).encode() + b"}"
+_MISS = b'{"answer":null,"margin":' + fixed(0.0).encode() + b',"nonconformity":' + fixed(1.0).encode() + b"}"
+
+
+def _answer(model, obj: Any, size: int, raw: bytes) -> bytes:
+    """One item's output; ``raw`` is the item's JSON text (UTF-8, no surrounding whitespace)."""
+    table = None
+    if isinstance(model, TableModel):
+        table, model = model, model.fallback
     if size > MAX_INPUT:
         return _err("too_large")
     if not isinstance(obj, dict):
         return _err("wrong_type")
-    if f not in obj:
-        return _err("missing_field")
-    if not isinstance(obj[f], str):
-        return _err("wrong_type")
+    if model is not None:
+        f = model.features.field
+        if f not in obj:
+            return _err("missing_field")
+        if not isinstance(obj[f], str):
+            return _err("wrong_type")
+    if table is not None:
+        a = table.lookup(raw)
+        if a is not None:
+            return b'{"answer":' + a.encode("utf-8") + _HIT_SUFFIX
+        if model is None:
+            return _MISS
     p = model.predict_text(obj[f])
     return (b'{"answer":' + p.label.encode() + b',"margin":' + fixed(p.margin).encode()
             + b',"nonconformity":' + fixed(p.nonconformity).encode() + b"}")
@@ -104,7 +125,7 @@ def reference_run(model, data: bytes) -> bytes:
     ok, obj, _ = _load(data)
     if not ok:
         return _err("bad_json")
-    return _answer(model, obj, 0)
+    return _answer(model, obj, 0, data.strip(_WSB))
 
 
 def reference_run_batch(model, data: bytes) -> bytes:
@@ -132,7 +153,8 @@ def reference_run_batch(model, data: bytes) -> bytes:
     if text[i] != "]":
         while True:
             val, j = _DEC.raw_decode(text, i)
-            outs.append(_answer(model, val, len(text[i:j].encode("utf-8"))))
+            raw = text[i:j].encode("utf-8")
+            outs.append(_answer(model, val, len(raw), raw))
             i = ws(j)
             if text[i] != ",":
                 break

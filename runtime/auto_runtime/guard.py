@@ -26,6 +26,16 @@ Methods:
     call) or ``n - searchsorted(sorted_c, s, side="left")`` (batch, numpy); both give the same
     float ``p`` since the division is the same IEEE-754 operation.
 
+``exact-match`` (:class:`ExactMatch`)
+    For exact-match table artifacts ("memo"): the artifact answers from its table only for an
+    input it has witnessed byte for byte (the canonical JSON the runtime writes), and reports
+    ``nonconformity`` 0 exactly then (1 on a miss). The guard passes iff the score is a number
+    equal to 0 and deopts otherwise with reason ``"unseen input (exact-match guard)"`` (a missing
+    or non-finite score: the ``no-score`` reason). No p-value. The entry needs no other field:
+    ``{"method": "exact-match"}``. Meant for table-only artifacts; a memo-first artifact (table
+    in front of a specialist) keeps ``conformal-novelty``, where a hit's score 0 gives ``p = 1``
+    (a specialist's own score can also print as 0.000000000, so ``exact-match`` would let it by).
+
 To add a method (e.g. conformal risk control, a shift martingale), subclass :class:`Guard`,
 implement ``evaluate`` (and optionally ``evaluate_batch``), and register a factory that takes the
 manifest entry and raises :class:`GuardConfigError` when the entry is unusable.
@@ -210,6 +220,72 @@ class ConformalNovelty(Guard):
                 "never_deopts": self.never_deopts}
 
 
+_UNSEEN = "unseen input (exact-match guard)"
+
+
+def _exact_code(x: Any) -> int:
+    """0: a number equal to 0 (pass); 1: another finite number (unseen); 2: no usable score."""
+    c = x.__class__
+    if c is float:
+        if x == 0.0:
+            return 0
+        return 1 if x - x == 0.0 else 2  # inf - inf and nan - nan are nan
+    if c is int:
+        return 0 if x == 0 else 1
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return 2
+    try:
+        f = float(x)
+    except (OverflowError, ValueError, TypeError):
+        return 1 if isinstance(x, int) else 2
+    return 0 if f == 0.0 else (1 if f - f == 0.0 else 2)
+
+
+class ExactMatch(Guard):
+    """Exact-match guard: pass iff the artifact's ``nonconformity`` is exactly 0 (a table hit).
+
+    Decisions have no p-value. Declined reasons: ``"unseen input (exact-match guard)"`` for a
+    finite nonzero score, the ``no-score`` reason for a missing, non-numeric (``bool`` included)
+    or non-finite one. Never raises.
+    """
+
+    method = "exact-match"
+    _PASS = GuardDecision(True, None, "guard-pass")
+    _DECISIONS = (_PASS, GuardDecision(False, None, _UNSEEN), GuardDecision(False, None, _NO_SCORE))
+
+    def evaluate(self, score: Any) -> GuardDecision:
+        try:
+            return self._DECISIONS[_exact_code(score)]
+        except Exception:  # noqa: BLE001 - by contract a guard never raises in the request path
+            return self._DECISIONS[2]
+
+    def decide(self, score: Any) -> tuple[bool, float | None]:
+        if score.__class__ is float and score == 0.0:
+            return True, None
+        return self.evaluate(score).passed, None
+
+    def evaluate_batch(self, scores: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            n = len(scores)
+            if all(x.__class__ is float for x in scores):  # the runtime's parsed outputs
+                passed = np.fromiter(scores, dtype=np.float64, count=n) == 0.0
+            else:
+                passed = np.fromiter((_exact_code(x) == 0 for x in scores), dtype=bool, count=n)
+            return passed, np.full(n, math.nan)
+        except Exception:  # noqa: BLE001 - deopt everything rather than raise
+            try:
+                n = len(scores)
+            except Exception:  # noqa: BLE001
+                n = 0
+            return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def reason(self, score: Any, p_value: float | None) -> str:
+        return self.evaluate(score).reason
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": self.method, "usable": True}
+
+
 GuardFactory = Callable[[dict], Guard]
 GUARD_METHODS: dict[str, GuardFactory] = {}
 """Registry: manifest ``guard.method`` -> factory(entry) -> :class:`Guard`."""
@@ -244,6 +320,11 @@ def _conformal_novelty(entry: dict) -> Guard:
     if isinstance(n, bool) or not isinstance(n, int) or n != len(cal):
         raise GuardConfigError(f"n={n!r} but there are {len(cal)} calibration scores")
     return ConformalNovelty(alpha, cal)
+
+
+@register_guard("exact-match")
+def _exact_match(entry: dict) -> Guard:
+    return ExactMatch()
 
 
 @register_guard("none")

@@ -12,6 +12,7 @@ from auto_runtime.guard import (
     GUARD_METHODS,
     AlwaysDeopt,
     ConformalNovelty,
+    ExactMatch,
     Guard,
     GuardDecision,
     build_guard,
@@ -160,3 +161,63 @@ def test_registry_accepts_new_methods():
         assert isinstance(build_guard({"method": "test-threshold"}), AlwaysDeopt)
     finally:
         GUARD_METHODS.pop("test-threshold", None)
+
+
+# ---- exact-match (table artifacts) ----------------------------------------------------------------
+
+UNSEEN = "unseen input (exact-match guard)"
+
+
+def test_exact_match_registered_and_built():
+    assert "exact-match" in GUARD_METHODS
+    g = build_guard({"method": "exact-match"})
+    assert isinstance(g, ExactMatch) and g.usable
+    assert g.describe() == {"method": "exact-match", "usable": True}
+    # extra fields (e.g. informational counts) are ignored
+    assert isinstance(build_guard({"method": "exact-match", "entries": 200}), ExactMatch)
+
+
+@pytest.mark.parametrize("score, passed, reason", [
+    (0.0, True, "guard-pass"), (-0.0, True, "guard-pass"), (0, True, "guard-pass"),
+    (1.0, False, UNSEEN), (1, False, UNSEEN), (1e-9, False, UNSEEN), (-1e-9, False, UNSEEN),
+    (0.5, False, UNSEEN), (10**400, False, UNSEEN), (np.float64(0.0), True, "guard-pass"),
+    (None, False, "no-score"), ("0", False, "no-score"), ("0.0", False, "no-score"),
+    (False, False, "no-score"), (True, False, "no-score"), ([0.0], False, "no-score"),
+    (float("nan"), False, "no-score"), (float("inf"), False, "no-score"),
+    (float("-inf"), False, "no-score"), ({}, False, "no-score"),
+])
+def test_exact_match_single(score, passed, reason):
+    g = build_guard({"method": "exact-match"})
+    d = g.evaluate(score)
+    assert d.passed is passed and d.p_value is None
+    assert d.reason.startswith(reason)
+    assert g.decide(score) == (passed, None)
+    if not passed:
+        assert g.reason(score, None) == d.reason
+
+
+def test_exact_match_batch_matches_single():
+    g = build_guard({"method": "exact-match"})
+    rng = random.Random(5)
+    floats = [rng.choice([0.0, 1.0, 0.25, -0.0]) for _ in range(300)]
+    mixed = floats[:50] + [0, 1, None, "0", True, False, float("nan"), float("inf"), 10**400,
+                           np.float64(0.0), [0.0]]
+    for scores in (floats, mixed, [], [0.0], [1.0]):
+        passed, p = g.evaluate_batch(scores)
+        assert passed.dtype == bool and passed.shape == p.shape == (len(scores),)
+        assert np.isnan(p).all()
+        assert passed.tolist() == [g.evaluate(s).passed for s in scores]
+
+
+def test_exact_match_never_raises():
+    g = build_guard({"method": "exact-match"})
+
+    class Weird:
+        def __eq__(self, other):
+            raise RuntimeError("boom")
+
+    assert not g.evaluate(Weird()).passed
+    passed, p = g.evaluate_batch([Weird(), 0.0])
+    assert passed.tolist() == [False, True]
+    passed, p = g.evaluate_batch(None)  # not even a sequence: nothing passes, no exception
+    assert passed.shape == (0,)

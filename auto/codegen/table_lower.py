@@ -1,0 +1,269 @@
+"""Lowering a :class:`~auto.codegen.table.TableModel` to WebAssembly text.
+
+The module shares the prelude (allocator, JSON validation, ``run`` / ``run_batch``, fixed-number
+writer, error objects). Table-only: the prelude's specialist part (field checks, featurizer
+state) is replaced by a plain "is it a JSON object" check. Memo-first: the specialist's module
+is kept whole, its ``$eval`` renamed ``$spec_eval``, and a new ``$eval`` looks the input up first.
+
+Lookup, per item (the item's JSON text ``[$istart, $iend)``, surrounding whitespace excluded):
+
+1. FNV-1a 64 over those bytes (offset basis 14695981039346656037, prime 1099511628211; eight
+   bytes per i64 load, then the tail).
+2. Binary search (lower bound) for the hash in the index, sorted by ``(hash, key)``.
+3. For each index entry with that hash: equal length and equal bytes (8 at a time) -> hit. A
+   hash collision therefore never returns a wrong answer; it only costs a comparison.
+
+Memory (after the specialist's static data for memo-first; after the constants for table-only)::
+
+    index    24-byte entries, 8-aligned: hash u64 | key ptr u32 | key len u32 | answer ptr u32 |
+             answer len u32 (all little-endian, absolute addresses)
+    keys     the canonical input bytes, back to back
+    answers  the canonical answer bytes, each distinct answer once
+    heap     per call: input | scratch | nesting stack | output
+
+A hit writes ``{"answer":<answer>,"margin":1.000000000,"nonconformity":0.000000000}``; a
+table-only miss writes ``{"answer":null,"margin":0.000000000,"nonconformity":1.000000000}``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from auto.errors import CodegenError
+
+from .kernel import STRING_FAST, eval_func
+from .layout import HEAP_SLACK, MAX_BATCH, MAX_INPUT, PAGE, _align, put_errors, wat_bytes
+from .lower import fill, prelude, specialist_static
+from .reference import fixed
+from .table import (FNV64_OFFSET_BASIS, FNV64_PRIME, HIT_MARGIN, HIT_NONCONFORMITY,
+                    MISS_NONCONFORMITY, TableModel)
+
+ENTRY = 24
+"""Bytes per index entry."""
+HIT_PREFIX = b'{"answer":'
+HIT_SUFFIX = (b',"margin":' + fixed(HIT_MARGIN).encode() + b',"nonconformity":'
+              + fixed(HIT_NONCONFORMITY).encode() + b"}")
+MISS = (b'{"answer":null,"margin":' + fixed(0.0).encode() + b',"nonconformity":'
+        + fixed(MISS_NONCONFORMITY).encode() + b"}")
+STATIC_LIMIT = 1 << 30
+
+# The table-only replacement of the prelude's specialist part.
+ITEM_ANY_OBJECT = """  ;; One task input at p (after whitespace) -> position after it, or -1 for bad JSON.
+  ;; Sets $status: 0 for an object, 3 (wrong_type) for any other JSON value.
+  (func $item (param $p i32) (result i32)
+    (global.set $status
+      (select (i32.const 0) (i32.const 3) (i32.eq (call $peek (local.get $p)) (i32.const 123))))
+    (call $skip_value (local.get $p)))
+"""
+
+
+def _i64(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _hash_func() -> str:
+    ob, pr = _i64(FNV64_OFFSET_BASIS), _i64(FNV64_PRIME)
+    step8 = "\n".join(
+        f"        (local.set $h (i64.mul (i64.xor (local.get $h) "
+        f"(i64.and (i64.shr_u (local.get $w) (i64.const {8 * k})) (i64.const 255))) (i64.const {pr})))"
+        for k in range(8))
+    return f"""
+  ;; FNV-1a 64 of the bytes [p, e): h = {FNV64_OFFSET_BASIS}; per byte h = (h ^ b) * {FNV64_PRIME}
+  ;; (mod 2^64); eight bytes per i64 load (little-endian: lowest byte first), then the tail
+  (func $fnv64 (param $p i32) (param $e i32) (result i64)
+    (local $h i64) (local $w i64)
+    (local.set $h (i64.const {ob}))
+    (block $d8
+      (loop $l8
+        (br_if $d8 (i32.gt_u (i32.add (local.get $p) (i32.const 8)) (local.get $e)))
+        (local.set $w (i64.load (local.get $p)))
+{step8}
+        (local.set $p (i32.add (local.get $p) (i32.const 8)))
+        (br $l8)))
+    (block $d1
+      (loop $l1
+        (br_if $d1 (i32.ge_u (local.get $p) (local.get $e)))
+        (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $p))) (i64.const {pr})))
+        (local.set $p (i32.add (local.get $p) (i32.const 1)))
+        (br $l1)))
+    (local.get $h))
+"""
+
+
+HASH_FUNC = _hash_func()
+"""WAT of ``$fnv64 (param $p i32) (param $e i32) (result i64)``: FNV-1a 64 of ``[p, e)``."""
+
+EQ_FUNC = """
+  ;; are the n bytes at x and at y equal? (eight at a time, then the tail)
+  (func $eq (param $x i32) (param $y i32) (param $n i32) (result i32)
+    (local $e i32)
+    (local.set $e (i32.add (local.get $x) (local.get $n)))
+    (block $d8
+      (loop $l8
+        (br_if $d8 (i32.gt_u (i32.add (local.get $x) (i32.const 8)) (local.get $e)))
+        (if (i64.ne (i64.load (local.get $x)) (i64.load (local.get $y))) (then (return (i32.const 0))))
+        (local.set $x (i32.add (local.get $x) (i32.const 8)))
+        (local.set $y (i32.add (local.get $y) (i32.const 8)))
+        (br $l8)))
+    (block $d1
+      (loop $l1
+        (br_if $d1 (i32.ge_u (local.get $x) (local.get $e)))
+        (if (i32.ne (i32.load8_u (local.get $x)) (i32.load8_u (local.get $y))) (then (return (i32.const 0))))
+        (local.set $x (i32.add (local.get $x) (i32.const 1)))
+        (local.set $y (i32.add (local.get $y) (i32.const 1)))
+        (br $l1)))
+    (i32.const 1))
+"""
+"""WAT of ``$eq (param $x i32) (param $y i32) (param $n i32) (result i32)``: 1 iff the ``n``
+bytes at ``x`` and ``y`` are equal."""
+
+
+def table_blob(model: TableModel, base: int) -> tuple[bytes, int, int]:
+    """The index, keys and answers placed at ``base`` (8-aligned).
+
+    Returns:
+        ``(blob, index_address, longest_answer)``: the bytes to store at ``base``, where the
+        index starts (== base), and the longest answer in bytes.
+    """
+    if base % 8:
+        raise CodegenError("table base must be 8-aligned")
+    n = len(model)
+    keys_at = base + ENTRY * n
+    keys = b"".join(model.keys)
+    ans_at = keys_at + len(keys)
+    ans = bytearray()
+    ans_pos: dict[bytes, int] = {}
+    index = bytearray()
+    k_off = keys_at
+    longest = 0
+    for h, k, a in zip(model.hashes, model.keys, model.answers):
+        ab = a.encode("utf-8")
+        longest = max(longest, len(ab))
+        if ab not in ans_pos:
+            ans_pos[ab] = ans_at + len(ans)
+            ans += ab
+        index += struct.pack("<QIIII", h, k_off, len(k), ans_pos[ab], len(ab))
+        k_off += len(k)
+    return bytes(index) + keys + bytes(ans), base, longest
+
+
+def lookup_funcs(n: int, index: int, prefix: tuple[int, int], suffix: tuple[int, int],
+                 miss_call: str) -> str:
+    """WAT of ``$lookup`` (``$fnv64`` of the item, lower-bound search, ``$eq`` on every entry
+    with that hash -> the entry's address or 0), ``$fnv64``, ``$eq`` and the new ``$eval``.
+    ``n`` entries, index at ``index``; ``prefix`` / ``suffix``: (address, length) of the hit
+    output's constant parts; ``miss_call``: the WAT expression ``$eval`` returns on a miss (it
+    may use ``$o``)."""
+    if n == 0:
+        lookup = "  (func $lookup (result i32) (i32.const 0))\n"
+    else:
+        lookup = f"""  ;; lower-bound search for the item's hash, then a full byte comparison against every entry
+  ;; with that hash -> the entry's address, or 0 (a miss)
+  (func $lookup (result i32)
+    (local $h i64) (local $lo i32) (local $hi i32) (local $mid i32) (local $a i32) (local $n i32)
+    (local.set $n (i32.sub (global.get $iend) (global.get $istart)))
+    (local.set $h (call $fnv64 (global.get $istart) (global.get $iend)))
+    (local.set $hi (i32.const {n}))
+    (block $bd
+      (loop $bl
+        (br_if $bd (i32.ge_u (local.get $lo) (local.get $hi)))
+        (local.set $mid (i32.shr_u (i32.add (local.get $lo) (local.get $hi)) (i32.const 1)))
+        (if (i64.lt_u (i64.load offset={index} (i32.mul (local.get $mid) (i32.const {ENTRY})))
+                      (local.get $h))
+          (then (local.set $lo (i32.add (local.get $mid) (i32.const 1))))
+          (else (local.set $hi (local.get $mid))))
+        (br $bl)))
+    (local.set $a (i32.add (i32.const {index}) (i32.mul (local.get $lo) (i32.const {ENTRY}))))
+    (block $miss
+      (loop $scan
+        (br_if $miss (i32.ge_u (local.get $a) (i32.const {index + ENTRY * n})))
+        (br_if $miss (i64.ne (i64.load (local.get $a)) (local.get $h)))
+        (if (i32.eq (i32.load offset=12 (local.get $a)) (local.get $n))
+          (then
+            (if (call $eq (global.get $istart) (i32.load offset=8 (local.get $a)) (local.get $n))
+              (then (return (local.get $a))))))
+        (local.set $a (i32.add (local.get $a) (i32.const {ENTRY})))
+        (br $scan)))
+    (i32.const 0))
+""" + HASH_FUNC + EQ_FUNC
+    ev = f"""  ;; ---- generated: look the item up; a hit writes its answer, a miss goes on ----
+  (func $eval (param $o i32) (result i32)
+    (local $a i32)
+    (local.set $a (call $lookup))
+    (if (i32.eqz (local.get $a)) (then (return {miss_call})))
+    (local.set $o (call $copy (local.get $o) (i32.const {prefix[0]}) (i32.const {prefix[1]})))
+    (local.set $o (call $copy (local.get $o) (i32.load offset=16 (local.get $a))
+                                             (i32.load offset=20 (local.get $a))))
+    (call $copy (local.get $o) (i32.const {suffix[0]}) (i32.const {suffix[1]})))
+"""
+    return lookup + ev
+
+
+def lower_table(model: TableModel, *, simd: bool = True) -> str:
+    """WebAssembly text of the artifact for a :class:`TableModel` (deterministic).
+
+    Args:
+        model: the table (and its fallback specialist for memo-first).
+        simd: as for :func:`auto.codegen.lower` (the string scanner, and the specialist's kernel).
+
+    Returns:
+        The WAT module text: exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
+        imports.
+
+    Raises:
+        CodegenError: the static data (table + specialist) would exceed 1 GiB, or the fallback
+            cannot be lowered (non-finite weights).
+    """
+    spec = model.fallback
+    if spec is None:
+        buf = bytearray(16)
+
+        def put(b: bytes, align: int = 1) -> int:
+            while len(buf) % align:
+                buf.append(0)
+            at = len(buf)
+            buf.extend(b)
+            return at
+
+        subst = {"STRING_FAST": STRING_FAST if simd else "",
+                 "STRING_LOCALS": "(local $v v128)" if simd else "",
+                 "MAX_INPUT": MAX_INPUT, "MAX_BATCH": MAX_BATCH, "ERRTAB": put_errors(put)}
+        pre_at, suf_at, miss_at = put(HIT_PREFIX), put(HIT_SUFFIX), put(MISS)
+        base = _align(len(buf), 8)
+        data = [f'  (data (i32.const 0) "{wat_bytes(bytes(buf))}")']
+        spec_out_max = len(MISS) + 16
+        spec_parts: list[str] = []
+    else:
+        L, subst, data = specialist_static(spec, simd)
+        pre_at = _align(L.heap, 16)
+        suf_at = pre_at + len(HIT_PREFIX)
+        data.append(f'  (data (i32.const {pre_at}) "{wat_bytes(HIT_PREFIX + HIT_SUFFIX)}")')
+        base = _align(suf_at + len(HIT_SUFFIX), 8)
+        spec_out_max = L.out_max
+        spec_parts = [eval_func(spec, L, simd, name="$spec_eval")]
+    blob, index, longest = table_blob(model, base)
+    heap = _align(base + len(blob), 16) + 16
+    if heap > STATIC_LIMIT:
+        raise CodegenError(f"table needs {heap} bytes of static memory (limit 1 GiB)")
+    out_max = max(spec_out_max, len(HIT_PREFIX) + longest + len(HIT_SUFFIX) + 16)
+    pages = (heap + HEAP_SLACK + PAGE - 1) // PAGE
+    pre = prelude()
+    if spec is None:
+        a = pre.index("  ;; <specialist>\n")
+        b = pre.index("  ;; </specialist>\n") + len("  ;; </specialist>\n")
+        pre = pre[:a] + ITEM_ANY_OBJECT + pre[b:]
+    pre = fill(pre, {**subst, "HEAP": heap, "OUT_MAX": out_max})
+    miss_call = (f"(call $copy (local.get $o) (i32.const {miss_at}) (i32.const {len(MISS)}))"
+                 if spec is None else "(call $spec_eval (local.get $o))")
+    gen = lookup_funcs(len(model), index, (pre_at, len(HIT_PREFIX)), (suf_at, len(HIT_SUFFIX)),
+                       miss_call)
+    if blob:
+        data.append(f'  (data (i32.const {base}) "{wat_bytes(blob)}")')
+    return ("(module\n"
+            f"  (memory (export \"memory\") {pages})\n"
+            + pre + "".join(spec_parts) + gen + "\n".join(data) + "\n)\n")
+
+
+__all__ = ["ENTRY", "EQ_FUNC", "HASH_FUNC", "HIT_PREFIX", "HIT_SUFFIX", "MISS", "lower_table",
+           "table_blob"]

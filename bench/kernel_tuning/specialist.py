@@ -1,0 +1,102 @@
+"""The kernel-tuning specialist's inputs, answers and parity, from recorded decisions (CPU only).
+
+The specialist answers "which candidate for this workload on this machine?" from a compiled
+exact-match table (an Auto artifact) keyed on the fields that decide a tuning result
+(kernel-tuning.md §4.6): op, dtype, layout, N, K, M, alignment flags (N % 16, K % 16) and the
+environment hash (GPU, SMs, driver, CUDA, Triton, torch). A miss on any field deopts to the full
+agent. M is exact, not the ``2^ceil(log2 M)`` bucket §4.6 proposes above M = 8: on the recorded
+corpus the bucket merged 4 pairs of distinct seen workloads (QK-norm row counts such as 40 and
+48) whose recorded winners differ, so a bucketed key would answer one of them with a choice that
+was never measured for it.
+
+Where two recorded passes chose differently, the table keeps the choice with the smaller worst
+regret over the passes (regret = its median / the best median in that pass, each pass under its
+own protocol) — the choice that needs no re-measurement to be defensible.
+
+Parity (kernel-tuning.md §4.4): a choice is *at parity* in a pass when it passed numerics there
+and its median is within ``(1 + eps)`` of that pass's best candidate; ``eps`` = 5% covers the
+measured 4.1% regret of reusing the first sweep's winner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+EPS = 0.05
+
+
+def specialist_input(rec: dict[str, Any]) -> dict[str, Any]:
+    """The specialist's task input (a flat JSON object) for one recorded decision."""
+    w = rec["input"]["workload"]
+    a = rec["attributes"]
+    return {
+        "op": w["op"],
+        "dtype": w["dtype"],
+        "layout": w.get("layout", ""),
+        "n": int(w["n"]),
+        "k": int(w.get("k") or 0),
+        "m": int(w["m"]),
+        "n_mod16": int(w["n"]) % 16 == 0,
+        "k_mod16": int(w.get("k") or 0) % 16 == 0,
+        "env": a["kt.env_hash"],
+    }
+
+
+def answer(rec: dict[str, Any]) -> dict[str, Any]:
+    """The decision as the specialist returns it: candidate id, family, config, protocol."""
+    o = rec["output"]
+    return {"id": o["chosen_id"], "family": o["family"], "config": o.get("config") or {}, "protocol": o.get("protocol")}
+
+
+def medians(rec: dict[str, Any]) -> dict[str, float]:
+    """``{candidate id: median µs}`` of the candidates that passed numerics and were timed."""
+    return {c["id"]: float(c["median_us"]) for c in rec["attributes"]["kt.candidates"]
+            if c.get("median_us") is not None and not c.get("error")}
+
+
+def regret(rec: dict[str, Any], cand_id: str) -> float | None:
+    """``t(cand) / min_c t(c)`` in this recorded pass; None when ``cand_id`` was not timed there."""
+    meds = medians(rec)
+    if cand_id not in meds or not meds:
+        return None
+    return meds[cand_id] / min(meds.values())
+
+
+def at_parity(rec: dict[str, Any], cand_id: str, eps: float = EPS) -> bool:
+    """True when ``cand_id`` passed numerics in ``rec`` and ran within ``1 + eps`` of its best."""
+    r = regret(rec, cand_id)
+    return r is not None and r <= 1.0 + eps
+
+
+def by_key(recs: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Records indexed by workload key (later records win)."""
+    return {r["attributes"]["kt.workload_key"]: r for r in recs if r.get("status") == "ok"}
+
+
+def resolve(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table's answer for one workload from its recorded decisions (one per pass).
+
+    Returns the common choice when all passes agree, else the choice with the smallest worst
+    regret across the passes (ties: the earliest pass's choice).
+    """
+    choices = [answer(r) for r in records]
+    if len({c["id"] for c in choices}) == 1:
+        return choices[0]
+
+    def worst(c: dict[str, Any]) -> float:
+        rs = [regret(r, c["id"]) for r in records]
+        return max((x if x is not None else math.inf) for x in rs)
+
+    return min(choices, key=worst)
+
+
+def table_entries(passes: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]]:
+    """``(specialist input, answer, records)`` per seen workload key, keys in sorted order."""
+    idx = [by_key(p) for p in passes]
+    keys = sorted(set().union(*[set(i) for i in idx]))
+    out = []
+    for k in keys:
+        recs = [i[k] for i in idx if k in i]
+        out.append((specialist_input(recs[0]), resolve(recs), recs))
+    return out
