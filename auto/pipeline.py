@@ -148,9 +148,15 @@ def compile_task(
     generation: int | None = None,
     out_path: str | Path | None = None,
     reference_model: str | None = None,
+    memo: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> CompileOutcome:
     """Compile one generation of ``task`` from the witnesses in ``store``.
+
+    With ``memo`` (the default) the artifact is *memo-first*: inputs witnessed in the training and
+    calibration splits are answered from an exact-match table of their modal outputs, every other
+    input by the distilled specialist; held-out inputs stay out of the table so the gate measures
+    the specialist on inputs it never saw.
 
     Args:
         store: an :class:`auto.store.Store`.
@@ -159,6 +165,7 @@ def compile_task(
         generation: generation number (default: the store's latest for the task + 1).
         out_path: where to write the ``.wasm`` (default: ``<task>.gen<N>.wasm``).
         reference_model: label for provenance (default: read from recorded model-call spans).
+        memo: answer witnessed inputs from an exact-match table in front of the specialist.
         progress: optional callback for human-readable progress lines.
 
     Returns:
@@ -171,7 +178,7 @@ def compile_task(
     """
     from auto_runtime import Artifact
 
-    from auto.codegen import compile_model
+    from auto.codegen import TableModel, compile_model
     from auto.distill import distill, split_witnesses
     from auto.emit import emit
 
@@ -259,6 +266,19 @@ def compile_task(
     def p_value(s: float) -> float:
         return (1 + sum(1 for c in cal_scores if c >= s)) / (m + 1)
 
+    if memo:
+        # the table holds train + calibration witnesses; calibration scores above came from the
+        # specialist alone, which is exactly the path a new (non-table) input takes
+        table = TableModel([(items[i][0], items[i][1]) for i in sorted(train_idx + cal_idx)], fallback=model)
+        code = compile_model(table)
+        predictor: Any = table
+        base["compiled_as"] = table.compiled_as
+        base["model"] = {**base["model"], "kind": table.compiled_as, "table_entries": len(table),
+                         "specialist_kind": model.kind, "code_digest": digest_bytes(code)}
+        candidate_art = Artifact.load(emit(code, {**base, "guard": {"method": "none"}, "provisional": True}))
+    else:
+        predictor = model
+        candidate_art = provisional
     held_out = provisional.call_batch([items[i][0] for i in held_idx])
     proceed = [p_value(float(o["nonconformity"])) > contract.alpha for o in held_out if "error" not in o]
     coverage = (sum(proceed) / len(proceed)) if proceed else None
@@ -282,8 +302,8 @@ def compile_task(
     t0 = time.perf_counter()
     record = run_gate(
         contract=contract,
-        run_batch=provisional.call_batch,
-        reference_predict=lambda inp: model.predict(inp).answer,
+        run_batch=candidate_art.call_batch,
+        reference_predict=lambda inp: predictor.predict(inp).answer,
         witnessed=[(it[0], it[1]) for it in items],
         heldout=[(items[i][0], items[i][1]) for i in held_idx],
         labels=[json_loads(x) for x in labels],
@@ -295,26 +315,139 @@ def compile_task(
     lat: list[float] = []
     for i in held_idx[:200]:
         t1 = time.perf_counter_ns()
-        provisional.call(items[i][0])
+        candidate_art.call(items[i][0])
         lat.append((time.perf_counter_ns() - t1) / 1000.0)
     record["guard"] = {k: v for k, v in guard.items() if k != "calibration_scores"}
     eval_id = store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
     if record["verdict"] != "pass":
-        raise GateRefused(record["reason"], eval_id)
+        if not memo:
+            raise GateRefused(record["reason"], eval_id)
+        # the lowest rung: a table of what was witnessed, which generalizes nothing and so needs
+        # no held-out evidence; new inputs deopt (exact-match guard)
+        say(f"  specialist refused ({record['reason']}); compiling the exact-match memo instead")
+        return compile_memo(store, task, [(it[0], it[1]) for it in items], contract=contract, generation=generation,
+                            out_path=out_path, reference_model=reference_model, _ws=ws,
+                            note=f"specialist refused (eval run {eval_id}: {record['reason']})",
+                            probes=_probes([it[0] for it in items], {canonical_json(it[0]) for it in items}))
 
     # 7. emit
-    t0 = time.perf_counter()
     checks = {c["name"]: c for c in record["checks"]}
     parity = {split: {k: checks[name][k] for k in ("n", "agree", "rate", "ci95_low")}
               for split, name in (("witnessed", "witnessed-agreement"), ("heldout", "heldout-agreement"))}
-    ws_traces = sorted({w.trace_id for w in ws})
+    return _emit_generation(
+        store, task, generation, code, base, guard, parity, contract, eval_id, record["reason"], ws, n,
+        reference_model, [items[i][0] for i in held_idx], lat, out_path, timings, model, dres.estimator)
+
+
+def _probes(inputs: list[dict[str, Any]], seen: set[str], limit: int = 50) -> list[dict[str, Any]]:
+    """Never-witnessed variants of witnessed inputs (each string field gets a suffix), for memo gates."""
+    out = []
+    for inp in inputs[:limit]:
+        probe = {k: (v + " [probe]" if isinstance(v, str) else v) for k, v in inp.items()}
+        if canonical_json(probe) not in seen:
+            out.append(probe)
+    return out
+
+
+def compile_memo(
+    store: Any,
+    task: str,
+    entries: list[tuple[dict[str, Any], Any]],
+    *,
+    probes: list[dict[str, Any]],
+    contract: Contract | None = None,
+    generation: int | None = None,
+    out_path: str | Path | None = None,
+    reference_model: str | None = None,
+    note: str | None = None,
+    _ws: list[Any] | None = None,
+) -> CompileOutcome:
+    """Compile an exact-match table (``compiled_as: memo``) of witnessed inputs → outputs.
+
+    The artifact answers exactly the witnessed inputs with their given outputs and reports
+    nonconformity 1.0 on anything else; its guard (``exact-match``) deopts every input that was
+    not witnessed. The gate (:func:`auto.verify.run_memo_gate`) requires every witnessed output to
+    be repeated exactly and every probe to miss.
+
+    Args:
+        store: the store (eval run and artifact are stored there).
+        task: task name.
+        entries: ``(input, output)`` pairs; one output per distinct input.
+        probes: inputs that were never witnessed (all must miss).
+        contract, generation, out_path, reference_model: as for :func:`compile_task`.
+        note: prefix of the gate's reason (e.g. why the specialist was not used).
+
+    Raises:
+        GateRefused: a gate check failed (eval run stored). CompileError: no entries.
+    """
+    from auto_runtime import Artifact
+
+    from auto.codegen import TableModel, compile_model
+    from auto.emit import emit
+    from auto.verify import run_memo_gate
+
+    contract = contract or Contract.default_for(task)
+    if generation is None:
+        latest = store.latest_artifact(task)
+        generation = (latest.generation + 1) if latest else 1
+    if not entries:
+        raise CompileError(f"no witnessed inputs to tabulate for task {task!r}")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    table = TableModel(entries)
+    code = compile_model(table)
+    timings["codegen"] = time.perf_counter() - t0
+    answers = sorted({canonical_json(e[1]) for e in entries})
+    base = {
+        "format": FORMAT,
+        "task": task,
+        "generation": generation,
+        "compiled_as": "memo",
+        "interface": {"input": input_schema([e[0] for e in entries]), "output": {"enum": [json_loads(a) for a in answers]}},
+        "abi": {"exports": ["memory", "alloc", "run", "run_batch"], "encoding": "canonical-json"},
+        "capabilities": [],
+        "model": {**table.manifest_model(), "code_digest": digest_bytes(code)},
+    }
+    art = Artifact.load(emit(code, {**base, "guard": {"method": "none"}, "provisional": True}))
+    t0 = time.perf_counter()
+    record = run_memo_gate(contract=contract, run_batch=art.call_batch, reference_predict=lambda inp: table.predict(inp).answer,
+                           witnessed=entries, probes=probes, candidate=base["model"], generation=generation, note=note)
+    lat: list[float] = []
+    for inp, _ in entries[:200]:
+        t1 = time.perf_counter_ns()
+        art.call(inp)
+        lat.append((time.perf_counter_ns() - t1) / 1000.0)
+    guard = {"method": "exact-match",
+             "statement": "tier-1 only on inputs byte-identical (canonical JSON) to a witnessed input; every other input deopts"}
+    record["guard"] = guard
+    eval_id = store.put_eval_run(record)
+    timings["gate"] = time.perf_counter() - t0
+    if record["verdict"] != "pass":
+        raise GateRefused(record["reason"], eval_id)
+    checks = {c["name"]: c for c in record["checks"]}
+    wa = checks["witnessed-agreement"]
+    parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
+              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]}}
+    ws = _ws if _ws is not None else store.witnesses(task)
+    return _emit_generation(store, task, generation, code, base, guard, parity, contract, eval_id, record["reason"], ws,
+                            len(entries), reference_model, [e[0] for e in entries], lat, out_path, timings, table, None)
+
+
+def _emit_generation(store: Any, task: str, generation: int, code: bytes, base: dict[str, Any], guard: dict[str, Any],
+                     parity: dict[str, Any], contract: Contract, eval_id: str, reason: str, ws: list[Any], n: int,
+                     reference_model: str | None, fuel_inputs: list[dict[str, Any]], lat: list[float],
+                     out_path: str | Path | None, timings: dict[str, float], model: Any, estimator: Any) -> CompileOutcome:
+    """Write the manifest, emit the ``.wasm``, store it, and write the file (atomically)."""
+    from auto.emit import emit
+
+    t0 = time.perf_counter()
     manifest = {
         **base,
         "contract": {"id": contract.id, **contract.model_dump()},
         "eval_runs": [eval_id],
         "provenance": {
-            "trace_ids": ws_traces,
+            "trace_ids": sorted({w.trace_id for w in ws}),
             "store_digest": store.digest(task),
             "witnesses": len(ws),
             "distinct_inputs": n,
@@ -326,7 +459,7 @@ def compile_task(
         # not embedded, so the same witnesses always give the same bytes. The fuel count is the
         # deterministic, machine-independent measure of the compiled path's work.
         "latency_us": None,
-        "fuel_per_call": _fuel_per_call(code, [items[i][0] for i in held_idx]),
+        "fuel_per_call": _fuel_per_call(code, fuel_inputs),
         "cost_usd_micros_per_call": 0,
     }
     wasm = emit(code, manifest)
@@ -338,11 +471,10 @@ def compile_task(
     tmp.replace(path)
     timings["emit"] = time.perf_counter() - t0
     latency = {"p50": _pctl(lat, 50), "p95": _pctl(lat, 95), "n": len(lat), "what": "Artifact.call in-process, JSON in/out, no guard"}
-    return CompileOutcome(task=task, generation=generation, reason=record["reason"], eval_run_id=eval_id, artifact_id=aid,
-                          latency_us=latency,
-                          artifact_bytes=len(wasm), artifact_path=path, wasm=wasm, manifest=manifest,
-                          timings_s={k: round(v, 4) for k, v in timings.items()}, model=model,
-                          sklearn_predict=_sklearn_predict(dres.estimator, model.features))
+    sk = _sklearn_predict(estimator, model.features) if getattr(model, "features", None) is not None else None
+    return CompileOutcome(task=task, generation=generation, reason=reason, eval_run_id=eval_id, artifact_id=aid,
+                          latency_us=latency, artifact_bytes=len(wasm), artifact_path=path, wasm=wasm, manifest=manifest,
+                          timings_s={k: round(v, 4) for k, v in timings.items()}, model=model, sklearn_predict=sk)
 
 
 def _fuel_per_call(code: bytes, inputs: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -224,3 +224,59 @@ def run_gate(
         "reason": reason,
     }
     return record
+
+
+def run_memo_gate(
+    *,
+    contract: Contract,
+    run_batch: Callable[[list[dict]], list[dict]],
+    reference_predict: Callable[[dict], Any],
+    witnessed: Sequence[tuple[dict, Any]],
+    probes: Sequence[dict],
+    candidate: dict[str, Any],
+    generation: int,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """The gate for an exact-match table (memo): it may only repeat what was witnessed.
+
+    Checks: no errors; every witnessed input is answered with exactly its witnessed (modal)
+    output (agreement must be 1.0 — a table generalizes nothing, so anything less is a defect);
+    the WebAssembly equals the Python reference; every probe (an input that was never witnessed)
+    misses the table (nonconformity 1.0), so the exact-match guard deopts it.
+
+    Returns:
+        The eval-run record (same shape as :func:`run_gate`).
+    """
+    checks: list[dict[str, Any]] = []
+    w_out = run_batch([p[0] for p in witnessed]) if witnessed else []
+    p_out = run_batch(list(probes)) if probes else []
+    errors = sum(1 for o in w_out + p_out if "error" in o)
+    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(p_out), "passed": errors == 0})
+    answers = [o.get("answer") for o in w_out]
+    wa = agreement(answers, [p[1] for p in witnessed])
+    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0 and wa["agree"] == wa["n"]})
+    ref = [reference_predict(p[0]) for p in witnessed] + [reference_predict(p) for p in probes]
+    mism = sum(1 for a, r in zip(answers + [o.get("answer") for o in p_out], ref) if canonical_json(a) != canonical_json(r))
+    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    hits = sum(1 for o in p_out if "error" not in o and o.get("nonconformity") != 1.0)
+    checks.append({"name": "unwitnessed-probes-miss", "n": len(p_out), "hits": hits, "passed": hits == 0})
+    failed = [c for c in checks if not c["passed"]]
+    if failed:
+        c = failed[0]
+        reason = {"runs-without-error": f"the table returned errors on {c.get('errors')} inputs",
+                  "witnessed-agreement": f"the table repeats {c.get('agree')}/{c.get('n')} witnessed outputs (must be all)",
+                  "wasm-matches-python-reference": f"WebAssembly and the Python reference disagree on {c.get('mismatches')} inputs",
+                  "unwitnessed-probes-miss": f"{c.get('hits')} of {c.get('n')} never-witnessed probes hit the table"}[c["name"]]
+    else:
+        reason = f"exact-match table repeats all {wa['n']} witnessed outputs; {len(p_out)} unwitnessed probes all miss"
+    if note:
+        reason = f"{note}; {reason}"
+    return {
+        "task": contract.task,
+        "generation": generation,
+        "contract": {"id": contract.id, **contract.model_dump()},
+        "candidate": candidate,
+        "checks": checks,
+        "verdict": "pass" if not failed else "refuse",
+        "reason": reason,
+    }
