@@ -48,8 +48,17 @@ def test_refusals_store_an_eval_run(tmp_path):
         for i in range(10, 60):
             st.add_witness("t", {"text": f"item {i}"}, "same")
         with pytest.raises(GateRefused):
-            compile_task(st, "t", contract=Contract(task="t", min_witnesses=4), out_path=tmp_path / "x.wasm")
-    assert not (tmp_path / "x.wasm").exists()
+            compile_task(st, "t", contract=Contract(task="t", min_witnesses=4), out_path=tmp_path / "x.wasm", memo=False)
+        assert not (tmp_path / "x.wasm").exists()
+        # with memo (the default) a refused specialist falls back to the exact-match table
+        out = compile_task(st, "t", contract=Contract(task="t", min_witnesses=4), out_path=tmp_path / "m.wasm")
+        assert out.manifest["compiled_as"] == "memo" and "specialist refused" in out.reason
+        assert out.manifest["guard"]["method"] == "exact-match" and out.manifest["parity"]["witnessed"]["rate"] == 1.0
+        from auto_runtime import Artifact, TieredTask
+
+        tt = TieredTask(Artifact.load(out.wasm), reference=lambda inp: "REF")
+        assert tt({"text": "item 3"}).tier == "tier-1" and tt({"text": "item 3"}).answer == "a"
+        assert tt({"text": "item 3 "}).tier == "tier-0"  # never witnessed → deopt
 
 
 def test_constant_task_is_refused(tmp_path):
