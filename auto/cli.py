@@ -271,14 +271,32 @@ def bench() -> None:
 
 
 @bench.command(name="run")
-@click.argument("family", type=click.Choice(["triage"]))
+@click.argument("family", type=click.Choice(["triage", "kernel-tuning"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
 @click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
 @click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
-def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool) -> None:
-    """Record, census, compile, verify, then drive a stream through the tiered runtime."""
+@click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), default=None,
+              help="kernel-tuning: census, compile and parity from recorded decisions (e.g. traces/kernel-tuning) on a CPU machine.")
+def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool,
+              replay_dir: str | None) -> None:
+    """Record, census, compile, verify, then drive a stream through the tiered runtime.
+
+    \b
+    triage:        the AUTO-BENCH stream (simulated reference model unless OPENAI_BASE_URL is set).
+    kernel-tuning: on a GPU machine, records two passes + the holdout with the reference agent,
+                   then compiles; with --replay DIR it replays recordings on any machine.
+    """
+    if family == "kernel-tuning":
+        from bench.kernel_tuning.replay import record_on_gpu, run_replay
+
+        if replay_dir is None:
+            replay_dir = str(record_on_gpu(Path(out_dir) / "recordings", progress=say))
+        _emit_json(run_replay(Path(replay_dir), Path(out_dir), progress=say))
+        return
+    if replay_dir is not None:
+        raise UsageError("--replay applies to the kernel-tuning family only")
     from bench.run import run_family
 
     results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
