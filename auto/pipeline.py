@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from auto_runtime.schema import json_type_name
+
 from auto.canonical import canonical_json, digest_bytes
 from auto.errors import CompileError, GateRefused
-from auto.verify import Contract, run_gate
+from auto.verify import Contract, eval_record, run_gate
 
 FORMAT = "auto.artifact/1"
 
@@ -89,22 +91,6 @@ class CompileOutcome:
         }
 
 
-def _json_type(v: Any) -> str:
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if v is None:
-        return "null"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
 def input_schema(inputs: list[dict[str, Any]]) -> dict[str, Any]:
     """The input JSON schema implied by the witnesses: the keys every witness has, their types."""
     keys = set(inputs[0])
@@ -112,7 +98,7 @@ def input_schema(inputs: list[dict[str, Any]]) -> dict[str, Any]:
         keys &= set(d)
     props: dict[str, Any] = {}
     for k in sorted(keys):
-        types = sorted({_json_type(d[k]) for d in inputs})
+        types = sorted({json_type_name(d[k]) for d in inputs})
         props[k] = {"type": types[0] if len(types) == 1 else types}
     return {"type": "object", "properties": props, "required": sorted(keys), "additionalProperties": False}
 
@@ -135,9 +121,7 @@ def _reference_model(store: Any, task: str) -> str:
 
 
 def _refuse(store: Any, contract: Contract, generation: int, reason: str, checks: list[dict[str, Any]]) -> GateRefused:
-    record = {"task": contract.task, "generation": generation, "contract": {"id": contract.id, **contract.model_dump()},
-              "candidate": None, "checks": checks, "verdict": "refuse", "reason": reason}
-    return GateRefused(reason, store.put_eval_run(record))
+    return GateRefused(reason, store.put_eval_run(eval_record(contract, generation, None, checks, reason)))
 
 
 def compile_task(

@@ -214,16 +214,20 @@ def run_gate(
             reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
         else:
             reason = f"check {c['name']} failed"
-    record: dict[str, Any] = {
+    return eval_record(contract, generation, candidate, checks, reason)
+
+
+def eval_record(contract: Contract, generation: int, candidate: Any, checks: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+    """The eval-run record of a gate run (its id is the digest, assigned when stored)."""
+    return {
         "task": contract.task,
         "generation": generation,
         "contract": {"id": contract.id, **contract.model_dump()},
         "candidate": candidate,
         "checks": checks,
-        "verdict": "pass" if not failed else "refuse",
+        "verdict": "refuse" if any(not c["passed"] for c in checks) else "pass",
         "reason": reason,
     }
-    return record
 
 
 def run_memo_gate(
@@ -271,12 +275,4 @@ def run_memo_gate(
         reason = f"exact-match table repeats all {wa['n']} witnessed outputs; {len(p_out)} unwitnessed probes all miss"
     if note:
         reason = f"{note}; {reason}"
-    return {
-        "task": contract.task,
-        "generation": generation,
-        "contract": {"id": contract.id, **contract.model_dump()},
-        "candidate": candidate,
-        "checks": checks,
-        "verdict": "pass" if not failed else "refuse",
-        "reason": reason,
-    }
+    return eval_record(contract, generation, candidate, checks, reason)

@@ -51,7 +51,8 @@ class _Violation(Exception):
         self.parts: list[str] = []
 
 
-def _type_name(v: Any) -> str:
+def json_type_name(v: Any) -> str:
+    """The JSON-schema type name of a decoded JSON value (``null``, ``boolean``, ``integer``, ...)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -137,7 +138,7 @@ def _compile(schema: Any, where: str) -> Validator:
 
             def check_string(v: Any) -> None:
                 if not isinstance(v, str):
-                    raise _Violation(f"expected string, got {_type_name(v)}")
+                    raise _Violation(f"expected string, got {json_type_name(v)}")
                 n = len(v)
                 if n > hi_s:
                     raise _Violation(f"string of length {n} exceeds maxLength {hi_text}")
@@ -150,14 +151,14 @@ def _compile(schema: Any, where: str) -> Validator:
 
             def check_type(v: Any) -> None:
                 if not pred(v):
-                    raise _Violation(f"expected {expected}, got {_type_name(v)}")
+                    raise _Violation(f"expected {expected}, got {json_type_name(v)}")
             checks.append(check_type)
         else:
             def check_types(v: Any) -> None:
                 for p in preds:
                     if p(v):
                         return
-                raise _Violation(f"expected {expected}, got {_type_name(v)}")
+                raise _Violation(f"expected {expected}, got {json_type_name(v)}")
             checks.append(check_types)
 
     if "enum" in schema or "const" in schema:
@@ -277,7 +278,7 @@ def _compile_object(schema: dict, where: str, strict: bool) -> Validator:
     def check_object(v: Any) -> None:
         if not isinstance(v, dict):
             if strict:
-                raise _Violation(f"expected object, got {_type_name(v)}")
+                raise _Violation(f"expected object, got {json_type_name(v)}")
             return  # these keywords apply to objects only
         for k in required_t:
             if k not in v:
