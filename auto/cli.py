@@ -124,16 +124,23 @@ def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) 
 @click.option("--task", required=True, help="Task to compile.")
 @click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Contract TOML (defaults derived from the task).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Where to write the .wasm (default: TASK.genN.wasm).")
+@click.option("--no-memo", is_flag=True, help="Specialist only: no exact-match table in front, no memo fallback when the specialist is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
-def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path: str | None, as_json: bool) -> None:
-    """Distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused)."""
+def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path: str | None, no_memo: bool, as_json: bool) -> None:
+    """Distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused).
+
+    \b
+    By default the artifact is memo-first (witnessed inputs answered from an exact-match table,
+    others by the distilled specialist); if the specialist fails the gate, an exact-match memo of
+    the witnessed inputs is compiled instead (it answers only what was witnessed).
+    """
     from auto.pipeline import compile_task
     from auto.store import Store
     from auto.verify import Contract
 
     contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
     with Store(store_path) as store:
-        outcome = compile_task(store, task, contract=contract, out_path=out_path, progress=say)
+        outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo, progress=say)
     if as_json:
         _emit_json(outcome.summary())
     else:

@@ -77,9 +77,13 @@ def test_compile_refusal_exits_3_and_stores_eval_run(triage_store, tmp_path):
     contract = tmp_path / "strict.toml"
     contract.write_text("[contract]\nmin_agreement = 1.0\nmin_agreement_ci95_low = 0.999\n")
     p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
-             "--out", str(tmp_path / "no.wasm"), check_code=3)
+             "--out", str(tmp_path / "no.wasm"), "--no-memo", check_code=3)
     assert "refused:" in p.stderr and "eval run: sha256:" in p.stderr
     assert not (tmp_path / "no.wasm").exists()
+    # by default a refused specialist falls back to the exact-match memo of the witnessed inputs
+    p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
+             "--out", str(tmp_path / "memo.wasm"), "--json")
+    assert json.loads(p.stdout)["compiled_as"] == "memo" and "specialist refused" in p.stderr
 
 
 def test_bad_files_give_clear_errors(tmp_path):
