@@ -418,3 +418,314 @@ def test_kernels_interpreter_smoke(monkeypatch):
     p.poison()
     err, finite = KN.rel_err(run(p.args, p.out), p.ref)
     assert finite and err < 1e-2
+
+
+# --------------------------------------------------------------------------- GPU verification (CPU parts)
+
+from bench.kernel_tuning import specialist as S  # noqa: E402
+from bench.kernel_tuning import verify as V  # noqa: E402
+from bench.kernel_tuning import verify_report as VR  # noqa: E402
+from bench.kernel_tuning.workloads import LAYERS, MODELS, SITES  # noqa: E402
+
+
+class FakeBackend:
+    """Deterministic stand-in for the GPU: ``us[id] = (P1 µs, P2 µs)``; ``bad[id]`` = rel_err,
+    ``nan`` (non-finite) or ``raise`` (compile error). Logs every call in ``calls``."""
+
+    def __init__(self, us=None, bad=None, default=(10.0, 8.0)):
+        self.us, self.bad, self.default, self.calls = us or {}, bad or {}, default, []
+
+    def _t(self, cid, i):
+        return (self.us.get(cid) or self.default)[i]
+
+    def begin(self, w):
+        self.calls.append(("begin", w.key))
+
+    def materialize(self, c):
+        self.calls.append(("materialize", c["id"]))
+        if self.bad.get(c["id"]) == "raise":
+            raise RuntimeError("OutOfResources: shared memory")
+        return c["id"]
+
+    def check(self, res):
+        b = self.bad.get(res)
+        if b == "nan":
+            return float("nan"), False
+        return (b if isinstance(b, float) else 2e-3), True
+
+    def p1_us(self, cid):
+        self.calls.append(("P1", cid))
+        return self._t(cid, 0)
+
+    def p2_begin(self, cids):
+        self.calls.append(("p2_begin", tuple(cids)))
+        return {}
+
+    def p2_us(self, cid):
+        self.calls.append(("P2", cid))
+        return self._t(cid, 1)
+
+    def end(self):
+        self.calls.append(("end",))
+
+    def alive(self):
+        return True
+
+
+def _answer(c, protocol="P1"):
+    return {"id": c["id"], "family": c["family"], "config": c["config"], "protocol": protocol}
+
+
+def _item(w, spec_i=1, ref_i=1):
+    cs = A.make_plan(w).candidates
+    proto = "P2" if (w.op == "gemm" and w.m <= 8) else "P1"
+    return V.Item(w=w, specialist=_answer(cs[spec_i], proto), reference=_answer(cs[ref_i], proto))
+
+
+def _gemv(model, site, m=1):
+    n, k = MODELS[model].gemm_sites()[site]
+    return Workload("gemm", m, n, k, "bf16", model, site, "decode" if m <= 8 else "prefill", m, "x_rowmajor,w_NK")
+
+
+ENV_V = dict(ENV, cc="9.0")
+
+
+def test_verify_item_schema_interleaving_and_parity():
+    w = _gemv("Qwen3-1.7B", "o_proj")
+    it = _item(w, 1, 2)
+    s_id, r_id = it.specialist["id"], it.reference["id"]
+    be = FakeBackend(us={s_id: (10.0, 5.0), r_id: (10.3, 5.5), "vendor": (9.9, 6.0)})
+    line, lost = V.verify_item(it, be, rounds=3, env=ENV_V, seed=1)
+    assert not lost and line["status"] == "ok"
+    assert set(line) == set(V.LINE_KEYS)
+    assert line["protocols"] == ["P1", "P2"] and line["deciding_protocol"] == "P2"
+    assert [c["roles"] for c in line["candidates"]] == [["specialist"], ["reference"], ["vendor"]]
+    # numerics for every candidate before any timing; then round-robin a, b, vendor × 3 per protocol
+    kinds = [c[0] for c in be.calls]
+    assert kinds.index("P1") > max(i for i, k in enumerate(kinds) if k == "materialize")
+    p1 = [c[1] for c in be.calls if c[0] == "P1"]
+    assert p1 == [s_id, r_id, "vendor"] * 3
+    assert [c[1] for c in be.calls if c[0] == "P2"] == [s_id, r_id, "vendor"] * 3
+    for c in line["candidates"]:
+        assert c["ok"] and c["rel_err"] == 2e-3 and len(c["P1"]["times_us"]) == 3
+    p1b, p2b = line["parity"]["P1"], line["parity"]["P2"]
+    assert p1b["min_us"] == 9.9 and p1b["best_id"] == "vendor"
+    assert p1b["specialist_at_parity"] and p1b["reference_at_parity"]  # 10.0, 10.3 ≤ 1.05 × 9.9 = 10.395
+    assert p1b["ratio_specialist_vendor"] == round(10.0 / 9.9, 5)
+    assert p2b["specialist_at_parity"] and not p2b["reference_at_parity"]  # 5.5 > 1.05 × 5.0
+    assert p2b["ratio_specialist_vendor"] == round(5.0 / 6.0, 5) and p2b["ratio_reference_vendor"] == round(5.5 / 6, 5)
+    assert line["env_hash"] == R.env_hash(ENV_V) and line["env"]["gpu"] == "NVIDIA H200"
+    json.loads(R.canonical_json(line))  # finite, canonical
+
+
+def test_verify_item_same_choice_timed_once_and_p1_only_for_row_ops():
+    w = Workload("rmsnorm", 4, 2560, 0, "bf16", "Qwen3-4B", "input_norm", "decode", 4, "x_rowmajor,w_D")
+    it = _item(w, 1, 1)
+    be = FakeBackend(us={it.specialist["id"]: (4.0, 0), "vendor": (5.0, 0)})
+    line, _ = V.verify_item(it, be)
+    assert line["same_choice"] and line["protocols"] == ["P1"]
+    assert [c["roles"] for c in line["candidates"]] == [["specialist", "reference"], ["vendor"]]
+    assert [c[1] for c in be.calls if c[0] == "P1"] == [it.specialist["id"], "vendor"] * 3
+    assert not any(c[0].startswith("p2") or c[0] == "P2" for c in be.calls)
+    pb = line["parity"]["P1"]
+    assert pb["specialist_us"] == pb["reference_us"] == 4.0 and pb["ratio_specialist_reference"] == 1.0
+
+
+@pytest.mark.parametrize("bad,kind", [(0.5, "numerics: rel_err"), ("nan", "numerics: non-finite"),
+                                      ("raise", "compile: RuntimeError")])
+def test_verify_item_failed_numerics_never_timed(bad, kind):
+    w = _gemv("Qwen3-4B", "qkv", 2)
+    it = _item(w, 1, 2)
+    s_id = it.specialist["id"]
+    be = FakeBackend(bad={s_id: bad}, us={"vendor": (12.0, 9.0)})
+    line, lost = V.verify_item(it, be)
+    assert not lost
+    c = {c["id"]: c for c in line["candidates"]}[s_id]
+    assert not c["ok"] and c["error"].startswith(kind)
+    assert c["P1"] == {"times_us": [], "median_us": None} and c["P2"]["median_us"] is None
+    assert ("P1", s_id) not in be.calls and ("P2", s_id) not in be.calls
+    for p in ("P1", "P2"):
+        pb = line["parity"][p]
+        assert pb["specialist_us"] is None and not pb["specialist_at_parity"] and pb["ratio_specialist_vendor"] is None
+        assert pb["reference_at_parity"]  # reference (10, 8) µs beats vendor (12, 9) under both
+    assert line["status"] == "ok"
+
+
+def test_verify_order_decode_gemm_then_row_ops_then_prefill():
+    ws = [_gemv("Qwen3-1.7B", "qkv", 128), _gemv("Qwen3-1.7B", "qkv", 8), _gemv("Qwen3-1.7B", "qkv", 1),
+          Workload("softmax", 1, 151936, 0, "fp32", "Qwen3-1.7B", "sampling_softmax", "decode", 1, "x_rowmajor"),
+          Workload("rmsnorm", 4096, 2048, 0, "bf16", "Qwen3-1.7B", "input_norm", "prefill", 4096, "x_rowmajor,w_D"),
+          _gemv("Qwen3-1.7B", "qkv", 4096)]
+    order = [it.w.key for it in V.verify_order([_item(w) for w in ws])]
+    assert order == [ws[2].key, ws[1].key, ws[4].key, ws[3].key, ws[0].key, ws[5].key]
+
+
+def test_verify_plan_from_recorded_traces():
+    if not (_trace("pass1.jsonl") and _trace("pass2.jsonl")):
+        pytest.skip("pass1/pass2 not both recorded")
+    items = V.build_plan(TRACES)
+    assert len(items) == 176 == len({it.w.key for it in items})
+    p1 = S.by_key(_trace("pass1.jsonl"))
+    table = {e[2][0]["attributes"]["kt.workload_key"]: e[1] for e in S.table_entries([_trace("pass1.jsonl"),
+                                                                                       _trace("pass2.jsonl")])}
+    groups = []
+    for it in items:
+        assert it.specialist == table[it.w.key]
+        assert it.reference["id"] == p1[it.w.key]["output"]["chosen_id"]
+        assert it.protocols == (["P1", "P2"] if it.w.op == "gemm" and it.w.m <= 8 else ["P1"])
+        ids = [c["id"] for c in it.candidates()]
+        assert len(ids) == len(set(ids)) and ids[-1] == "vendor" or "vendor" in ids
+        assert set(it.recorded["pass1"]) == set(ids)
+        g = 0 if (it.w.op == "gemm" and it.w.m <= 8) else (1 if it.w.op != "gemm" else 2)
+        groups.append(g)
+    assert groups == sorted(groups) and Counter(groups) == {0: 56, 1: 64, 2: 56}
+    assert [it.w.m for it in items[:14]] == [1] * 14  # the M=1 GEMVs lead
+    pre = V.precompile_items_for(items)
+    assert all(fam != "vendor" for _, fam, _ in pre)
+    assert len({(A.cand_id(fam, cfg), w.op) for w, fam, cfg in pre}) == len(pre)
+
+
+def test_verify_main_with_fake_backend_resumes_and_stops(tmp_path):
+    if not (_trace("pass1.jsonl") and _trace("pass2.jsonl")):
+        pytest.skip("pass1/pass2 not both recorded")
+    keys = "gemm:bf16:m1:n2048:k2048,rmsnorm:bf16:m1:n2048:k0,gemm:bf16:m128:n2048:k2048"
+    out = str(tmp_path)
+    argv = ["--traces", TRACES, "--out", out, "--keys", keys]
+    assert V.main(argv[:] + ["--limit-s", "0"], backend_factory=FakeBackend, env=ENV_V) == 2
+    assert not open(os.path.join(out, "verify.jsonl")).read()
+    assert V.main(argv, backend_factory=FakeBackend, env=ENV_V) == 0
+    lines = VR.load(os.path.join(out, "verify.jsonl"))
+    assert [ln["key"] for ln in lines] == ["gemm:bf16:m1:n2048:k2048", "rmsnorm:bf16:m1:n2048:k0",
+                                           "gemm:bf16:m128:n2048:k2048"]
+    meta = json.load(open(os.path.join(out, "verify_meta.json")))
+    assert meta["wrote"] == 3 and meta["rc"] == 0 and "previous" in meta
+    # the recorded env hash is what the specialist's guard keys on
+    assert meta["env_matches_recorded"] == (R.env_hash(ENV_V) == meta["recorded_env_hash"])
+    assert V.main(argv, backend_factory=FakeBackend, env=ENV_V) == 0  # resume: nothing left
+    assert len(open(os.path.join(out, "verify.jsonl")).read().splitlines()) == 3
+
+
+def _synthetic_lines():
+    """Qwen3-1.7B's 5 M=1 GEMVs (specialist 0.9× vendor under P2; lm_head exactly 100 µs), one
+    RMSNorm whose specialist misses parity, one prefill GEMM falling back to vendor, one failure."""
+    lines = []
+    for site in SITES:
+        w = _gemv("Qwen3-1.7B", site)
+        it = _item(w, 1, 1)
+        v2 = 100.0 / 0.9 if site == "lm_head" else 10.0
+        be = FakeBackend(us={it.specialist["id"]: (11.0, 0.9 * v2), "vendor": (10.0, v2)})
+        lines.append(V.verify_item(it, be)[0])
+    w = Workload("rmsnorm", 1, 2048, 0, "bf16", "Qwen3-1.7B", "input_norm", "decode", 1, "x_rowmajor,w_D")
+    it = _item(w, 1, 2)
+    be = FakeBackend(us={it.specialist["id"]: (6.0, 0), it.reference["id"]: (5.0, 0), "vendor": (8.0, 0)})
+    lines.append(V.verify_item(it, be)[0])
+    w = _gemv("Qwen3-1.7B", "qkv", 128)
+    it = V.Item(w=w, specialist=dict(V.VENDOR, protocol="P1"), reference=dict(V.VENDOR, protocol="P1"))
+    lines.append(V.verify_item(it, FakeBackend(us={"vendor": (20.0, 0)}))[0])
+    w = Workload("swiglu", 1, 6144, 0, "bf16", "Qwen3-1.7B", "swiglu", "decode", 1, "gu_rowmajor_[g|u]")
+    it = _item(w, 1, 1)
+    lines.append(V.verify_item(it, FakeBackend(bad={it.specialist["id"]: "nan"}))[0])
+    return lines
+
+
+def test_verify_report_on_synthetic_lines(tmp_path):
+    lines = _synthetic_lines()
+    p = tmp_path / "verify.jsonl"
+    p.write_text("".join(R.canonical_json(ln) + "\n" for ln in lines))
+    (tmp_path / "env.json").write_text(json.dumps({"copy_bandwidth": {"gbs": 4000.0}}))
+    loaded = VR.load(str(p))
+    s = VR.summarize(loaded, VR.copy_gbs(str(tmp_path)))
+    assert s["n"] == 8 and s["status"] == {"ok": 8}
+    # deciding protocol: 5 GEMVs (P2) + prefill vendor at parity; rmsnorm 6.0 > 1.05 × 5.0; swiglu failed
+    assert s["deciding"]["n"] == 8 and s["deciding"]["specialist_at_parity"] == 6
+    assert s["deciding"]["reference_at_parity"] == 7
+    assert s["per_protocol"]["P2"]["n"] == 5 and s["per_protocol"]["P2"]["specialist_rate"] == 1.0
+    # P1: GEMV specialist 11 vs vendor 10 → not at parity
+    assert s["groups"]["gemm-decode"]["P1"]["specialist_at_parity"] == 0
+    assert s["groups"]["gemm-decode"]["P2"]["geo_specialist_vs_vendor"] == pytest.approx(0.9, abs=1e-4)
+    assert s["groups"]["gemm-decode"]["P1"]["geo_specialist_vs_vendor"] == pytest.approx(1.1, abs=1e-4)
+    assert s["groups"]["gemm-prefill"]["P1"]["geo_specialist_vs_vendor"] == 1.0
+    assert s["groups"]["rmsnorm"]["P1"]["geo_reference_vs_vendor"] == pytest.approx(5 / 8, abs=1e-4)
+    # per token: 4 per-layer sites × 28 layers + lm_head once
+    pt = s["per_token"]["P2"]["Qwen3-1.7B"]
+    assert pt["complete"] and pt["layers"] == LAYERS["Qwen3-1.7B"] == 28
+    v_ms = (4 * 10.0 * 28 + 100.0 / 0.9) / 1e3
+    assert pt["vendor_ms"] == pytest.approx(v_ms, abs=1e-4)
+    assert pt["specialist_ms"] == pytest.approx(0.9 * v_ms, abs=1e-4)
+    assert pt["specialist_vs_vendor"] == pytest.approx(0.9, abs=1e-4)
+    byts = sum((1 if site == "lm_head" else 28) * A.region(_gemv("Qwen3-1.7B", site))["min_bytes"] for site in SITES)
+    assert pt["bytes"] == byts and pt["floor_ms"] == pytest.approx(byts / 4000e9 * 1e3, abs=1e-4)
+    assert s["per_token"]["P2"]["Qwen3-4B"]["complete"] is False
+    assert s["per_token"]["P2"]["Qwen3-4B"]["specialist_ms"] is None
+    lm = s["lm_head"]["Qwen3-1.7B"]
+    b = A.region(_gemv("Qwen3-1.7B", "lm_head"))["min_bytes"]
+    assert lm["P2_specialist_us"] == pytest.approx(100.0, abs=1e-3)
+    assert lm["P2_specialist_pct_copy_bw"] == round(100.0 * b / 100e-6 / 4000e9, 1)
+    assert [(f["key"], f["roles"]) for f in s["failures"]] == [("swiglu:bf16:m1:n6144:k0", ["specialist", "reference"])]
+    assert {r["key"] for r in s["not_at_parity"]} == {"rmsnorm:bf16:m1:n2048:k0", "swiglu:bf16:m1:n6144:k0"}
+    assert "per token" in VR.render(s) and "lm_head" in VR.render(s)
+    # agreement with itself; drift needs recorded medians (none here)
+    ag = VR.agreement(loaded, loaded)
+    assert ag["P2"] == {"n": 5, "same_flag": 5, "at_parity_in_both": 5, "geo_b_over_a": 1.0,
+                        "max_b_over_a": 1.0, "min_b_over_a": 1.0}
+    assert s["drift_vs_pass1"] == {}
+    assert VR.main([str(tmp_path), "--json", str(tmp_path / "s.json"), "--repeat", "verify.jsonl"]) == 0
+
+
+def test_verify_report_drift_and_launches():
+    w = _gemv("Qwen3-1.7B", "down", 2)
+    it = _item(w, 1, 1)
+    sid = it.specialist["id"]
+    it.recorded = {"pass1": {sid: {"P1": 10.0, "P2": 5.0}, "vendor": {"P1": 10.0, "P2": 5.0}}}
+    line = V.verify_item(it, FakeBackend(us={sid: (20.0, 5.0), "vendor": (10.0, 5.0)}))[0]
+    kind = f"triton-{VR.launches(line['candidates'][0])}launch"
+    d = VR.drift([line])
+    assert d[f"P1/{kind}"]["geo"] == 2.0 and d[f"P2/{kind}"]["geo"] == 1.0 and d["P1/vendor"]["within_5pct"] == 1.0
+    assert VR.launches({"family": "gemv_splitk", "config": {"SPLIT_K": 2}}) == 2
+    assert VR.launches({"family": "softmax_split", "config": {"CHUNKS": 8}}) == 2
+    assert VR.launches({"family": "gemv_splitn", "config": {"SPLIT_K": 1}}) == 1
+
+
+def test_recorded_verify_jsonl():
+    p = os.path.join(TRACES, "verify.jsonl")
+    if not os.path.exists(p):
+        pytest.skip("no verify.jsonl recorded")
+    lines = VR.load(p)
+    assert lines and all(set(ln) == set(V.LINE_KEYS) for ln in lines)
+    if _trace("pass1.jsonl") and _trace("pass2.jsonl"):
+        plan = {it.w.key: it for it in V.build_plan(TRACES)}
+        assert {ln["key"] for ln in lines} <= set(plan)
+        for ln in lines:
+            assert ln["specialist"] == plan[ln["key"]].specialist
+    for ln in lines:
+        assert ln["protocols"] == (["P1", "P2"] if ln["op"] == "gemm" and ln["m"] <= 8 else ["P1"])
+        assert ln["env_hash"] == R.env_hash(ln["env"])
+        for c in ln["candidates"]:
+            if c["ok"]:
+                assert c["rel_err"] is not None and c["rel_err"] <= 1e-2
+                assert all(len(c[p]["times_us"]) == ln["rounds"] for p in ln["protocols"])
+            else:
+                assert all(c[p]["median_us"] is None for p in ln["protocols"])
+
+
+def test_verify_gpu_backend_under_interpreter(monkeypatch):
+    """The real backend on CPU (TRITON_INTERPRET=1; wall-clock timing, P2 over 2 host copies)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import sys
+
+    kn = sys.modules.get("bench.kernel_tuning.kernels")
+    if kn is not None and type(kn.gemv_kernel).__name__ != "InterpretedFunction":
+        pytest.skip("kernels already imported without the interpreter")
+    be = V.GPUBackend(seed=3, device="cpu")
+    w = Workload("gemm", 1, 256, 512, "bf16", "tiny", "gemm", "decode", 1, "x_rowmajor,w_NK")
+    it = _item(w, 1, 2)
+    line, lost = V.verify_item(it, be, rounds=3, env=ENV_V)
+    assert not lost and line["status"] == "ok" and line["protocols"] == ["P1", "P2"]
+    for c in line["candidates"]:
+        assert c["ok"] and c["rel_err"] < 1e-2, c
+        assert c["P1"]["median_us"] > 0 and c["P2"]["median_us"] > 0
+    w = Workload("rmsnorm", 4, 256, 0, "bf16", "tiny", "norm", "decode", 4, "x_rowmajor,w_D")
+    line, _ = V.verify_item(_item(w, 1, 1), be, rounds=3, env=ENV_V)
+    assert line["protocols"] == ["P1"] and all(c["ok"] for c in line["candidates"])

@@ -11,6 +11,10 @@ Modules (torch/triton are imported only by ``kernels`` and inside ``agent.decide
 * ``record``     — span-shaped decision records, env hash, schema check, census, summaries.
 * ``run``        — driver ``python -m bench.kernel_tuning.run --pass pass1 --out DIR``.
 * ``report``     — ``python -m bench.kernel_tuning.report DIR``.
+* ``specialist`` — the specialist's inputs, answers (table entries) and parity from recorded passes.
+* ``verify``     — specialist vs reference agent vs vendor on the GPU, one process, interleaved,
+                    P1 and P2 (``python -m bench.kernel_tuning.verify --out DIR``).
+* ``verify_report`` — summary of ``verify.jsonl`` (parity, ratios, per-token sums, drift).
 * ``aot_check``  — offline sm_90 compile + ptxas register/spill check (no GPU).
 * ``device.sh``  — what the device calls ran.
 """

@@ -49,6 +49,11 @@ def _err(phase: str, e: BaseException) -> str:
     return f"{phase}: {type(e).__name__}: {first[:300]}"
 
 
+def p2_applies(w: Workload) -> bool:
+    """Protocol P2 (CUDA-graph replay over rotated copies) is measured for decode GEMMs only."""
+    return w.op == "gemm" and w.m <= 8
+
+
 def gpu_alive() -> bool:
     import torch
 
@@ -205,7 +210,7 @@ def decide(w: Workload, *, env: dict[str, Any], pass_name: str, hw: dict[str, An
                 if lost:
                     break
         # ---- P2 timing for decode GEMMs
-        if not lost and cuda and timing.p2_decode_gemm and w.op == "gemm" and w.m <= 8:
+        if not lost and cuda and timing.p2_decode_gemm and p2_applies(w):
             protocol = "P2"
             copies = None
             graphs: dict[str, Any] = {}

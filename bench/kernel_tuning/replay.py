@@ -258,6 +258,10 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
             results["gpu_verify"] = None
     else:
         results["gpu_verify"] = None
+    gv = results["gpu_verify"] or {}
+    dec = gv.get("deciding") or {}
+    results["parity_seen_gpu_verify"] = dec.get("specialist_rate")
+    results["reference_parity_gpu_verify"] = dec.get("reference_rate")
     store.close()
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     say(render(results))
@@ -277,6 +281,9 @@ def render(r: dict[str, Any]) -> str:
         f"holdout deopt rate {f(r['deopt_rate_novel'])}; false deopts on seen {f(r['false_deopt_seen'])}",
         f"tuning time saved per workload (median) {f(r['tuning_time_saved_s_median'])} s; lookup p50 {r['specialist_lookup_us_p50']} µs",
     ]
+    if r.get("parity_seen_gpu_verify") is not None:
+        lines.append(f"GPU re-verification (interleaved, same run): specialist at parity {f(r['parity_seen_gpu_verify'])}, "
+                     f"reference agent {f(r['reference_parity_gpu_verify'])}")
     for m, d in sorted(r["decode_gemv_specialist"]["per_token_m1_p2"].items()):
         lines.append(f"  {m:<14} Σ M=1 GEMV (P2) {d['chosen_us']:.1f} µs vs vendor {d['vendor_us']:.1f} "
                      f"(ratio {f(d['ratio_vs_vendor'])}), vs HBM floor {f(d['ratio_vs_floor'], '.2f')}x")

@@ -106,9 +106,6 @@ def precompile(ws: list[Workload], jobs: int, top_k: int | None, budget_s: float
                device: str = "cuda") -> dict[str, Any]:
     """Compile every distinct Triton candidate of the pass in ``jobs`` processes (fills the
     on-disk Triton cache; the pass then loads them). Uses the smallest workload per id."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-
     rep: dict[tuple[str, str], tuple[int, Workload, str, dict]] = {}
     for w in ws:
         plan = A.make_plan(w, top_k=top_k)
@@ -118,8 +115,18 @@ def precompile(ws: list[Workload], jobs: int, top_k: int | None, budget_s: float
             if key not in rep or size < rep[key][0]:
                 rep[key] = (size, w, c["family"], c["config"])
     items = sorted(rep.values(), key=lambda t: (t[2], json.dumps(t[3], sort_keys=True)))
+    return precompile_items([(w, fam, cfg) for _, w, fam, cfg in items], jobs, budget_s, fh, device)
+
+
+def precompile_items(items: list[tuple[Workload, str, dict]], jobs: int, budget_s: float, fh,
+                     device: str = "cuda") -> dict[str, Any]:
+    """Compile ``(workload, family, config)`` variants in ``jobs`` spawned processes (each runs the
+    variant once on a fresh problem, filling the on-disk Triton cache); stops at ``budget_s``."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
     chunks = [[] for _ in range(jobs)]
-    for i, (_, w, fam, cfg) in enumerate(items):
+    for i, (w, fam, cfg) in enumerate(items):
         chunks[i % jobs].append((w.to_json(), fam, cfg))
     t = time.time()
     ok = fail = 0

@@ -59,6 +59,9 @@ HOLDOUT_MODELS: dict[str, ModelShape] = {
     "Qwen3-8B": ModelShape("Qwen3-8B", 4096, 12288, 32, 8, 128, 151936),
 }
 SITES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
+# decoder layers (kernel-tuning.md §3): per decoded token every layer runs qkv, o_proj, gate_up and
+# down once; lm_head runs once.
+LAYERS: dict[str, int] = {"Qwen3-1.7B": 28, "Qwen3-4B": 36, "Llama-3.2-1B": 16}
 QK_NORM_MODELS = ("Qwen3-1.7B", "Qwen3-4B")  # Llama has no QK-norm
 
 
