@@ -11,20 +11,21 @@ OUT ?= out/triage
 $(VENV)/.installed: pyproject.toml runtime/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e runtime -e ".[test]"
+	$(BIN)/python -m pip install -q -e runtime -e ".[test]" > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	touch $@
 
 # The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).
 $(RT_VENV)/.installed: runtime/pyproject.toml
 	$(PY) -m venv $(RT_VENV)
 	$(RT_VENV)/bin/python -m pip install -q --upgrade pip
-	$(RT_VENV)/bin/python -m pip install -q "./runtime[test]"
+	$(RT_VENV)/bin/python -m pip install -q "./runtime[test]" > $(RT_VENV)/install.log 2>&1 || (cat $(RT_VENV)/install.log; exit 1)
 	touch $@
 
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/auto bench run triage --out $(OUT)
+	@mkdir -p $(OUT)
+	$(BIN)/auto bench run triage --out $(OUT) > $(OUT)/stdout.json
 
 test: test-runtime test-compiler
 

@@ -8,6 +8,8 @@ guard declined and no reference was configured).
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,10 @@ import click
 from auto.errors import AutoError, GateRefused, UsageError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+
+class ReferenceFailed(Exception):
+    """Internal: the --reference function raised (reported as a one-line error, exit 1)."""
 
 
 class GuardDeclined(Exception):
@@ -57,9 +63,26 @@ class _AutoGroup(click.Group):
         except AutoError as e:
             say(f"error: {type(e).__name__}: {e}")
             sys.exit(EXIT_ERROR)
+        except sqlite3.OperationalError as e:
+            hint = " (another process holds the store locked; retry when it is done)" if "locked" in str(e) else ""
+            say(f"error: StoreError: {e}{hint}")
+            sys.exit(EXIT_ERROR)
+        except ReferenceFailed as e:
+            say(f"error: ReferenceModelError: {e}")
+            sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             say("interrupted")
             sys.exit(130)
+
+
+def _existing_store(path: str) -> Any:
+    """Open a store a read-mostly command needs to exist already (an empty file is not a store)."""
+    from auto.errors import NotAStore
+    from auto.store import Store
+
+    if Path(path).stat().st_size == 0:
+        raise NotAStore(f"{path} is an empty file, not an Auto store (nothing was changed)")
+    return Store(path)
 
 
 def _emit_json(obj: Any) -> None:
@@ -108,9 +131,10 @@ def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) 
     """The determinism census: per site and distinct input, were the answers the same?"""
     from auto.analyze import census as run_census
     from auto.analyze import render_table
-    from auto.store import Store
 
-    with Store(store_path) as store:
+    if with_inputs and not as_json:
+        raise UsageError("--inputs applies to --json output")
+    with _existing_store(store_path) as store:
         c = run_census(store.spans(task=task))
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
@@ -135,11 +159,13 @@ def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path:
     the witnessed inputs is compiled instead (it answers only what was witnessed).
     """
     from auto.pipeline import compile_task
-    from auto.store import Store
     from auto.verify import Contract
 
     contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
-    with Store(store_path) as store:
+    with _existing_store(store_path) as store:
+        tasks = store.tasks()
+        if task not in tasks:
+            raise UsageError(f"no task {task!r} in {store_path} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
         outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo, progress=say)
     if as_json:
         _emit_json(outcome.summary())
@@ -165,6 +191,8 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
         raise UsageError(f"--input is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise UsageError("--input must be a JSON object (the task's named arguments)")
+    if expected_id is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", expected_id):
+        raise UsageError(f"--id must look like sha256:<64 hex digits>, got {expected_id!r}")
     ref = _load_reference(reference) if reference else None
     art = Artifact.load(artifact, expected_id=expected_id)
     res = TieredTask(art, reference=ref)(obj)
@@ -194,7 +222,16 @@ def _load_reference(spec: str) -> Any:
         f = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as e:
         raise UsageError(f"cannot load reference {spec!r}: {e}") from None
-    return lambda inp: f(**inp)
+    if not callable(f):
+        raise UsageError(f"reference {spec!r} is not callable")
+
+    def call(inp: dict) -> Any:
+        try:
+            return f(**inp)
+        except Exception as e:  # noqa: BLE001 - any failure of the user's agent becomes one clear line
+            raise ReferenceFailed(f"the reference {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+
+    return call
 
 
 # --------------------------------------------------------------------------------------- inspect
@@ -216,17 +253,34 @@ def inspect(artifact: str, as_json: bool) -> None:
     click.echo(f"task       {m.get('task')}  generation {m.get('generation')}  compiled as {m.get('compiled_as')}")
     click.echo(f"imports    {info['imports'] or 'none (pure)'}")
     click.echo(f"exports    {', '.join(info['exports'])}")
+    def r3(x: Any) -> Any:
+        return round(x, 3) if isinstance(x, float) else x
+
     model = m.get("model") or {}
-    click.echo(f"model      {model.get('kind')}  classes {model.get('classes')}")
+    if model.get("kind") == "memo":
+        click.echo(f"model      exact-match table of {model.get('entries')} witnessed inputs (hash {model.get('hash')})")
+    else:
+        fb = model.get("fallback") or model
+        feats = fb.get("features") or {}
+        click.echo(f"model      {model.get('kind')}"
+                   + (f" ({model.get('table_entries')} table entries in front)" if model.get("table_entries") is not None else "")
+                   + f"  {model.get('estimator') or fb.get('kind')} over {feats.get('n_min')}-{feats.get('n_max')}-grams, "
+                   f"{feats.get('buckets')} buckets  classes {model.get('classes') or fb.get('classes')}")
     par = m.get("parity") or {}
     for split in ("witnessed", "heldout"):
         p = par.get(split) or {}
         if p:
-            click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {p.get('rate')} (95% CP low {p.get('ci95_low')})")
+            click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} (95% CP low {r3(p.get('ci95_low'))})")
+    if par.get("probes"):
+        click.echo(f"parity     probes    {par['probes'].get('hits')} of {par['probes'].get('n')} never-witnessed probes hit the table")
     g = m.get("guard") or {}
-    click.echo(f"guard      {g.get('method')}  alpha {g.get('alpha')}  n {g.get('n')}  threshold {g.get('threshold')}  held-out coverage {g.get('coverage_heldout')}")
+    if g.get("method") == "conformal-novelty":
+        click.echo(f"guard      conformal-novelty  alpha {g.get('alpha')}  calibration n {g.get('n')}  threshold {r3(g.get('threshold'))}"
+                   f"  held-out coverage {r3(g.get('coverage_heldout'))}")
+    else:
+        click.echo(f"guard      {g.get('method')}: {g.get('statement', '')}")
     fuel = m.get("fuel_per_call") or {}
-    click.echo(f"work       {fuel.get('p50')} fuel units per call p50, {fuel.get('p95')} p95 (≈ wasm instructions, held-out inputs)")
+    click.echo(f"work       {fuel.get('p50')} fuel units per call p50, {fuel.get('p95')} p95 (≈ wasm instructions, measured at compile)")
     prov = m.get("provenance") or {}
     click.echo(f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}")
     click.echo(f"eval runs  {', '.join(m.get('eval_runs') or [])}")
@@ -244,9 +298,8 @@ def store_verify(store_path: str) -> None:
     """Re-derive every digest in the store; exit 1 on any mismatch."""
     import dataclasses
 
-    from auto.store import Store
 
-    with Store(store_path) as st:
+    with _existing_store(store_path) as st:
         report = st.verify()
     _emit_json(dataclasses.asdict(report))
     report.raise_for_mismatch()
@@ -258,9 +311,8 @@ def store_verify(store_path: str) -> None:
 @click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False))
 def store_info(store_path: str) -> None:
     """Counts of traces, spans, eval runs and artifacts; schema version; store digest."""
-    from auto.store import Store
 
-    with Store(store_path) as st:
+    with _existing_store(store_path) as st:
         _emit_json({
             "schema_version": st.schema_version,
             "traces": len(st.traces()),
@@ -306,9 +358,14 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, se
         raise UsageError("--replay applies to the kernel-tuning family only")
     from bench.run import run_family
 
+    from bench.report import render_summary
+
     results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
                          seed=seed, warm_start=warm_start, progress=say)
     _emit_json(results)
+    say("")
+    say(render_summary(results))
+    say(f"wrote {Path(out_dir) / 'results.json'}, ratchet.csv, cost.png")
 
 
 if __name__ == "__main__":  # pragma: no cover

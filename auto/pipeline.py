@@ -31,7 +31,7 @@ from auto_runtime.schema import json_type_name
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.errors import CompileError, GateRefused
-from auto.verify import Contract, eval_record, run_gate
+from auto.verify import Contract, clopper_pearson, eval_record, run_gate
 
 FORMAT = "auto.artifact/1"
 
@@ -156,6 +156,7 @@ def compile_task(
         The :class:`CompileOutcome` of a generation that passed the gate.
 
     Raises:
+        IntegrityError: a stored digest does not match its content (``auto store verify``).
         GateRefused: too few witnesses, a single label, or a failed gate check (the eval run
             is stored and its id attached).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
@@ -172,6 +173,8 @@ def compile_task(
         latest = store.latest_artifact(task)
         generation = (latest.generation + 1) if latest else 1
     timings: dict[str, float] = {}
+    # 0. never compile from a store whose recorded content no longer matches its digests
+    store.verify().raise_for_mismatch()
 
     # 1. witnesses → distinct inputs with modal output and share
     ws = store.witnesses(task)
@@ -309,11 +312,8 @@ def compile_task(
             raise GateRefused(record["reason"], eval_id)
         # the lowest rung: a table of what was witnessed, which generalizes nothing and so needs
         # no held-out evidence; new inputs deopt (exact-match guard)
-        say(f"  specialist refused ({record['reason']}); compiling the exact-match memo instead")
-        return compile_memo(store, task, [(it[0], it[1]) for it in items], contract=contract, generation=generation,
-                            out_path=out_path, reference_model=reference_model, _ws=ws,
-                            note=f"specialist refused (eval run {eval_id}: {record['reason']})",
-                            probes=_probes([it[0] for it in items], {canonical_json(it[0]) for it in items}))
+        return _memo_fallback(store, task, contract, generation, out_path, reference_model, ws, groups, inputs,
+                              f"specialist refused (eval run {eval_id}: {record['reason']})", say)
 
     # 7. emit
     checks = {c["name"]: c for c in record["checks"]}
@@ -322,6 +322,36 @@ def compile_task(
     return _emit_generation(
         store, task, generation, code, base, guard, parity, contract, eval_id, record["reason"], ws, n,
         reference_model, [items[i][0] for i in held_idx], lat, out_path, timings, model, dres.estimator)
+
+
+def _memo_fallback(store: Any, task: str, contract: Contract, generation: int, out_path: str | Path | None,
+                   reference_model: str | None, ws: list[Any], groups: dict[str, list[str]], inputs: dict[str, dict[str, Any]],
+                   note: str, say: Callable[[str], None]) -> CompileOutcome:
+    """The memo rung, only where the witnesses show the task repeats itself.
+
+    Divergent inputs (≥ 2 distinct outputs) are never tabulated. Inputs seen once are tabulated
+    only when the inputs seen more than once were answered consistently at the contract's
+    ``min_agreement`` rate — the census's evidence that repeating a single observation is sound;
+    without repeated inputs there is no such evidence and the memo is refused.
+    """
+    repeated = [k for k, outs in groups.items() if len(outs) >= 2]
+    consistent = [k for k in repeated if len(set(groups[k])) == 1]
+    rate = len(consistent) / len(repeated) if repeated else None
+    low, _ = clopper_pearson(len(consistent), len(repeated))
+    evidence = (f"{len(consistent)} of {len(repeated)} repeated inputs answered consistently"
+                + (f" (rate {rate:.3f}, 95% CP lower bound {low:.3f})" if rate is not None else ""))
+    if rate is None or rate < contract.min_agreement:
+        reason = (f"{note}; memo refused: {evidence}, the contract needs {contract.min_agreement:.2f}"
+                  if rate is not None else f"{note}; memo refused: no input was witnessed twice, so there is no evidence the task repeats itself")
+        raise _refuse(store, contract, generation, reason,
+                      [{"name": "memo-determinism-evidence", "repeated": len(repeated), "consistent": len(consistent),
+                        "rate": rate, "ci95_low": low, "min_agreement": contract.min_agreement, "passed": False}])
+    entries = [(inputs[k], json.loads(groups[k][0])) for k in sorted(groups) if len(set(groups[k])) == 1]
+    say(f"  {note}; compiling the exact-match memo of {len(entries)} consistently answered inputs ({evidence})")
+    return compile_memo(store, task, entries, contract=contract, generation=generation, out_path=out_path,
+                        reference_model=reference_model, _ws=ws, note=f"{note}; memo: {evidence}; "
+                        f"{len(groups) - len(entries)} divergent inputs left out",
+                        probes=_probes([e[0] for e in entries], set(groups)))
 
 
 def _probes(inputs: list[dict[str, Any]], seen: set[str], limit: int = 50) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Reports of a stream run: ``results.json`` figures, ``ratchet.csv``, the cumulative-cost PNG.
 
-Definitions (all measured on the run, none assumed):
+Definitions (counted on the run; with the simulator, reference latencies are the simulator's
+recorded draws — recorded, not slept — and are labelled so):
 
 * ``tier1_share`` — tier-1 answers / items.
 * ``parity`` — items whose served answer (tier-1 or tier-0) equals the control leg's reference
@@ -9,6 +10,7 @@ Definitions (all measured on the run, none assumed):
   answers; ``silent_wrong_ci95_high`` is the 95% Clopper–Pearson upper bound.
 * ``reference_self_agreement`` — items where two independent reference calls agree / items:
   the ceiling parity can reach when the reference samples.
+* ``reference_latency_ms_p50`` — median latency of the control leg's reference calls (every item).
 * ``cost_usd_micros`` — the tiered leg's reference spend (tier-1 answers cost no model spend);
   ``control_cost_usd_micros`` — the all-reference control leg's spend; ``cost_ratio`` = control /
   tiered (higher is better).
@@ -138,11 +140,13 @@ def render_summary(results: dict[str, Any]) -> str:
         f"silent-wrong {s['silent_wrong_count']}/{s['tier1']} = {f(s['silent_wrong'], '.2%')} (95% upper {f(s['silent_wrong_ci95_high'], '.2%')})",
         f"cost {f(s['cost_usd_micros'], ',.0f')} µ$ vs control {f(s['control_cost_usd_micros'], ',.0f')} µ$ "
         f"(ratio {f(s['cost_ratio'], '.2f')}x)",
-        f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs   reference p50 {f(s['reference_latency_ms_p50'], '.0f')} ms",
+        f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs (in-stream, measured)   reference p50 "
+        f"{f(s['reference_latency_ms_p50'], '.0f')} ms" + (" (simulated draws, not slept)" if s.get("reference_latency_simulated") else ""),
     ]
     lb = s.get("latency_benchmark")
     if lb:
         lines.append(
             f"warm loop ({lb['artifact']}): tier-1 single p50 {lb['tier1_single']['p50']} µs, batch {lb['tier1_batch_per_item']['p50']} µs/item; "
-            f"sklearn predict p50 {lb.get('sklearn_predict', {}).get('p50')} µs; bare wasmtime call p50 {lb['bare_wasmtime_call']['p50']} µs")
+            + (f"sklearn predict p50 {lb['sklearn_predict']['p50']} µs; " if lb.get("sklearn_predict") else "")
+            + f"bare wasmtime call p50 {lb['bare_wasmtime_call']['p50']} µs")
     return "\n".join(lines)

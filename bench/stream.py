@@ -78,6 +78,7 @@ def run_stream(
     contract: Contract,
     compile_every: int = 25,
     initial: Any = None,
+    reference_model: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> StreamRun:
     """Drive ``items`` through the tiered runtime with recompiles; see the module docstring.
@@ -91,6 +92,7 @@ def run_stream(
         out_dir: where generation artifacts are written.
         contract: the gate's contract for every generation.
         compile_every: new witnesses between compile attempts.
+        reference_model: provenance label written into every generation's manifest.
         initial: a :class:`~auto.pipeline.CompileOutcome` to install before the first item (a warm
             start: a generation compiled before deployment); None starts with no artifact.
         progress: optional callback for human-readable progress lines.
@@ -149,7 +151,8 @@ def run_stream(
             t0 = time.perf_counter()
             path = out_dir / f"{task}.gen{generation + 1}.wasm"
             try:
-                outcome = compile_task(store, task, contract=contract, generation=generation + 1, out_path=path)
+                outcome = compile_task(store, task, contract=contract, generation=generation + 1, out_path=path,
+                                       reference_model=reference_model)
             except GateRefused as e:
                 run.compiles.append({"position": pos + 1, "generation": generation + 1, "verdict": "refuse", "reason": e.reason,
                                      "eval_run_id": e.eval_run_id, "compile_s": time.perf_counter() - t0})
@@ -159,8 +162,10 @@ def run_stream(
             tiered.swap(Artifact.load(outcome.wasm, expected_id=outcome.artifact_id))
             run.artifacts.append(path)
             run.last_outcome = outcome
-            run.compiles.append({"position": pos + 1, "generation": generation, "verdict": "pass", "reason": outcome.reason,
+            run.compiles.append({"position": pos + 1, "generation": generation, "verdict": "pass",
+                                 "compiled_as": outcome.manifest["compiled_as"], "reason": outcome.reason,
                                  "eval_run_id": outcome.eval_run_id, "artifact_id": outcome.artifact_id,
                                  "artifact_bytes": outcome.artifact_bytes, "compile_s": time.perf_counter() - t0})
-            say(f"  [{pos + 1:>4}] generation {generation} installed: {outcome.reason}")
+            say(f"  [{pos + 1:>4}] generation {generation} installed, compiled as {outcome.manifest['compiled_as']}"
+                + (" (the specialist did not pass the gate yet)" if outcome.manifest["compiled_as"] == "memo" else ""))
     return run

@@ -46,7 +46,8 @@ def test_refusals_store_an_eval_run(tmp_path):
         assert "only 10 distinct" in e.value.reason
         assert st.get_eval_run(e.value.eval_run_id)["verdict"] == "refuse"
         for i in range(10, 60):
-            st.add_witness("t", {"text": f"item {i}"}, "same")
+            for _ in range(2):  # every input answered twice, consistently: evidence the task repeats itself
+                st.add_witness("t", {"text": f"item {i}"}, "same")
         with pytest.raises(GateRefused):
             compile_task(st, "t", contract=Contract(task="t", min_witnesses=4), out_path=tmp_path / "x.wasm", memo=False)
         assert not (tmp_path / "x.wasm").exists()
@@ -59,6 +60,21 @@ def test_refusals_store_an_eval_run(tmp_path):
         tt = TieredTask(Artifact.load(out.wasm), reference=lambda inp: "REF")
         assert tt({"text": "item 3"}).tier == "tier-1" and tt({"text": "item 3"}).answer == "a"
         assert tt({"text": "item 3 "}).tier == "tier-0"  # never witnessed → deopt
+
+
+def test_memo_refuses_an_agent_that_does_not_repeat_itself(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    with Store(tmp_path / "coin.sqlite") as st:
+        for i in range(100):
+            for _ in range(2):
+                st.add_witness("coin", {"text": f"ticket {i}"}, rng.choice(["a", "b", "c"]))
+        with pytest.raises(GateRefused, match="memo refused") as e:
+            compile_task(st, "coin", out_path=tmp_path / "coin.wasm")
+        ev = st.get_eval_run(e.value.eval_run_id)
+        assert ev["checks"][0]["name"] == "memo-determinism-evidence" and ev["checks"][0]["rate"] < 0.5
+    assert not (tmp_path / "coin.wasm").exists()
 
 
 def test_constant_task_is_refused(tmp_path):

@@ -16,11 +16,12 @@ Python processes inherit the environment and are recorded too.
 from __future__ import annotations
 
 import os
+import sys
 import signal
 import subprocess
 from pathlib import Path
 
-from auto.errors import UsageError
+from auto.errors import RecordError, UsageError
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
 """The directory holding the bootstrap ``sitecustomize.py``."""
@@ -61,8 +62,14 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
         raise UsageError("auto record: no command given (usage: auto record --store S -- python agent.py)")
     from auto.store import Store
 
+    import json
+    import tempfile
+
     Store(store).close()
     env = recording_env(store, task)
+    status_fd, status_path = tempfile.mkstemp(prefix="auto-record-", suffix=".json")
+    os.close(status_fd)
+    env["AUTO_RECORD_STATUS"] = status_path
     try:
         proc = subprocess.Popen(list(cmd), env=env)
     except FileNotFoundError:
@@ -77,4 +84,27 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             rc = proc.wait()
-    return 128 - rc if rc < 0 else rc
+    code = 128 - rc if rc < 0 else rc
+    try:
+        with open(status_path, encoding="utf-8") as f:
+            text = f.read()
+        status = json.loads(text) if text.strip() else None
+    except (OSError, ValueError):
+        status = None
+    finally:
+        try:
+            os.unlink(status_path)
+        except OSError:
+            pass
+    if status is None:
+        if rc < 0:  # killed before it could say anything: completed spans are in the store
+            return code
+        raise RecordError(
+            f"recording never started in the child (exit code {code}): it did not run a Python with Auto "
+            f"installed, or ran with -I/-S/-E; run it with the same interpreter as auto (e.g. {sys.executable})")
+    if not status.get("started"):
+        raise RecordError(f"recording could not start in the child (exit code {code}): {status.get('error')}; "
+                          f"run it with the interpreter that has Auto installed (e.g. {sys.executable})")
+    if status.get("error"):
+        raise RecordError(f"recording in the child lost data (exit code {code}): {status['error']}")
+    return code

@@ -183,6 +183,7 @@ class Artifact:
         if len(payloads) > 1:
             raise ManifestError(f"{source}: {len(payloads)} {MANIFEST_SECTION} sections (expected one)")
         manifest = decode_manifest(payloads[0], source)
+        _check_code_digest(data, payloads[0], manifest, source)
 
         for mem in info.memories:
             if mem.is_64:
@@ -352,6 +353,32 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_code_digest(data: bytes, payload: bytes, manifest: dict, source: str) -> None:
+    """Refuse an artifact whose code bytes no longer match the manifest's ``model.code_digest``.
+
+    The compiler appends ``auto.manifest`` as the last section after the code it digested, so the
+    code is every byte before that section. This catches corruption of the code or data sections
+    when no artifact id is given; the artifact id (sha-256 of the whole file, kept outside it)
+    remains the integrity check against deliberate tampering, manifest included.
+
+    Raises:
+        ManifestError: the digest is malformed, the manifest is not the last section, or the code
+            does not match.
+    """
+    model = manifest.get("model")
+    expected = model.get("code_digest") if isinstance(model, dict) else None
+    if expected is None:
+        return
+    if not isinstance(expected, str) or not expected.startswith("sha256:"):
+        raise ManifestError(f"{source}: model.code_digest is not a sha256 digest")
+    tail = wasm_sections.custom_section(MANIFEST_SECTION, payload)
+    if not bytes(data).endswith(tail):
+        raise ManifestError(f"{source}: {MANIFEST_SECTION} must be the last section to check model.code_digest")
+    actual = "sha256:" + hashlib.sha256(bytes(data)[: len(data) - len(tail)]).hexdigest()
+    if actual != expected:
+        raise ManifestError(f"{source}: the code does not match the manifest's code_digest (corrupted or altered bytes)")
 
 
 def _read(src: Any) -> tuple[bytes, str]:

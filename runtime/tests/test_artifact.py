@@ -387,3 +387,27 @@ def test_limits_validation():
     lim = Limits(fuel=10, timeout_ms=10)
     assert lim.fuel_for(3) == 30
     assert lim.epoch_ticks(1) >= 2
+
+
+def test_code_digest_catches_corrupted_code_without_an_id():
+    import hashlib
+
+    import wasmtime
+
+    from auto_runtime import Artifact
+    from auto_runtime.errors import ManifestError
+    from tests.wasm_fixtures import build, echo_wat, manifest
+
+    code = bytes(wasmtime.wat2wasm(echo_wat()))
+    digest = "sha256:" + hashlib.sha256(code).hexdigest()
+    good = build(echo_wat(), manifest(model={"kind": "test", "code_digest": digest}))
+    Artifact.load(good)
+    # flip one byte inside the code (the last byte of the code section's body)
+    bad = bytearray(good)
+    bad[len(code) - 2] ^= 0x01
+    with pytest.raises((ManifestError,)) as e:
+        Artifact.load(bytes(bad))
+    assert "code_digest" in str(e.value) or "code does not match" in str(e.value)
+    wrong = build(echo_wat(), manifest(model={"kind": "test", "code_digest": "sha256:" + "0" * 64}))
+    with pytest.raises(ManifestError, match="code does not match"):
+        Artifact.load(wrong)

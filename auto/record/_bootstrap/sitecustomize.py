@@ -9,6 +9,20 @@ import os
 import sys
 
 
+def _auto_status(**fields):
+    """Tell the parent ``auto record`` how recording went (a small JSON file it reads afterwards)."""
+    path = os.environ.get("AUTO_RECORD_STATUS")
+    if not path:
+        return
+    try:
+        import json
+
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(fields, f)
+    except OSError:
+        pass
+
+
 def _auto_start_recording():
     store = os.environ.get("AUTO_RECORD_STORE")
     if not store:
@@ -19,16 +33,20 @@ def _auto_start_recording():
         from auto.record.core import start_recording, stop_recording
 
         rec = start_recording(store, task=os.environ.get("AUTO_RECORD_TASK") or None)
+        _auto_status(started=True, stopped=False, error=None)
 
         def _stop():
             try:
                 stop_recording(rec, at_exit=True)
+                _auto_status(started=True, stopped=True, error=None)
             except Exception as exc:  # noqa: BLE001
                 sys.stderr.write(f"auto record: {exc}\n")
+                _auto_status(started=True, stopped=True, error=f"{type(exc).__name__}: {exc}")
 
         atexit.register(_stop)
     except Exception as exc:  # noqa: BLE001
         sys.stderr.write(f"auto record: could not start recording into {store}: {type(exc).__name__}: {exc}\n")
+        _auto_status(started=False, stopped=False, error=f"{type(exc).__name__}: {exc}")
 
 
 def _auto_chain_sitecustomize():
