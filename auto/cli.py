@@ -178,13 +178,21 @@ def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path:
 # ------------------------------------------------------------------------------------------- run
 @main.command()
 @click.argument("artifact", type=click.Path(exists=True, dir_okay=False))
-@click.option("--input", "input_json", required=True, help="One task input as JSON, e.g. '{\"ticket\": \"...\"}'.")
+@click.option("--input", "input_json", required=True,
+              help="One task input as JSON, e.g. '{\"ticket\": \"...\"}'; @FILE reads it from a file, - from stdin.")
 @click.option("--id", "expected_id", default=None, help="Expected artifact id (sha256:...); refuse on mismatch.")
 @click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. bench.triage.agent:classify.")
 def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None) -> None:
     """Run one input through ARTIFACT (tier-1 unless the guard deopts to --reference)."""
     from auto_runtime import Artifact, TieredTask
 
+    if input_json == "-":
+        input_json = sys.stdin.read()
+    elif input_json.startswith("@"):
+        try:
+            input_json = Path(input_json[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--input {input_json}: cannot read the file: {e}") from None
     try:
         obj = json.loads(input_json)
     except ValueError as e:
@@ -319,6 +327,7 @@ def store_info(store_path: str) -> None:
             "spans": len(st.spans()),
             "tasks": st.tasks(),
             "eval_runs": len(st.eval_runs()),
+            "artifacts": st.verify().artifacts,
             "store_digest": st.digest(),
         })
 
