@@ -479,7 +479,9 @@ def heuristic_advise(inp: dict[str, Any]) -> dict[str, Any]:
 
 class LLMAdvisor:
     """Optional OpenAI-compatible advisor; OFF unless ``AUTO_KT_LLM_BASE_URL`` and
-    ``AUTO_KT_LLM_MODEL`` are set (and never on the device, which has no network).
+    ``AUTO_KT_LLM_MODEL`` are set (and never on the device, which has no network). Calls go through
+    :class:`auto.frontier.FrontierClient`: with the default spend cap of 0 they are refused, and
+    the refusal (like any failure) makes ``advise`` return None, i.e. the heuristic plan is used.
 
     ``advise`` returns the parsed JSON object or None; it never raises. Its output is used only
     after :func:`validate_output` and the legality filter: it can change order and coverage,
@@ -502,15 +504,16 @@ class LLMAdvisor:
             prompt = json.dumps(inp, sort_keys=True)
             if self.transport is not None:
                 text = self.transport(prompt)
-            else:  # pragma: no cover - network path, not exercised here
+            else:  # a paid call: only through Auto's spend-capped client (default cap 0 refuses)
                 from openai import OpenAI
 
-                client = OpenAI(base_url=self.base_url, api_key=os.environ.get("AUTO_KT_LLM_API_KEY", "none"))
-                r = client.chat.completions.create(
-                    model=self.model, temperature=0,
-                    messages=[{"role": "system", "content": "Return only JSON matching auto.kt.advise.v1 output."},
-                              {"role": "user", "content": prompt}])
-                text = r.choices[0].message.content or ""
+                from auto.frontier import FrontierClient
+
+                client = FrontierClient(self.model, client=OpenAI(base_url=self.base_url,
+                                                                  api_key=os.environ.get("AUTO_KT_LLM_API_KEY", "none")))
+                text = client.chat(
+                    [{"role": "system", "content": "Return only JSON matching auto.kt.advise.v1 output."},
+                     {"role": "user", "content": prompt}], purpose="kernel-tuning advisor", temperature=0)
             return json.loads(text)
         except Exception:
             return None
