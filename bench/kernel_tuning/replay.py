@@ -124,7 +124,9 @@ def es_t(recs: list[dict[str, Any]], answers: dict[str, dict[str, Any] | None], 
 
 
 def record_on_gpu(out: Path, progress: Callable[[str], None] | None = None, limit_s: float = 1800.0) -> Path:
-    """Record pass1, pass2 and the holdout with the reference agent on this machine's GPU.
+    """Record pass1, pass2 and the holdout with the reference agent on this machine's GPU, then
+    re-verify the specialist's choices against the reference's and the vendor path (interleaved,
+    under both protocols); everything is written under ``out``.
 
     Raises:
         UsageError: no CUDA GPU with torch and Triton here (use ``--replay`` with recordings).
@@ -151,6 +153,11 @@ def record_on_gpu(out: Path, progress: Callable[[str], None] | None = None, limi
         left = limit_s - (time.perf_counter() - t0)
         say(f"[record] {name} ({left:.0f} s left)")
         driver.main(["--pass", name, "--out", str(out), "--limit-s", str(max(30.0, left))])
+    from bench.kernel_tuning import verify
+
+    left = limit_s - (time.perf_counter() - t0)
+    say(f"[verify] specialist vs reference vs vendor, interleaved, P1 and P2 ({left:.0f} s left)")
+    verify.main(["--traces", str(out), "--out", str(out), "--limit-s", str(max(30.0, left))])
     return out
 
 
