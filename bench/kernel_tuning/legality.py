@@ -1,6 +1,6 @@
 """Static legality of a (family, config) on a workload, before anything is compiled.
 
-Pure Python. Two kinds of rule (see /work/shared/kernel-tuning.md §2):
+Pure Python. Two kinds of rule (see the F7 research notes, kernel-tuning.md §2):
 
 * ``exact``: what Triton 3.6 on sm_90 refuses, or what our templates cannot compute:
   power-of-two block dims (``tl.arange``), block tensor numel ≤ 2**20 (``TRITON_MAX_TENSOR_NUMEL``),

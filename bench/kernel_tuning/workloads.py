@@ -1,6 +1,6 @@
 """F7 kernel-tuning workloads: GEMM/GEMV, RMSNorm, SwiGLU and vocabulary softmax from real decoders.
 
-Pure Python (no torch, no triton). Shapes come from /work/shared/kernel-tuning.md §3/§4.1:
+Pure Python (no torch, no triton). Shapes come from the F7 research notes (kernel-tuning.md §3/§4.1):
 
 * GEMM ``y[M,N] = x[M,K] · W[N,K]ᵀ`` (bf16), sites qkv (fused), o_proj, gate_up (fused), down,
   lm_head of Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B at decode M ∈ {1,2,4,8} and prefill
