@@ -281,6 +281,11 @@ def inspect(artifact: str, as_json: bool) -> None:
             click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} (95% CP low {r3(p.get('ci95_low'))})")
     if par.get("probes"):
         click.echo(f"parity     probes    {par['probes'].get('hits')} of {par['probes'].get('n')} never-witnessed probes hit the table")
+    rep = par.get("repetition")
+    if rep:
+        click.echo(f"evidence   {rep.get('consistent')} of {rep.get('repeated_inputs')} repeated inputs answered consistently "
+                   f"(rate {r3(rep.get('rate'))}, 95% CP low {r3(rep.get('ci95_low'))}); the specialist was refused "
+                   f"(eval run {rep.get('specialist_eval_run')})")
     g = m.get("guard") or {}
     if g.get("method") == "conformal-novelty":
         click.echo(f"guard      conformal-novelty  alpha {g.get('alpha')}  calibration n {g.get('n')}  threshold {r3(g.get('threshold'))}"

@@ -191,8 +191,13 @@ def compile_task(
         items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
     n = len(items)
     if n < contract.min_witnesses:
-        raise _refuse(store, contract, generation, f"only {n} distinct witnessed inputs; the contract needs {contract.min_witnesses}",
-                      [{"name": "enough-witnesses", "n": n, "min": contract.min_witnesses, "passed": False}])
+        reason = f"only {n} distinct witnessed inputs; the specialist needs {contract.min_witnesses}"
+        rid = _refuse(store, contract, generation, reason,
+                      [{"name": "enough-witnesses", "n": n, "min": contract.min_witnesses, "passed": False}]).eval_run_id
+        if not memo or n == 0:
+            raise GateRefused(reason, rid)
+        return _memo_fallback(store, task, contract, generation, out_path, reference_model, ws, groups, inputs,
+                              f"specialist not attempted (eval run {rid}: {reason})", say, rid)
     label_keys = [canonical_json(it[1]) for it in items]
     labels = sorted(set(label_keys))
     if len(labels) < 2:
@@ -313,7 +318,7 @@ def compile_task(
         # the lowest rung: a table of what was witnessed, which generalizes nothing and so needs
         # no held-out evidence; new inputs deopt (exact-match guard)
         return _memo_fallback(store, task, contract, generation, out_path, reference_model, ws, groups, inputs,
-                              f"specialist refused (eval run {eval_id}: {record['reason']})", say)
+                              f"specialist refused (eval run {eval_id}: {record['reason']})", say, eval_id)
 
     # 7. emit
     checks = {c["name"]: c for c in record["checks"]}
@@ -326,13 +331,14 @@ def compile_task(
 
 def _memo_fallback(store: Any, task: str, contract: Contract, generation: int, out_path: str | Path | None,
                    reference_model: str | None, ws: list[Any], groups: dict[str, list[str]], inputs: dict[str, dict[str, Any]],
-                   note: str, say: Callable[[str], None]) -> CompileOutcome:
+                   note: str, say: Callable[[str], None], specialist_eval_id: str) -> CompileOutcome:
     """The memo rung, only where the witnesses show the task repeats itself.
 
-    Divergent inputs (≥ 2 distinct outputs) are never tabulated. Inputs seen once are tabulated
-    only when the inputs seen more than once were answered consistently at the contract's
-    ``min_agreement`` rate — the census's evidence that repeating a single observation is sound;
-    without repeated inputs there is no such evidence and the memo is refused.
+    Divergent inputs (≥ 2 distinct outputs) are never tabulated. The memo is compiled only when the
+    inputs seen more than once were answered consistently at the contract's rates — point estimate
+    ≥ ``min_agreement`` *and* 95% Clopper–Pearson lower bound ≥ ``min_agreement_ci95_low`` — the
+    census's evidence that repeating an observation is sound; without it (or without any repeated
+    input) the memo is refused.
     """
     repeated = [k for k, outs in groups.items() if len(outs) >= 2]
     consistent = [k for k in repeated if len(set(groups[k])) == 1]
@@ -340,8 +346,9 @@ def _memo_fallback(store: Any, task: str, contract: Contract, generation: int, o
     low, _ = clopper_pearson(len(consistent), len(repeated))
     evidence = (f"{len(consistent)} of {len(repeated)} repeated inputs answered consistently"
                 + (f" (rate {rate:.3f}, 95% CP lower bound {low:.3f})" if rate is not None else ""))
-    if rate is None or rate < contract.min_agreement:
-        reason = (f"{note}; memo refused: {evidence}, the contract needs {contract.min_agreement:.2f}"
+    if rate is None or rate < contract.min_agreement or low < contract.min_agreement_ci95_low:
+        reason = (f"{note}; memo refused: {evidence}, the contract needs {contract.min_agreement:.2f} "
+                  f"(lower bound {contract.min_agreement_ci95_low:.2f})"
                   if rate is not None else f"{note}; memo refused: no input was witnessed twice, so there is no evidence the task repeats itself")
         raise _refuse(store, contract, generation, reason,
                       [{"name": "memo-determinism-evidence", "repeated": len(repeated), "consistent": len(consistent),
@@ -351,7 +358,9 @@ def _memo_fallback(store: Any, task: str, contract: Contract, generation: int, o
     return compile_memo(store, task, entries, contract=contract, generation=generation, out_path=out_path,
                         reference_model=reference_model, _ws=ws, note=f"{note}; memo: {evidence}; "
                         f"{len(groups) - len(entries)} divergent inputs left out",
-                        probes=_probes([e[0] for e in entries], set(groups)))
+                        probes=_probes([e[0] for e in entries], set(groups)),
+                        evidence={"repeated_inputs": len(repeated), "consistent": len(consistent), "rate": rate,
+                                  "ci95_low": low, "specialist_eval_run": specialist_eval_id})
 
 
 def _probes(inputs: list[dict[str, Any]], seen: set[str], limit: int = 50) -> list[dict[str, Any]]:
@@ -375,6 +384,7 @@ def compile_memo(
     out_path: str | Path | None = None,
     reference_model: str | None = None,
     note: str | None = None,
+    evidence: dict[str, Any] | None = None,
     _ws: list[Any] | None = None,
 ) -> CompileOutcome:
     """Compile an exact-match table (``compiled_as: memo``) of witnessed inputs → outputs.
@@ -391,6 +401,8 @@ def compile_memo(
         probes: inputs that were never witnessed (all must miss).
         contract, generation, out_path, reference_model: as for :func:`compile_task`.
         note: prefix of the gate's reason (e.g. why the specialist was not used).
+        evidence: the repetition evidence that justified tabulating (recorded in the manifest's
+            ``parity.repetition`` and the eval run); its ``specialist_eval_run`` is cited too.
 
     Raises:
         GateRefused: a gate check failed (eval run stored). CompileError: no entries.
@@ -435,6 +447,8 @@ def compile_memo(
     guard = {"method": "exact-match",
              "statement": "tier-1 only on inputs byte-identical (canonical JSON) to a witnessed input; every other input deopts"}
     record["guard"] = guard
+    if evidence is not None:
+        record["repetition_evidence"] = evidence
     eval_id = store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
     if record["verdict"] != "pass":
@@ -442,16 +456,20 @@ def compile_memo(
     checks = {c["name"]: c for c in record["checks"]}
     wa = checks["witnessed-agreement"]
     parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
-              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]}}
+              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
+              "repetition": evidence}
     ws = _ws if _ws is not None else store.witnesses(task)
+    extra = [evidence["specialist_eval_run"]] if evidence and evidence.get("specialist_eval_run") else []
     return _emit_generation(store, task, generation, code, base, guard, parity, contract, eval_id, record["reason"], ws,
-                            len(entries), reference_model, [e[0] for e in entries], lat, out_path, timings, table, None)
+                            len(entries), reference_model, [e[0] for e in entries], lat, out_path, timings, table, None,
+                            extra_eval_runs=extra)
 
 
 def _emit_generation(store: Any, task: str, generation: int, code: bytes, base: dict[str, Any], guard: dict[str, Any],
                      parity: dict[str, Any], contract: Contract, eval_id: str, reason: str, ws: list[Any], n: int,
                      reference_model: str | None, fuel_inputs: list[dict[str, Any]], lat: list[float],
-                     out_path: str | Path | None, timings: dict[str, float], model: Any, estimator: Any) -> CompileOutcome:
+                     out_path: str | Path | None, timings: dict[str, float], model: Any, estimator: Any,
+                     extra_eval_runs: list[str] | None = None) -> CompileOutcome:
     """Write the manifest, emit the ``.wasm``, store it, and write the file (atomically)."""
     from auto.emit import emit
 
@@ -459,7 +477,7 @@ def _emit_generation(store: Any, task: str, generation: int, code: bytes, base: 
     manifest = {
         **base,
         "contract": {"id": contract.id, **contract.model_dump()},
-        "eval_runs": [eval_id],
+        "eval_runs": [*(extra_eval_runs or []), eval_id],
         "provenance": {
             "trace_ids": sorted({w.trace_id for w in ws}),
             "store_digest": store.digest(task),

@@ -75,7 +75,7 @@ def test_compile_inspect_run(triage_store, tmp_path):
 
 def test_compile_refusal_exits_3_and_stores_eval_run(triage_store, tmp_path):
     contract = tmp_path / "strict.toml"
-    contract.write_text("[contract]\nmin_agreement = 0.95\nmin_agreement_ci95_low = 0.999\n")
+    contract.write_text("[contract]\nmin_agreement = 0.985\nmin_agreement_ci95_low = 0.5\n")
     p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
              "--out", str(tmp_path / "no.wasm"), "--no-memo", check_code=3)
     assert "refused:" in p.stderr and "eval run: sha256:" in p.stderr

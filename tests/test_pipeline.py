@@ -105,3 +105,23 @@ def test_wasm_equals_the_scikit_learn_model_on_generated_inputs(triage_artifact)
         assert art.call({"ticket": text})["answer"] == outcome.sklearn_predict({"ticket": text})
 
     check()
+
+
+def test_memo_needs_enough_repetition_evidence(tmp_path):
+    with Store(tmp_path / "few.sqlite") as st:
+        # 20 inputs, each answered twice the same way: too few for a specialist, enough evidence for a memo
+        for i in range(20):
+            for _ in range(2):
+                st.add_witness("t", {"text": f"item {i}"}, "a" if i % 3 else "b")
+        out = compile_task(st, "t", out_path=tmp_path / "few.wasm")
+        assert out.manifest["compiled_as"] == "memo" and "specialist not attempted" in out.reason
+        rep = out.manifest["parity"]["repetition"]
+        assert rep["repeated_inputs"] == 20 and rep["consistent"] == 20 and rep["ci95_low"] > 0.8
+        assert len(out.manifest["eval_runs"]) == 2 and st.get_eval_run(rep["specialist_eval_run"])["verdict"] == "refuse"
+    with Store(tmp_path / "weak.sqlite") as st:
+        # 45 inputs, only 2 of them seen twice: 2/2 consistent is no evidence (lower bound 0.16)
+        for i in range(45):
+            for _ in range(2 if i < 2 else 1):
+                st.add_witness("t", {"text": f"item {i}"}, "a" if i % 3 else "b")
+        with pytest.raises(GateRefused, match="memo refused"):
+            compile_task(st, "t", out_path=tmp_path / "weak.wasm")
