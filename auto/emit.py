@@ -8,6 +8,8 @@ manifest always give the same bytes; the artifact id is ``sha256:`` of the whole
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 from typing import Any
 
@@ -90,7 +92,9 @@ def emit(wasm_code: bytes, manifest: dict[str, Any]) -> bytes:
         manifest: the manifest object (``docs/architecture.md``); must be JSON with finite numbers.
 
     Returns:
-        The artifact bytes: ``wasm_code`` followed by the custom section (deterministic).
+        The artifact bytes: ``wasm_code`` followed by the custom section (deterministic). The
+        stored manifest gains ``manifest_digest``: ``sha256:`` of the canonical JSON of the
+        manifest without that key.
 
     Raises:
         MalformedArtifact: ``wasm_code`` is not a well-framed module.
@@ -101,8 +105,11 @@ def emit(wasm_code: bytes, manifest: dict[str, Any]) -> bytes:
         raise ManifestError("the manifest must be a JSON object")
     if any(name == SECTION_NAME for _, name, _, _ in sections(wasm_code)):
         raise ManifestError(f"the module already has an {SECTION_NAME} section")
+    body = {k: v for k, v in manifest.items() if k != "manifest_digest"}
     try:
-        payload = canonical_bytes(manifest)
+        # the manifest's own digest (over its canonical JSON without this key): the loader
+        # refuses a manifest whose bytes changed, even when no artifact id is given
+        payload = canonical_bytes({**body, "manifest_digest": "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()})
     except (TypeError, ValueError) as e:
         raise ManifestError(f"the manifest is not canonical-JSON serializable: {e}") from e
     return bytes(wasm_code) + custom_section(SECTION_NAME, payload)

@@ -7,16 +7,21 @@ over-estimates) plus ``max_tokens`` output tokens, priced by the pinned table in
 :mod:`auto.record.pricing` — and refuses the call when the ledger's spend plus that bound would
 exceed the cap. The default cap is **0 µ$: every paid call is refused** until a user sets
 ``AUTO_SPEND_CAP_USD_MICROS`` (or passes ``cap_usd_micros``). After a call, the cost computed from
-the response's usage is appended to an append-only JSONL ledger (one line per attempt, fsynced);
-the spend is re-read from the ledger, so several processes sharing one ledger respect one cap.
+the response's usage is appended to an append-only JSONL ledger (fsynced). The check and a
+*reservation* of the bound happen together under an exclusive lock on the ledger (``flock``), and
+an unfinished reservation counts at its bound, so concurrent threads and processes sharing one
+ledger cannot together spend past the cap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +66,34 @@ class FrontierClient:
         self._client = client
 
     def spent(self) -> float:
-        """µ$ spent so far according to the ledger (refused attempts cost nothing)."""
+        """µ$ spent or reserved according to the ledger: a finished call counts its cost, a
+        reservation without a finished line (in flight, or its process died) counts its bound."""
         if not self.ledger.exists():
             return 0.0
-        total = 0.0
+        reserved: dict[str, float] = {}
+        final: dict[str, float] = {}
         with self.ledger.open(encoding="utf-8") as f:
             for line in f:
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue  # a torn last line from a killed writer: ignored, the rest still counts
-                if rec.get("status") != "refused":
-                    total += float(rec.get("cost_usd_micros") or rec.get("bound_usd_micros") or 0.0)
-        return total
+                cid = rec.get("call_id") or f"line{len(reserved) + len(final)}"
+                if rec.get("status") == "reserved":
+                    reserved[cid] = float(rec.get("bound_usd_micros") or 0.0)
+                elif rec.get("status") in ("ok", "error"):
+                    final[cid] = float(rec.get("cost_usd_micros") or rec.get("bound_usd_micros") or 0.0)
+        return sum(final.values()) + sum(v for k, v in reserved.items() if k not in final)
+
+    @contextlib.contextmanager
+    def _locked(self):
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        with open(str(self.ledger) + ".lock", "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     def bound(self, messages: list[dict[str, Any]], max_tokens: int) -> float | None:
         """Upper bound of one call's cost in µ$, or None when the model has no pinned price."""
@@ -97,14 +117,17 @@ class FrontierClient:
                 model has no pinned price (the refusal is written to the ledger).
         """
         bound = self.bound(messages, max_tokens)
-        spent = self.spent()
-        base = {"ts": time.time(), "model": self.model, "purpose": purpose, "cap_usd_micros": self.cap,
-                "spent_before_usd_micros": spent, "bound_usd_micros": bound}
-        if bound is None or spent + bound > self.cap:
-            why = (f"no pinned price for model {self.model!r}, so the spend cannot be bounded" if bound is None else
-                   f"a call bounded at {bound:.0f} µ$ would take the spend from {spent:.0f} past the cap of {self.cap:.0f} µ$")
-            self._append({**base, "status": "refused", "reason": why})
-            raise SpendCapExceeded(f"{purpose}: {why} (set AUTO_SPEND_CAP_USD_MICROS to allow paid calls)")
+        with self._locked():  # check and reserve as one step: concurrent callers cannot overshoot
+            spent = self.spent()
+            base = {"ts": time.time(), "call_id": uuid.uuid4().hex, "model": self.model, "purpose": purpose,
+                    "cap_usd_micros": self.cap, "spent_before_usd_micros": spent, "bound_usd_micros": bound}
+            if bound is None or spent + bound > self.cap:
+                why = (f"no pinned price for model {self.model!r}, so the spend cannot be bounded" if bound is None else
+                       f"a call bounded at {bound:.0f} µ$ would take the spend from {spent:.0f} past the cap of {self.cap:.0f} µ$")
+                if self.cap > 0:  # with the default cap of 0 nothing is written: no ledger appears
+                    self._append({**base, "status": "refused", "reason": why})
+                raise SpendCapExceeded(f"{purpose}: {why} (set AUTO_SPEND_CAP_USD_MICROS to allow paid calls)")
+            self._append({**base, "status": "reserved"})
         if self._client is None:
             from openai import OpenAI
 
@@ -113,11 +136,13 @@ class FrontierClient:
             resp = self._client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens, **kwargs)
         except Exception as e:
             # a failed call may still have been billed: charge the bound, never less
-            self._append({**base, "status": "error", "cost_usd_micros": bound, "error": f"{type(e).__name__}: {e}"[:300]})
+            with self._locked():
+                self._append({**base, "status": "error", "cost_usd_micros": bound, "error": f"{type(e).__name__}: {e}"[:300]})
             raise
         usage = getattr(resp, "usage", None)
         cost = (cost_usd_micros(self.model, usage.prompt_tokens, usage.completion_tokens)
                 if usage is not None else None)
-        self._append({**base, "status": "ok", "cost_usd_micros": cost if cost is not None else bound,
-                      "usage": None if usage is None else {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}})
+        with self._locked():
+            self._append({**base, "status": "ok", "cost_usd_micros": cost if cost is not None else bound,
+                          "usage": None if usage is None else {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}})
         return resp.choices[0].message.content or ""

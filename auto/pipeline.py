@@ -471,7 +471,7 @@ def _emit_generation(store: Any, task: str, generation: int, code: bytes, base: 
                      out_path: str | Path | None, timings: dict[str, float], model: Any, estimator: Any,
                      extra_eval_runs: list[str] | None = None) -> CompileOutcome:
     """Write the manifest, emit the ``.wasm``, store it, and write the file (atomically)."""
-    from auto.emit import emit
+    from auto.emit import emit, read_manifest
 
     t0 = time.perf_counter()
     manifest = {
@@ -495,6 +495,7 @@ def _emit_generation(store: Any, task: str, generation: int, code: bytes, base: 
         "cost_usd_micros_per_call": 0,
     }
     wasm = emit(code, manifest)
+    manifest = read_manifest(wasm)  # as stored in the file (with its manifest_digest)
     aid = store.put_artifact(wasm, manifest, task, generation)
     path = Path(out_path) if out_path else Path(f"{task}.gen{generation}.wasm")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ from auto_runtime.errors import (
     TrapError,
 )
 from auto_runtime.guard import Guard, build_guard
-from auto_runtime.jsonio import canonical_text, strict_loads
+from auto_runtime.jsonio import canonical_bytes, canonical_text, strict_loads
 from auto_runtime.manifest import (
     MANIFEST_SECTION,
     decode_manifest,
@@ -184,6 +184,7 @@ class Artifact:
             raise ManifestError(f"{source}: {len(payloads)} {MANIFEST_SECTION} sections (expected one)")
         manifest = decode_manifest(payloads[0], source)
         _check_code_digest(data, payloads[0], manifest, source)
+        _check_manifest_digest(manifest, source)
 
         for mem in info.memories:
             if mem.is_64:
@@ -353,6 +354,25 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_manifest_digest(manifest: dict, source: str) -> None:
+    """Refuse a manifest whose content no longer matches its own ``manifest_digest``.
+
+    ``manifest_digest`` is ``sha256:`` of the canonical JSON of the manifest without that key
+    (written by the compiler's emitter). Catches corrupted or edited manifests when no artifact id
+    is given; a forger who recomputes the digest is caught only by the artifact id.
+
+    Raises:
+        ManifestError: the digest is malformed or does not match.
+    """
+    expected = manifest.get("manifest_digest")
+    if expected is None:
+        return
+    body = {k: v for k, v in manifest.items() if k != "manifest_digest"}
+    actual = "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
+    if actual != expected:
+        raise ManifestError(f"{source}: the manifest does not match its manifest_digest (corrupted or edited)")
 
 
 def _check_code_digest(data: bytes, payload: bytes, manifest: dict, source: str) -> None:

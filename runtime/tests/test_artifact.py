@@ -411,3 +411,19 @@ def test_code_digest_catches_corrupted_code_without_an_id():
     wrong = build(echo_wat(), manifest(model={"kind": "test", "code_digest": "sha256:" + "0" * 64}))
     with pytest.raises(ManifestError, match="code does not match"):
         Artifact.load(wrong)
+
+
+def test_manifest_digest_catches_an_edited_manifest():
+    import hashlib
+
+    from auto_runtime import Artifact
+    from auto_runtime.errors import ManifestError
+    from auto_runtime.jsonio import canonical_bytes
+    from tests.wasm_fixtures import build, echo_wat, manifest
+
+    body = manifest()
+    signed = {**body, "manifest_digest": "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()}
+    Artifact.load(build(echo_wat(), signed))
+    edited = {**signed, "generation": 99}  # content changed, digest kept
+    with pytest.raises(ManifestError, match="manifest_digest"):
+        Artifact.load(build(echo_wat(), edited))
