@@ -180,6 +180,21 @@ def _migrate_v1(db: sqlite_utils.Database) -> None:
             )
 
 
+def _bump(db: sqlite_utils.Database, key: str, n: int) -> None:
+    """Add ``n`` to the row counter ``key`` in ``meta`` (inside the caller's transaction).
+
+    The counters let :meth:`Store.verify` detect deleted rows, which digests alone cannot; a store
+    written before the counters existed starts counting from its current rows.
+    """
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    if row is None:
+        table = "spans" if key == "span_count" else "traces"
+        current = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, str(current)])
+    else:
+        db.execute("UPDATE meta SET value = ? WHERE key = ?", [str(int(row[0]) + n), key])
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _migrate_v1),
 ]
@@ -385,10 +400,10 @@ class Store:
         conn.isolation_level = None  # we issue BEGIN/COMMIT ourselves
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._migrate()  # refuses a foreign database before anything is changed in it
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
-            self._db = sqlite_utils.Database(conn, execute_plugins=False)
-            self._migrate()
         except sqlite3.DatabaseError as exc:
             conn.close()
             if "not a database" in str(exc) or "malformed" in str(exc):
@@ -558,10 +573,12 @@ class Store:
             new_traces = self._new_rows(db, "traces", "trace_id", nt)
             if new_spans:
                 db["spans"].insert_all([_span_row(s) for s in new_spans], pk="span_id")
+                _bump(db, "span_count", len(new_spans))
             if new_traces:
                 db["traces"].insert_all(
                     [{**t, "attributes": _dumps(t["attributes"])} for t in new_traces], pk="trace_id"
                 )
+                _bump(db, "trace_count", len(new_traces))
             unchanged = len(ns) - len(new_spans) + len(nt) - len(new_traces)
             return {"spans": len(new_spans), "traces": len(new_traces), "unchanged": unchanged}
 
@@ -807,6 +824,18 @@ class Store:
         arts = self._read("SELECT id, wasm FROM artifacts")
         for r in arts:
             check("artifacts", r["id"], r["id"], lambda r=r: digest_bytes(bytes(r["wasm"])))
+        # rows deleted behind the store's back: the counters kept at ingest no longer match
+        for key, table, n in (("span_count", "spans", len(spans)), ("trace_count", "traces", len(traces))):
+            row = self._read("SELECT value FROM meta WHERE key = ?", [key])
+            if row and int(row[0]["value"]) != n:
+                mismatches.append({"table": table, "id": "*", "stored": f"{row[0]['value']} rows ingested",
+                                   "derived": f"{n} rows present"})
+        triggers = {r["name"] for r in self._read("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        for table in ("traces", "spans"):
+            for op in ("update", "delete"):
+                if f"{table}_no_{op}" not in triggers:
+                    mismatches.append({"table": table, "id": "*", "stored": f"trigger {table}_no_{op}",
+                                       "derived": "missing (rows may have been changed)"})
         return VerifyReport(
             ok=not mismatches, spans=len(spans), traces=len(traces), eval_runs=len(evals),
             artifacts=len(arts), mismatches=mismatches,

@@ -157,9 +157,30 @@ def test_verify_catches_tampered_row(tmp_path):
     with Store(p) as st:
         rep = st.verify()
         assert not rep.ok
-        assert [m["id"] for m in rep.mismatches] == [spans[1]["span_id"]]
+        # the edited row, and the dropped immutability trigger
+        assert [m["id"] for m in rep.mismatches] == [spans[1]["span_id"], "*"]
+        assert "spans_no_update" in rep.mismatches[1]["stored"]
         with pytest.raises(IntegrityError):
             rep.raise_for_mismatch()
+
+
+def test_verify_catches_deleted_rows(tmp_path):
+    p = tmp_path / "s.db"
+    with Store(p) as st:
+        spans = [make_span() for _ in range(4)]
+        st.ingest(spans, [make_trace(s) for s in spans])
+        assert st.verify().ok
+    con = sqlite3.connect(p)
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        con.execute(f"DROP TRIGGER {name}")
+    con.execute("DELETE FROM spans WHERE span_id = ?", [spans[2]["span_id"]])
+    con.commit()
+    con.close()
+    with Store(p) as st:
+        rep = st.verify()
+        assert not rep.ok
+        assert any(m["table"] == "spans" and "4 rows ingested" in m["stored"] and "3 rows present" in m["derived"]
+                   for m in rep.mismatches)
 
 
 def test_eval_runs_and_artifacts(tmp_path):
