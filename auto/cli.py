@@ -226,6 +226,8 @@ def _load_reference(spec: str) -> Any:
     mod, _, fn = spec.partition(":")
     if not mod or not fn:
         raise UsageError(f"--reference must be module:function, got {spec!r}")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # like `python -m`: modules in the current folder are importable
     try:
         f = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as e:

@@ -72,10 +72,17 @@ def stream_figures(rows: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def write_ratchet_csv(rows: Sequence[Any], path: Path) -> None:
-    """One CSV row per stream position (tier, guard score, latency µs, cost µ$, generation, answers)."""
-    cols = ["position", "tier", "reason", "score", "p_value", "latency_us", "cost_usd_micros", "generation",
-            "answer", "reference_answer", "control_cost_usd_micros", "cum_cost_usd_micros", "cum_control_cost_usd_micros", "label"]
+def write_ratchet_csv(rows: Sequence[Any], path: Path, simulated: bool = False) -> None:
+    """One CSV row per stream position (tier, guard score, latency µs, cost µ$, generation, answers).
+
+    ``latency_source`` says whether ``latency_us`` was measured (tier-1, or a real endpoint) or is
+    the simulator's recorded draw (``simulated``); ``reference_answer_2`` and
+    ``reference_latency_ms`` (the control leg's call) make every figure of ``results.json``
+    recomputable from the CSV.
+    """
+    cols = ["position", "tier", "reason", "score", "p_value", "latency_us", "latency_source", "cost_usd_micros", "generation",
+            "answer", "reference_answer", "reference_answer_2", "reference_latency_ms", "control_cost_usd_micros",
+            "cum_cost_usd_micros", "cum_control_cost_usd_micros", "label"]
     cum = cum_c = 0.0
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -84,8 +91,10 @@ def write_ratchet_csv(rows: Sequence[Any], path: Path) -> None:
             cum += r.cost_usd_micros
             cum_c += r.control_cost_usd_micros
             w.writerow([r.position, r.tier, r.reason, "" if r.score is None else f"{r.score:.9f}",
-                        "" if r.p_value is None else f"{r.p_value:.6f}", f"{r.latency_us:.2f}", f"{r.cost_usd_micros:.3f}",
+                        "" if r.p_value is None else f"{r.p_value:.6f}", f"{r.latency_us:.2f}",
+                        "measured" if r.tier == "tier-1" or not simulated else "simulated", f"{r.cost_usd_micros:.3f}",
                         "" if r.generation is None else r.generation, canonical_json(r.answer), canonical_json(r.reference_answer),
+                        canonical_json(r.reference_answer_2), f"{r.reference_latency_ms:.3f}",
                         f"{r.control_cost_usd_micros:.3f}", f"{cum:.3f}", f"{cum_c:.3f}", r.label or ""])
 
 

@@ -229,7 +229,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         }
     else:
         results["latency_benchmark"] = None
-    write_ratchet_csv(run.rows, out_dir / "ratchet.csv")
+    write_ratchet_csv(run.rows, out_dir / "ratchet.csv", simulated=results["reference_model"].startswith("simulated"))
     plot_cumulative_cost(run.rows, run.compiles, out_dir / "cost.png",
                          title=f"AUTO-BENCH {family}: cumulative cost, tiered vs control ({results['reference_model']})",
                          shift_at=shift_at)

@@ -16,9 +16,10 @@ Python processes inherit the environment and are recorded too.
 from __future__ import annotations
 
 import os
-import sys
+import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from auto.errors import RecordError, UsageError
@@ -67,9 +68,8 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
 
     Store(store).close()
     env = recording_env(store, task)
-    status_fd, status_path = tempfile.mkstemp(prefix="auto-record-", suffix=".json")
-    os.close(status_fd)
-    env["AUTO_RECORD_STATUS"] = status_path
+    status_dir = tempfile.mkdtemp(prefix="auto-record-")
+    env["AUTO_RECORD_STATUS"] = status_dir
     try:
         proc = subprocess.Popen(list(cmd), env=env)
     except FileNotFoundError:
@@ -85,26 +85,25 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
             proc.send_signal(signal.SIGKILL)
             rc = proc.wait()
     code = 128 - rc if rc < 0 else rc
-    try:
-        with open(status_path, encoding="utf-8") as f:
-            text = f.read()
-        status = json.loads(text) if text.strip() else None
-    except (OSError, ValueError):
-        status = None
-    finally:
+    statuses = []
+    for name in sorted(os.listdir(status_dir)):
         try:
-            os.unlink(status_path)
-        except OSError:
+            with open(os.path.join(status_dir, name), encoding="utf-8") as f:
+                statuses.append(json.loads(f.read()))
+        except (OSError, ValueError):
             pass
-    if status is None:
-        if rc < 0:  # killed before it could say anything: completed spans are in the store
+    shutil.rmtree(status_dir, ignore_errors=True)
+    failed = [st for st in statuses if not st.get("started") or st.get("error")]
+    if not statuses:
+        if rc < 0:  # killed before any Python process reported: completed spans are in the store
             return code
         raise RecordError(
-            f"recording never started in the child (exit code {code}): it did not run a Python with Auto "
-            f"installed, or ran with -I/-S/-E; run it with the same interpreter as auto (e.g. {sys.executable})")
-    if not status.get("started"):
-        raise RecordError(f"recording could not start in the child (exit code {code}): {status.get('error')}; "
-                          f"run it with the interpreter that has Auto installed (e.g. {sys.executable})")
-    if status.get("error"):
-        raise RecordError(f"recording in the child lost data (exit code {code}): {status['error']}")
+            f"no Python process of the child recorded anything (child exit code {code}): it ran no Python with "
+            f"Auto installed, or ran with -I/-S/-E; run Python with the interpreter that has Auto (e.g. {sys.executable})")
+    if failed:
+        st = failed[0]
+        what = "could not start" if not st.get("started") else "lost data"
+        raise RecordError(f"recording {what} in {len(failed)} of {len(statuses)} Python process(es) of the child "
+                          f"(child exit code {code}; first: pid {st.get('pid')} {st.get('argv')}: {st.get('error')}); "
+                          f"run Python with the interpreter that has Auto installed (e.g. {sys.executable})")
     return code

@@ -10,15 +10,16 @@ import sys
 
 
 def _auto_status(**fields):
-    """Tell the parent ``auto record`` how recording went (a small JSON file it reads afterwards)."""
-    path = os.environ.get("AUTO_RECORD_STATUS")
-    if not path:
+    """Tell the parent ``auto record`` how recording went: one small JSON file per Python process
+    in the folder ``$AUTO_RECORD_STATUS`` (the parent aggregates them after the child exits)."""
+    folder = os.environ.get("AUTO_RECORD_STATUS")
+    if not folder:
         return
     try:
         import json
 
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(fields, f)
+        with open(os.path.join(folder, f"{os.getpid()}.json"), "w", encoding="utf-8") as f:
+            json.dump({**fields, "pid": os.getpid(), "argv": sys.argv[:3]}, f)
     except OSError:
         pass
 
