@@ -214,7 +214,9 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         post = stream_figures([r for r in run.rows if r.position >= shift_at])
         results["before_shift"] = {k: pre[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
         results["after_shift"] = {k: post[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
-    bench_from = run.last_outcome or outcome
+    # time the specialist path: the latest generation that has one (a memo alone only looks up)
+    bench_from = next((o for o in (run.last_outcome, outcome) if o is not None and o.manifest["compiled_as"] != "memo"),
+                      run.last_outcome or outcome)
     if bench_from is not None:
         from bench.latency import latency_benchmark
 
@@ -222,7 +224,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         # never-witnessed tickets: they miss any exact-match table, so this times the specialist path
         fresh = [{"ticket": t.ticket} for t in corpus.generate(200, seed=seed + 1000)]
         results["latency_benchmark"] = {
-            "artifact": f"generation {bench_from.generation}" + (" (stream)" if run.last_outcome else " (offline)")
+            "artifact": f"generation {bench_from.generation}" + (" (stream)" if bench_from is run.last_outcome else " (offline)")
                         + f", compiled as {bench_from.manifest['compiled_as']}",
             "inputs_note": "200 freshly generated, never-witnessed tickets",
             **latency_benchmark(bench_from.wasm, fresh, model=bench_from.model, sklearn_predict=bench_from.sklearn_predict),
