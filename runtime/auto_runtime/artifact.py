@@ -259,27 +259,7 @@ class Artifact:
             data = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-        with self._lock:
-            sb = self._sandbox
-            if sb is None:
-                sb = self._sandbox = self._new_sandbox()
-                self.instantiations += 1
-            try:
-                out = strict_loads(sb.invoke(data))
-                if out.__class__ is not dict or "answer" not in out or (
-                    out.get("nonconformity").__class__ is not float
-                ):
-                    out = _check_output_item(out, "artifact output")
-            except ValueError as e:
-                self._sandbox = None
-                raise OutputError(f"artifact output is not valid JSON: {e}") from None
-            except AutoError:
-                self._sandbox = None
-                raise
-            except Exception as e:  # noqa: BLE001 - never let an internal failure escape unmapped
-                self._sandbox = None
-                raise TrapError(f"artifact call failed unexpectedly: {e!r}") from e
-        return out
+        return self._invoke(data, False, 1, _check_one)
 
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.
@@ -302,34 +282,28 @@ class Artifact:
             data = canonical_text(inputs if isinstance(inputs, list) else list(inputs)).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
-        n = len(inputs)
+        return self._invoke(data, True, len(inputs), _check_many)
+
+    def _invoke(self, data: bytes, batch: bool, n: int, check: Any) -> Any:
+        """Run ``run`` (or ``run_batch``) on encoded ``data`` in the sandbox, parse and check the
+        output; any failure discards the sandbox so the next call gets a fresh instance."""
         with self._lock:
             sb = self._sandbox
             if sb is None:
                 sb = self._sandbox = self._new_sandbox()
                 self.instantiations += 1
             try:
-                out = strict_loads(sb.invoke(data, True, n))
-                if out.__class__ is not list or len(out) != n:
-                    raise OutputError(
-                        f"run_batch output must be a JSON array of {n} objects, got "
-                        + (f"{len(out)} items" if isinstance(out, list) else type(out).__name__)
-                    )
-                for i, item in enumerate(out):
-                    if item.__class__ is not dict or "answer" not in item or (
-                        item.get("nonconformity").__class__ is not float
-                    ):
-                        _check_output_item(item, f"run_batch output[{i}]")
+                return check(strict_loads(sb.invoke(data, batch, n)), n)
             except ValueError as e:
                 self._sandbox = None
-                raise OutputError(f"run_batch output is not valid JSON: {e}") from None
+                what = "run_batch output" if batch else "artifact output"
+                raise OutputError(f"{what} is not valid JSON: {e}") from None
             except AutoError:
                 self._sandbox = None
                 raise
             except Exception as e:  # noqa: BLE001 - never let an internal failure escape unmapped
                 self._sandbox = None
                 raise TrapError(f"artifact call failed unexpectedly: {e!r}") from e
-        return out
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary: id, size (bytes), task, generation, imports, exports, guard,
@@ -354,6 +328,26 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_one(out: Any, _n: int) -> dict[str, Any]:
+    """The ``run`` output: an ABI object (fast path for the common well-formed shape)."""
+    if out.__class__ is not dict or "answer" not in out or out.get("nonconformity").__class__ is not float:
+        out = _check_output_item(out, "artifact output")
+    return out
+
+
+def _check_many(out: Any, n: int) -> list[dict[str, Any]]:
+    """The ``run_batch`` output: a JSON array of ``n`` ABI objects."""
+    if out.__class__ is not list or len(out) != n:
+        raise OutputError(
+            f"run_batch output must be a JSON array of {n} objects, got "
+            + (f"{len(out)} items" if isinstance(out, list) else type(out).__name__)
+        )
+    for i, item in enumerate(out):
+        if item.__class__ is not dict or "answer" not in item or item.get("nonconformity").__class__ is not float:
+            _check_output_item(item, f"run_batch output[{i}]")
+    return out
 
 
 def _check_manifest_digest(manifest: dict, source: str) -> None:
