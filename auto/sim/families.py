@@ -11,6 +11,8 @@ Register new families with :func:`register_family`. Requests matching no marker 
 :func:`default_respond`. Built in:
 
 * ``[auto-bench:triage]`` — :mod:`auto.sim.triage` (support-ticket labels, calibrated noise);
+* ``[auto-bench:extraction]`` — :mod:`auto.sim.extraction` (customer email → JSON record);
+* ``[auto-bench:routing]`` — :mod:`auto.sim.routing` (purchase request → approve/review/reject);
 * ``[auto-sim:tools]`` — calls every tool of the request once, arguments synthesized from each
   tool's JSON schema (exercises several tool calls in one message).
 """
@@ -22,7 +24,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from auto.sim import triage
+from auto.sim import extraction, routing, triage
 
 Responder = Callable[..., Any]
 
@@ -126,4 +128,6 @@ def default_respond(messages: list[dict], temperature: float, rng: random.Random
 
 
 register_family("triage", triage.MARKER, triage.respond)
+register_family("extraction", extraction.MARKER, extraction.respond)
+register_family("routing", routing.MARKER, routing.respond)
 register_family("tools", "[auto-sim:tools]", tools_respond)

@@ -1,0 +1,125 @@
+"""The registry of AUTO-BENCH families, so the runner and the reports can be family-generic.
+
+Each :class:`BenchFamily` bundles what a run needs: the task's input field, the recorded agent,
+the unrecorded metered call, the seeded corpus, the simulator's oracle and the name of the
+published anchor inputs (a file name only; the caller supplies the directory)::
+
+    fam = get_family("routing")
+    corpus = fam.default_corpus(0)                 # {"train": [...], "heldout": [...], "ood": [...]}
+    fam.run_agent(fam.text_of(corpus["train"][0])) # recorded while auto.recording(store) is active
+    label, resp, headers = fam.ask(text)           # metering: usage and x-auto-sim-latency-ms
+
+Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``routing``
+(F4, field ``request``). The triage corpus has the slices ``train``/``stream_pool``/``shift``
+and its items carry the design ``category``; the others have ``train``/``heldout``/``ood`` and
+carry the oracle's answer as ``label``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from auto.errors import UsageError
+from auto.sim.extraction import extraction_oracle
+from auto.sim.routing import routing_oracle
+from auto.sim.triage import triage_oracle
+from bench.extraction import agent as extraction_agent
+from bench.extraction import corpus as extraction_corpus
+from bench.routing import agent as routing_agent
+from bench.routing import corpus as routing_corpus
+from bench.triage import agent as triage_agent
+from bench.triage import corpus as triage_corpus
+
+
+@dataclass(frozen=True)
+class BenchFamily:
+    """One AUTO-BENCH family.
+
+    Attributes:
+        name: the family name (``auto bench run NAME``).
+        field: the task's input field (``ticket`` / ``email`` / ``request``); corpus items have
+            an attribute of that name.
+        task: the ``@auto.task`` name its traces are recorded under.
+        run_agent: the recorded task function, ``text -> answer``.
+        ask: one unrecorded reference call, ``text -> (answer, parsed response, headers)``.
+        default_corpus: ``seed -> {slice name: [item, ...]}``.
+        oracle: the simulator's noise-free answer, ``text -> answer``.
+        anchor_file: the file name of the published anchor inputs (JSONL with ``field``), or None.
+    """
+
+    name: str
+    field: str
+    task: str
+    run_agent: Callable[[str], Any]
+    ask: Callable[[str], tuple[Any, Any, dict[str, str]]]
+    default_corpus: Callable[[int], dict[str, list[Any]]]
+    oracle: Callable[[str], Any]
+    anchor_file: str | None = None
+
+    def text_of(self, item: Any) -> str:
+        """The input text of a corpus item (its ``field`` attribute)."""
+        return getattr(item, self.field)
+
+    def label_of(self, item: Any) -> Any:
+        """A corpus item's expected answer: ``label`` (the oracle's) where the item has one,
+        else the triage item's design ``category``; None when it has neither."""
+        if hasattr(item, "label"):
+            return item.label
+        return getattr(item, "category", None)
+
+    def read_anchor(self, directory: str | Path) -> list[dict[str, Any]]:
+        """The anchor inputs in ``directory / anchor_file``: one dict per JSONL line.
+
+        Raises:
+            UsageError: the family has no anchor file, the file is missing, or a line is not a
+                JSON object with a string ``field``.
+        """
+        if self.anchor_file is None:
+            raise UsageError(f"family {self.name!r} has no anchor inputs")
+        path = Path(directory) / self.anchor_file
+        if not path.is_file():
+            raise UsageError(f"{path}: anchor file not found")
+        rows: list[dict[str, Any]] = []
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as e:
+                    raise UsageError(f"{path}:{n}: not JSON ({e})") from None
+                if not isinstance(obj, dict) or not isinstance(obj.get(self.field), str):
+                    raise UsageError(f"{path}:{n}: expected an object with a string field {self.field!r}")
+                rows.append(obj)
+        return rows
+
+
+def _triage_label(ticket: str) -> str:
+    return triage_oracle(ticket)[0]
+
+
+FAMILIES: dict[str, BenchFamily] = {
+    "triage": BenchFamily("triage", "ticket", "triage", triage_agent.triage, triage_agent.ask,
+                          triage_corpus.default_corpus, _triage_label, "triage-tickets.jsonl"),
+    "extraction": BenchFamily("extraction", extraction_corpus.FIELD, "extraction", extraction_agent.extract_fields,
+                              extraction_agent.ask, extraction_corpus.default_corpus, extraction_oracle,
+                              "extraction-emails.jsonl"),
+    "routing": BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
+                           routing_corpus.default_corpus, routing_oracle, "routing-requests.jsonl"),
+}
+"""Registered families by name."""
+
+
+def get_family(name: str) -> BenchFamily:
+    """The registered family ``name``.
+
+    Raises:
+        UsageError: unknown family (the message lists the available ones).
+    """
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise UsageError(f"unknown bench family {name!r} (available: {', '.join(FAMILIES)})") from None
