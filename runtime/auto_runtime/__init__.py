@@ -9,6 +9,7 @@ Public API::
     Limits(fuel, memory_bytes, timeout_ms)
     TieredTask(artifact, reference, capture=None)(input_obj) -> CallResult
     TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
+    TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
 
 The errors are imported eagerly; everything else loads on first attribute access, so
@@ -47,6 +48,7 @@ _LAZY = {
     "DEFAULT_TIMEOUT_MS": "auto_runtime.sandbox",
     "TieredTask": "auto_runtime.tiered",
     "CallResult": "auto_runtime.tiered",
+    "ShadowAudit": "auto_runtime.audit",
     "Guard": "auto_runtime.guard",
     "GuardDecision": "auto_runtime.guard",
     "build_guard": "auto_runtime.guard",
@@ -56,6 +58,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from auto_runtime.artifact import Artifact
+    from auto_runtime.audit import ShadowAudit
     from auto_runtime.guard import Guard, GuardDecision, build_guard, register_guard
     from auto_runtime.sandbox import DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_MS, Limits
     from auto_runtime.schema import compile_schema
@@ -76,7 +79,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Artifact", "Limits", "TieredTask", "CallResult",
+    "Artifact", "Limits", "TieredTask", "CallResult", "ShadowAudit",
     "Guard", "GuardDecision", "build_guard", "register_guard", "compile_schema",
     "DEFAULT_FUEL", "DEFAULT_MEMORY_BYTES", "DEFAULT_TIMEOUT_MS",
     "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",

@@ -36,9 +36,51 @@ Methods:
     in front of a specialist) keeps ``conformal-novelty``, where a hit's score 0 gives ``p = 1``
     (a specialist's own score can also print as 0.000000000, so ``exact-match`` would let it by).
 
+``selective-risk`` (:class:`SelectiveRisk`)
+    The specialist's confidence thresholded by Learn-then-Test (Angelopoulos, Bates, Candès,
+    Jordan, Lei, *Learn then Test: Calibrating Predictive Algorithms to Achieve Risk Control*,
+    2021; the compiler runs it through ``mapie.risk_control``). The guard passes iff
+    ``out[confidence_field]`` (default ``"margin"``) is a finite number ``>= threshold``; under
+    exchangeability with the calibration inputs, P(tier-1 answer != reference | passed) <= epsilon
+    with probability >= 1 - delta over the calibration draw. ``"threshold": null`` (no threshold
+    controls the risk) makes the guard always deopt, with the entry's ``reason``. Declined reason:
+    ``"confidence 0.12 < threshold 0.42 (selective risk eps=0.05, delta=0.1)"``; a missing or
+    non-finite confidence: ``"no-confidence: artifact output has no finite 'margin'"``. No p-value.
+
+``program`` (:class:`ProgramGuard`)
+    For DSL program artifacts, whose output is ``{"answer": ..., "deopt": <bool>}``: passes iff
+    ``out["deopt"] is False``; ``True`` deopts with ``"program deopt"``, anything else (missing,
+    not a bool) with ``"no-deopt-flag: ..."``. No p-value. The entry needs no other field.
+
+``stack`` (:class:`GuardStack`)
+    ``{"method": "stack", "components": [entry, ...], "fallback_reason": null | str, ...}``:
+    proceed iff every component passes. All components are evaluated for every input (so the
+    p-value is known even when another component declines); the decision's p-value is the first
+    ``conformal-novelty`` component's (``None`` without one); the deopt reason is the first
+    failing component's reason, in entry order. A string ``fallback_reason`` makes the whole
+    guard always deopt with that reason. A component that is not an object, has an unknown
+    method (or ``stack``: no nesting) or is unusable makes the whole stack :class:`AlwaysDeopt`
+    naming the component; a component that declares always-deopt (a null ``selective-risk``
+    threshold) makes the stack always deopt with that component's reason.
+
+Guards decide from the artifact's whole output object (``decide_output``, ``evaluate_output``,
+``evaluate_batch_outputs``, ``reason_output``), which is what :class:`~auto_runtime.TieredTask`
+calls. The score-based forms (``decide(score)``, ``evaluate(score)``, ...) remain for methods
+that need only the ``nonconformity`` score; the output-based defaults delegate to them with
+``out.get("nonconformity")``. Output-only methods (``selective-risk``, ``program``, ``stack``)
+decline a bare score with a ``needs-output`` reason.
+
+Deopt reasons starting with ``"guard-unusable: "`` mean the entry made the guard always deopt:
+a broken entry (logged as a warning), or a declared one (method ``none``, a null threshold, a
+``fallback_reason``; :attr:`AlwaysDeopt.declared` is true, nothing is logged).
+
+:class:`TightenedGuard` wraps a guard after a shift alarm (``TieredTask.tighten``): it always
+deopts with ``"shift alarm: <reason>"`` but still reports the wrapped guard's p-value.
+
 To add a method (e.g. conformal risk control, a shift martingale), subclass :class:`Guard`,
-implement ``evaluate`` (and optionally ``evaluate_batch``), and register a factory that takes the
-manifest entry and raises :class:`GuardConfigError` when the entry is unusable.
+implement ``evaluate`` (and optionally ``evaluate_batch``) or the output-based forms, and
+register a factory that takes the manifest entry and raises :class:`GuardConfigError` when the
+entry is unusable.
 """
 
 from __future__ import annotations
@@ -105,40 +147,128 @@ class Guard:
         """The decline reason for an item whose batch decision was "deopt"."""
         return self.evaluate(score).reason
 
+    # -- output-based forms (what TieredTask calls) -------------------------------------------
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        """``(passed, p_value)`` for one artifact output object.
+
+        Args:
+            out: the artifact's parsed output for one input, e.g.
+                ``{"answer": ..., "margin": 0.8, "nonconformity": 0.1}`` or, for programs,
+                ``{"answer": ..., "deopt": false}``. Anything that is not a dict counts as an
+                output without scores (the guard declines).
+
+        The default delegates to :meth:`decide` with ``out.get("nonconformity")``. Never raises
+        for built-in methods.
+        """
+        return self.decide(out.get("nonconformity") if isinstance(out, dict) else None)
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        """The full decision (with reason) for one artifact output object; see
+        :meth:`decide_output`. Default: :meth:`evaluate` of ``out.get("nonconformity")``."""
+        return self.evaluate(out.get("nonconformity") if isinstance(out, dict) else None)
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Decide for many output objects.
+
+        Args:
+            outs: ``N`` artifact outputs (non-dict items, e.g. the error of a failed item,
+                decline).
+
+        Returns:
+            ``(passed, p_values)``: bool array ``[N]`` and float array ``[N]`` (``nan`` where
+            there is no p-value). Default: :meth:`evaluate_batch` over the ``nonconformity``
+            scores.
+        """
+        return self.evaluate_batch(
+            [o.get("nonconformity") if isinstance(o, dict) else None for o in outs])
+
+    def reason_output(self, out: Any, p_value: float | None) -> str:
+        """The decline reason for an output whose decision was "deopt" (``p_value`` as returned
+        by :meth:`decide_output`; ``nan`` is read as ``None``). Default: :meth:`reason` of
+        ``out.get("nonconformity")``."""
+        return self.reason(out.get("nonconformity") if isinstance(out, dict) else None, p_value)
+
     def describe(self) -> dict[str, Any]:
         """A small JSON-able description (for logs and ``auto inspect``)."""
         return {"method": self.method, "usable": self.usable}
 
 
 class AlwaysDeopt(Guard):
-    """The guard of last resort: every call deopts, with ``reason`` saying why."""
+    """The guard of last resort: every call deopts with reason ``"guard-unusable: <why>"``.
+
+    Args:
+        why: the reason (an unusable entry's error, or the entry's own declared reason).
+        declared: ``True`` when the manifest itself declares that nothing may answer at tier 1
+            (method ``none``, a null ``selective-risk`` threshold, a stack ``fallback_reason``),
+            ``False`` for a broken entry.
+    """
 
     method = "always-deopt"
     usable = False
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, *, declared: bool = False) -> None:
         self.why = why
+        self.declared = declared
         self._decision = GuardDecision(False, None, f"guard-unusable: {why}")
 
     def evaluate(self, score: Any) -> GuardDecision:
         return self._decision
 
+    def decide(self, score: Any) -> tuple[bool, float | None]:
+        return False, None
+
     def evaluate_batch(self, scores: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        n = len(scores)
+        n = _safe_len(scores)
         return np.zeros(n, dtype=bool), np.full(n, math.nan)
 
     def reason(self, score: Any, p_value: float | None) -> str:
         return self._decision.reason
 
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        return False, None
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        return self._decision
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        n = _safe_len(outs)
+        return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def reason_output(self, out: Any, p_value: float | None) -> str:
+        return self._decision.reason
+
     def describe(self) -> dict[str, Any]:
-        return {"method": self.method, "usable": False, "reason": self.why}
+        return {"method": self.method, "usable": False, "reason": self.why,
+                "declared": self.declared}
+
+
+def _safe_len(items: Any) -> int:
+    try:
+        return len(items)
+    except Exception:  # noqa: BLE001 - not a sized sequence: nothing to decide
+        return 0
 
 
 _NO_SCORE = "no-score: artifact output has no finite nonconformity"
 
 
 def _finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite real number (``bool`` excluded; an int too large for a float is not finite)."""
+    return _finite_float(x) is not None
+
+
+def _finite_float(x: Any) -> float | None:
+    """``float(x)`` for a finite real number (``bool`` excluded), else ``None``. Never raises."""
+    if x.__class__ is float:
+        return x if x - x == 0.0 else None  # inf - inf and nan - nan are nan
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        f = float(x)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return f if f - f == 0.0 else None
 
 
 class ConformalNovelty(Guard):
@@ -185,6 +315,19 @@ class ConformalNovelty(Guard):
             if not _finite_number(score):
                 return False, None
             score = float(score)
+        elif score != score or score == math.inf or score == -math.inf:
+            return False, None
+        p = (1 + self.n - bisect_left(self.calibration, score)) / self._n1
+        return p > self.alpha, p
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        # inlined decide(out["nonconformity"]): this is the tier-1 request path
+        score = out.get("nonconformity") if out.__class__ is dict else (
+            out.get("nonconformity") if isinstance(out, dict) else None)
+        if score.__class__ is not float:
+            score = _finite_float(score)
+            if score is None:
+                return False, None
         elif score != score or score == math.inf or score == -math.inf:
             return False, None
         p = (1 + self.n - bisect_left(self.calibration, score)) / self._n1
@@ -286,6 +429,272 @@ class ExactMatch(Guard):
         return {"method": self.method, "usable": True}
 
 
+_PASS = GuardDecision(True, None, "guard-pass")
+
+
+def _needs_output(method: str) -> GuardDecision:
+    return GuardDecision(
+        False, None, f"needs-output: the {method} guard decides from the artifact's output "
+                     "object (use evaluate_output), not from a bare nonconformity score")
+
+
+class _OutputOnly(Guard):
+    """Base for methods that need the whole output object: the score-based forms decline."""
+
+    def evaluate(self, score: Any) -> GuardDecision:
+        return _needs_output(self.method)
+
+    def decide(self, score: Any) -> tuple[bool, float | None]:
+        return False, None
+
+    def evaluate_batch(self, scores: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        n = _safe_len(scores)
+        return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def reason(self, score: Any, p_value: float | None) -> str:
+        return _needs_output(self.method).reason
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        d = self.evaluate_output(out)
+        return d.passed, d.p_value
+
+    def reason_output(self, out: Any, p_value: float | None) -> str:
+        return self.evaluate_output(out).reason
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            n = len(outs)
+            passed = np.fromiter((self.decide_output(o)[0] for o in outs), dtype=bool, count=n)
+            return passed, np.full(n, math.nan)
+        except Exception:  # noqa: BLE001 - deopt everything rather than raise
+            n = _safe_len(outs)
+            return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+
+class SelectiveRisk(_OutputOnly):
+    """Selective-risk guard: pass iff ``out[confidence_field]`` is a finite number
+    ``>= threshold`` (see the module docstring for the guarantee and its source).
+
+    Args:
+        threshold: the calibrated confidence threshold (finite).
+        confidence_field: the output field holding the confidence (``"margin"``: top-1 minus
+            top-2 score, docs/architecture.md).
+        epsilon: the certified selective-risk bound, in (0, 1), or ``None`` (quoted in reasons).
+        delta: the certificate's failure probability, in (0, 1), or ``None``.
+        n: the calibration sample size (informational), or ``None``.
+
+    Decisions have no p-value. Never raises.
+    """
+
+    method = "selective-risk"
+
+    def __init__(self, threshold: float, *, confidence_field: str = "margin",
+                 epsilon: float | None = None, delta: float | None = None,
+                 n: int | None = None) -> None:
+        self.threshold = float(threshold)
+        self.confidence_field = confidence_field
+        self.epsilon = epsilon
+        self.delta = delta
+        self.n = n
+        eps = "?" if epsilon is None else f"{epsilon:.4g}"
+        dlt = "?" if delta is None else f"{delta:.4g}"
+        self._suffix = f"(selective risk eps={eps}, delta={dlt})"
+        self._no_conf = GuardDecision(
+            False, None, f"no-confidence: artifact output has no finite {confidence_field!r}")
+
+    def _confidence(self, out: Any) -> float | None:
+        if out.__class__ is not dict and not isinstance(out, dict):
+            return None
+        return _finite_float(out.get(self.confidence_field))
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        if out.__class__ is dict:
+            c = out.get(self.confidence_field)
+            if c.__class__ is float:  # the runtime's parsed outputs; nan >= t is False
+                return (c >= self.threshold and c != math.inf), None
+        c = self._confidence(out)
+        return (c is not None and c >= self.threshold), None
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        c = self._confidence(out)
+        if c is None:
+            return self._no_conf
+        if c >= self.threshold:
+            return _PASS
+        return GuardDecision(
+            False, None, f"confidence {c:.4g} < threshold {self.threshold:.4g} {self._suffix}")
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            n = len(outs)
+            field = self.confidence_field
+            vals = [o.get(field) if o.__class__ is dict else None for o in outs]
+            if all(v.__class__ is float for v in vals):  # the runtime's parsed outputs
+                c = np.fromiter(vals, dtype=np.float64, count=n)
+            else:
+                c = np.fromiter(
+                    (math.nan if f is None else f
+                     for f in (self._confidence(o) for o in outs)), dtype=np.float64, count=n)
+            passed = np.isfinite(c) & (c >= self.threshold)
+            return passed, np.full(n, math.nan)
+        except Exception:  # noqa: BLE001 - deopt everything rather than raise
+            return super().evaluate_batch_outputs(outs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": self.method, "usable": True, "threshold": self.threshold,
+                "confidence_field": self.confidence_field, "epsilon": self.epsilon,
+                "delta": self.delta, "n": self.n}
+
+
+class ProgramGuard(_OutputOnly):
+    """Guard of DSL program artifacts: pass iff ``out["deopt"] is False``.
+
+    Declined reasons: ``"program deopt"`` (the program itself declined the input) or
+    ``"no-deopt-flag: ..."`` (no boolean ``deopt`` field). No p-value. Never raises.
+    """
+
+    method = "program"
+    _DEOPT = GuardDecision(False, None, "program deopt")
+    _NO_FLAG = GuardDecision(False, None, "no-deopt-flag: artifact output has no boolean 'deopt'")
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        return (isinstance(out, dict) and out.get("deopt") is False), None
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        flag = out.get("deopt") if isinstance(out, dict) else None
+        if flag is False:
+            return _PASS
+        return self._DEOPT if flag is True else self._NO_FLAG
+
+
+class GuardStack(_OutputOnly):
+    """Proceed iff every component passes (see the module docstring for the p-value and reason
+    rules).
+
+    Args:
+        components: the component guards, in manifest order (non-empty).
+        statement: the manifest's plain-language statement of the guarantee (informational).
+
+    Raises:
+        ValueError: ``components`` is empty (only the constructor; decisions never raise).
+    """
+
+    method = "stack"
+
+    def __init__(self, components: Sequence[Guard], statement: str | None = None) -> None:
+        if not components:
+            raise ValueError("a guard stack needs at least one component")
+        self.components = tuple(components)
+        self.statement = statement
+        idx = [i for i, c in enumerate(self.components) if isinstance(c, ConformalNovelty)]
+        self._novelty_index = idx[0] if idx else None
+        self._novelty = self.components[idx[0]] if idx else None
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        ok = True
+        p = None
+        nov = self._novelty
+        for c in self.components:
+            passed, cp = c.decide_output(out)
+            if not passed:
+                ok = False
+            if c is nov:
+                p = cp
+        return ok, p
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        passed, p = self.decide_output(out)
+        if passed:
+            return GuardDecision(True, p, "guard-pass")
+        return GuardDecision(False, p, self.reason_output(out, p))
+
+    def reason_output(self, out: Any, p_value: float | None) -> str:
+        for c in self.components:
+            d = c.evaluate_output(out)
+            if not d.passed:
+                return d.reason
+        return "stack declined"  # not reached for a consistent decide/evaluate pair
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        n = _safe_len(outs)
+        passed = np.ones(n, dtype=bool)
+        p = np.full(n, math.nan)
+        try:
+            for i, c in enumerate(self.components):
+                cp_passed, cp = c.evaluate_batch_outputs(outs)
+                passed &= cp_passed
+                if i == self._novelty_index:
+                    p = cp
+            return passed, p
+        except Exception:  # noqa: BLE001 - deopt everything rather than raise
+            return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": self.method, "usable": True,
+                "components": [c.describe() for c in self.components]}
+
+
+class TightenedGuard(Guard):
+    """Wraps ``inner`` after a shift alarm: every decision is "deopt" with reason
+    ``"shift alarm: <why>"``, and the p-value is still ``inner``'s (so a shift monitor keeps
+    receiving p-values while the task is tightened). Never raises.
+
+    Args:
+        inner: the guard being tightened.
+        why: the alarm's reason.
+    """
+
+    method = "tightened"
+
+    def __init__(self, inner: Guard, why: str) -> None:
+        self.inner = inner
+        self.why = why
+        self.usable = inner.usable
+        self._reason = f"shift alarm: {why}"
+
+    def _inner_p(self, decide: Callable[[Any], tuple[bool, float | None]], x: Any) -> float | None:
+        try:
+            return decide(x)[1]
+        except Exception:  # noqa: BLE001 - the decision is "deopt" whatever the inner guard does
+            return None
+
+    def evaluate(self, score: Any) -> GuardDecision:
+        return GuardDecision(False, self._inner_p(self.inner.decide, score), self._reason)
+
+    def decide(self, score: Any) -> tuple[bool, float | None]:
+        return False, self._inner_p(self.inner.decide, score)
+
+    def evaluate_batch(self, scores: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        n = _safe_len(scores)
+        try:
+            return np.zeros(n, dtype=bool), self.inner.evaluate_batch(scores)[1]
+        except Exception:  # noqa: BLE001
+            return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def reason(self, score: Any, p_value: float | None) -> str:
+        return self._reason
+
+    def decide_output(self, out: Any) -> tuple[bool, float | None]:
+        return False, self._inner_p(self.inner.decide_output, out)
+
+    def evaluate_output(self, out: Any) -> GuardDecision:
+        return GuardDecision(False, self._inner_p(self.inner.decide_output, out), self._reason)
+
+    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        n = _safe_len(outs)
+        try:
+            return np.zeros(n, dtype=bool), self.inner.evaluate_batch_outputs(outs)[1]
+        except Exception:  # noqa: BLE001
+            return np.zeros(n, dtype=bool), np.full(n, math.nan)
+
+    def reason_output(self, out: Any, p_value: float | None) -> str:
+        return self._reason
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": self.method, "usable": self.usable, "reason": self.why,
+                "inner": self.inner.describe()}
+
+
 GuardFactory = Callable[[dict], Guard]
 GUARD_METHODS: dict[str, GuardFactory] = {}
 """Registry: manifest ``guard.method`` -> factory(entry) -> :class:`Guard`."""
@@ -327,11 +736,85 @@ def _exact_match(entry: dict) -> Guard:
     return ExactMatch()
 
 
+def _unit_interval(entry: dict, key: str) -> float | None:
+    v = entry.get(key)
+    if v is None:
+        return None
+    if not _finite_number(v) or not 0.0 < v < 1.0:
+        raise GuardConfigError(f"{key} must be a number in (0, 1) or null, got {v!r}")
+    return float(v)
+
+
+@register_guard("selective-risk")
+def _selective_risk(entry: dict) -> Guard:
+    field = entry.get("confidence_field", "margin")
+    if not isinstance(field, str) or not field:
+        raise GuardConfigError(f"confidence_field must be a non-empty string, got {field!r}")
+    if "threshold" not in entry:
+        raise GuardConfigError("selective-risk entry has no 'threshold' (null means: always deopt)")
+    threshold = entry["threshold"]
+    if threshold is None:
+        why = entry.get("reason")
+        if not isinstance(why, str) or not why.strip():
+            why = "no confidence threshold controls the selective risk (threshold null)"
+        return AlwaysDeopt(f"selective-risk: {why}", declared=True)
+    if not _finite_number(threshold):
+        raise GuardConfigError(f"threshold must be a finite number or null, got {threshold!r}")
+    epsilon = _unit_interval(entry, "epsilon")
+    delta = _unit_interval(entry, "delta")
+    n = entry.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise GuardConfigError(f"n must be a non-negative integer or null, got {n!r}")
+    return SelectiveRisk(float(threshold), confidence_field=field, epsilon=epsilon, delta=delta,
+                         n=n)
+
+
+@register_guard("program")
+def _program(entry: dict) -> Guard:
+    return ProgramGuard()
+
+
+@register_guard("stack")
+def _stack(entry: dict) -> Guard:
+    fallback = entry.get("fallback_reason")
+    if fallback is not None:
+        if not isinstance(fallback, str) or not fallback.strip():
+            raise GuardConfigError(
+                f"fallback_reason must be a non-empty string or null, got {fallback!r}")
+        return AlwaysDeopt(fallback, declared=True)
+    comps = entry.get("components")
+    if not isinstance(comps, list) or not comps:
+        raise GuardConfigError("stack components must be a non-empty list")
+    built: list[Guard] = []
+    for i, ce in enumerate(comps):
+        if not isinstance(ce, dict):
+            raise GuardConfigError(
+                f"stack component {i} must be an object, got {type(ce).__name__}")
+        method = ce.get("method")
+        factory = GUARD_METHODS.get(method) if isinstance(method, str) else None
+        if factory is None or method == "stack":
+            raise GuardConfigError(f"stack component {i}: unknown component method {method!r}")
+        try:
+            g = factory(ce)
+        except (GuardConfigError, ValueError, TypeError, KeyError) as e:
+            raise GuardConfigError(f"stack component {i} ({method}): {e}") from None
+        if not isinstance(g, Guard):
+            raise GuardConfigError(f"stack component {i} ({method}): factory returned "
+                                   f"{type(g).__name__}")
+        if isinstance(g, AlwaysDeopt):
+            if g.declared:
+                return AlwaysDeopt(g.why, declared=True)
+            raise GuardConfigError(f"stack component {i} ({method}): {g.why}")
+        built.append(g)
+    statement = entry.get("statement")
+    return GuardStack(built, statement if isinstance(statement, str) else None)
+
+
 @register_guard("none")
 def _no_guard(entry: dict) -> Guard:
     # A manifest that declares no guard (e.g. the compiler's provisional candidate) never answers
     # at tier 1 through TieredTask; that is a declared choice, not a fault, so it is not logged.
-    return AlwaysDeopt("the manifest declares no guard (method 'none')")
+    return AlwaysDeopt("the manifest declares no guard (method 'none')", declared=True)
 
 
 def build_guard(entry: Any) -> Guard:

@@ -9,8 +9,11 @@ One call (:meth:`TieredTask.__call__`):
 3. run the artifact; a sandbox limit, trap or bad output deopts (``"limit: fuel"``,
    ``"limit: memory"``, ``"limit: timeout"``, ``"trap: ..."``, ``"output-error: ..."``); an ABI
    error output deopts ``"artifact-error: <code>"``;
-4. the guard passes -> tier-1 answer, reason ``"guard-pass"``; otherwise deopt with the guard's
-   reason (``"novelty p=0.01<=alpha=0.05"``, ``"guard-unusable: ..."``, ``"no-score: ..."``).
+4. the guard decides from the whole output object (:meth:`Guard.decide_output`): it passes ->
+   tier-1 answer, reason ``"guard-pass"``; otherwise deopt with the guard's reason
+   (``"novelty p=0.01<=alpha=0.05"``, ``"confidence 0.12 < threshold 0.42 (selective risk
+   eps=0.05, delta=0.1)"``, ``"program deopt"``, ``"guard-unusable: ..."``, ``"no-score: ..."``,
+   ``"shift alarm: ..."`` while tightened).
 
 Deopt: call ``reference(input)``, return its answer as tier 0, then call ``capture`` with
 ``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}``. A capture
@@ -20,6 +23,17 @@ the application's own code). Without a reference the result is tier ``"declined"
 
 The artifact never hangs or crashes the host: every call runs under fuel, memory and wall-clock
 limits, and every failure is a typed error that becomes a deopt.
+
+Tightening (:meth:`TieredTask.tighten`, e.g. on a shift monitor's alarm): until the next
+:meth:`TieredTask.swap`, the guard's decision is always "deopt" with reason
+``"shift alarm: <reason>"``; the artifact still runs, so ``score`` and ``p_value`` keep being
+reported (a shift monitor keeps its input). Calls that deopt before the guard (no artifact,
+input schema, artifact failure) keep their own, more specific reason.
+
+Shadow audit (``audit_rate`` > 0): a seeded random fraction of tier-1 answers is re-asked at
+tier 0 on a background thread (:class:`~auto_runtime.audit.ShadowAudit`, :attr:`TieredTask.audit`);
+its reference answers are captured like deopts, marked ``"audit": True``. The request path only
+pays for the selection (an RNG draw, and a JSON snapshot of the selected input and answer).
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from time import perf_counter_ns
 from typing import Any, Callable, Iterable, NamedTuple
 
 from auto_runtime.artifact import Artifact
+from auto_runtime.audit import DEFAULT_AUDIT_QUEUE, ShadowAudit
 from auto_runtime.errors import (
     AutoError,
     CallTimeout,
@@ -42,7 +57,7 @@ from auto_runtime.errors import (
     OutputError,
     TrapError,
 )
-from auto_runtime.guard import AlwaysDeopt, Guard
+from auto_runtime.guard import AlwaysDeopt, Guard, TightenedGuard
 
 log = logging.getLogger("auto_runtime.tiered")
 
@@ -63,8 +78,10 @@ class CallResult:
         answer: the task output (``None`` when declined).
         tier: ``"tier-1"`` (artifact), ``"tier-0"`` (reference) or ``"declined"``.
         reason: ``"guard-pass"`` or why the call deopted / was declined.
-        score: the artifact's nonconformity for this input, or ``None``.
-        p_value: the guard's p-value, or ``None``.
+        score: the artifact's ``nonconformity`` output for this input, or ``None`` (no artifact
+            output, or an artifact without that field, e.g. a program).
+        p_value: the guard's p-value (a stack's: its ``conformal-novelty`` component's), or
+            ``None``; still reported while the task is tightened.
         latency_us: wall time of the whole call in µs (``perf_counter_ns``), reference included,
             capture hook excluded; in a batch, the batch's artifact time is divided evenly among
             its items and each deopted item adds its own reference time.
@@ -89,6 +106,7 @@ class _Generation(NamedTuple):
     generation: int | None
     artifact_id: str | None
     task: str | None
+    tightened: str | None = None
 
 
 def _no_validation(obj: Any) -> None:
@@ -128,16 +146,37 @@ class TieredTask:
             docstring); its exceptions are logged and ignored.
         task: the task name for capture records; defaults to the artifact's manifest ``task``.
         batch_chunk: inputs per ``run_batch`` call in :meth:`batch`.
+        audit_rate: fraction in [0, 1] of tier-1 answers re-asked at tier 0 in the background
+            (shadow audit; 0 disables it). Needs a ``reference``.
+        audit_seed: seed of the audit's selection RNG (same seed and same sequence of tier-1
+            answers -> same audited answers).
+        audit_max: at most this many answers are audited (``None``: no cap).
+        audit_queue: audits that may wait for the audit thread; when full, a selected answer
+            is skipped (counted in ``audit.skipped``) rather than delaying the request.
 
-    Thread-safe: :meth:`swap` installs a new generation atomically; a call in flight finishes on
-    the generation it started with.
+    Raises:
+        ValueError: ``batch_chunk`` < 1, or a bad audit setting (see :class:`ShadowAudit`);
+            ``audit_rate`` > 0 without a reference.
+        TypeError: non-integer ``audit_seed`` / ``audit_max`` / ``audit_queue``.
+        ManifestError: see :meth:`swap`.
+
+    Thread-safe: :meth:`swap` and :meth:`tighten` install a new generation atomically; a call in
+    flight finishes on the generation it started with. ``reference`` and ``capture`` may be
+    called concurrently (from request threads and the audit thread).
     """
 
     def __init__(self, artifact: Artifact | None, reference: Callable[[Any], Any] | None,
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
-                 task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK) -> None:
+                 task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK,
+                 audit_rate: float = 0.0, audit_seed: int = 0, audit_max: int | None = None,
+                 audit_queue: int = DEFAULT_AUDIT_QUEUE) -> None:
         if batch_chunk < 1:
             raise ValueError("batch_chunk must be >= 1")
+        if reference is None and not isinstance(audit_rate, bool) and \
+                isinstance(audit_rate, (int, float)) and audit_rate > 0:
+            raise ValueError("a shadow audit (audit_rate > 0) needs a reference to ask")
+        self._audit = ShadowAudit(reference, capture, rate=audit_rate, seed=audit_seed,
+                                  max_audits=audit_max, queue_size=audit_queue)
         self._reference = reference
         self._capture = capture
         self._task = task
@@ -173,6 +212,43 @@ class TieredTask:
             old = self._gen
             self._gen = self._make_generation(artifact)
             return old.artifact
+
+    def tighten(self, reason: str) -> None:
+        """Make every guard decision "deopt" until the next :meth:`swap` (e.g. on a shift
+        alarm); the deopt reason becomes ``"shift alarm: <reason>"``. Calling it again replaces
+        the reason. Atomic with respect to :meth:`swap`.
+
+        Raises:
+            ValueError: ``reason`` is not a non-empty string.
+        """
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"tighten needs a non-empty reason string, got {reason!r}")
+        with self._swap_lock:
+            g = self._gen
+            inner = g.guard.inner if isinstance(g.guard, TightenedGuard) else g.guard
+            self._gen = g._replace(guard=TightenedGuard(inner, reason), tightened=reason)
+        log.warning("task %s tightened (every call deopts until the next swap): %s",
+                    g.task, reason)
+
+    @property
+    def tightened(self) -> str | None:
+        """The reason given to :meth:`tighten` while tightened, else ``None``."""
+        return self._gen.tightened
+
+    @property
+    def audit(self) -> ShadowAudit:
+        """The shadow audit (counters ``n``, ``disagreements``, ``errors``, ``skipped``;
+        ``records``; ``wait(timeout_s)``); inactive when ``audit_rate`` is 0."""
+        return self._audit
+
+    def close(self, timeout_s: float | None = 5.0) -> bool:
+        """Stop the shadow audit's thread after its queued audits finish (calls keep working,
+        without audits).
+
+        Returns:
+            ``True`` when the audit thread stopped within ``timeout_s`` seconds (or never ran).
+        """
+        return self._audit.close(timeout_s)
 
     @property
     def artifact(self) -> Artifact | None:
@@ -219,13 +295,18 @@ class TieredTask:
             return self._deopt(input_obj, g, reason, None, None, t0, 0.0)
         if "answer" not in out:
             return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0)
-        score = out.get("nonconformity")
         guard = g.guard
-        passed, p = guard.decide(score)
+        passed, p = guard.decide_output(out)
         if passed:
-            return CallResult(out["answer"], TIER_1, "guard-pass", score, p,
+            answer = out["answer"]
+            audit = self._audit
+            if audit.active:
+                audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id,
+                            generation=g.generation)
+            return CallResult(answer, TIER_1, "guard-pass", out.get("nonconformity"), p,
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
-        return self._deopt(input_obj, g, guard.reason(score, p), score, p, t0, 0.0)
+        return self._deopt(input_obj, g, guard.reason_output(out, p), out.get("nonconformity"),
+                           p, t0, 0.0)
 
     def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
                t0: int, base_us: float) -> CallResult:
@@ -289,13 +370,13 @@ class TieredTask:
             for start in range(0, len(ok), chunk):
                 idx = ok[start:start + chunk]
                 outs = self._run_chunk(art, [items[i] for i in idx])
-                scores = [o.get("nonconformity") if o.__class__ is dict else None for o in outs]
-                passed, pvals = guard.evaluate_batch(scores)
-                for i, o, ok_j, p, score in zip(idx, outs, passed.tolist(), pvals.tolist(), scores):
-                    if ok_j:  # passed implies a dict output with a finite score
+                passed, pvals = guard.evaluate_batch_outputs(outs)
+                for i, o, ok_j, p in zip(idx, outs, passed.tolist(), pvals.tolist()):
+                    score = o.get("nonconformity") if o.__class__ is dict else None
+                    if ok_j:  # passed implies a dict output
                         if "answer" in o:
-                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score, p,
-                                                    0.0, gen, aid)
+                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
+                                                    None if p != p else p, 0.0, gen, aid)
                             continue
                     if o.__class__ is not dict:  # the AutoError of a per-item retry
                         if isinstance(o, InputSchemaError) and self._reference is None:
@@ -305,7 +386,13 @@ class TieredTask:
                         deopts.append((i, f"artifact-error: {o.get('error')}", None, None))
                     else:
                         p = None if p != p else p
-                        deopts.append((i, guard.reason(score, p), score, p))
+                        deopts.append((i, guard.reason_output(o, p), score, p))
+            audit = self._audit
+            if audit.active:
+                for i, r in enumerate(results):
+                    if r is not None and audit.active:
+                        audit.offer(items[i], r.answer, task=g.task, artifact_id=aid,
+                                    generation=gen)
         per_item = (perf_counter_ns() - t0) / 1000.0 / n
         for r in results:
             if r is not None:
