@@ -149,14 +149,17 @@ def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) 
 @click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Contract TOML (defaults derived from the task).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Where to write the .wasm (default: TASK.genN.wasm).")
 @click.option("--no-memo", is_flag=True, help="Specialist only: no exact-match table in front, no memo fallback when the specialist is refused.")
+@click.option("--no-program", is_flag=True, help="Skip the program rung (DSL synthesis); start at the specialist.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
-def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path: str | None, no_memo: bool, as_json: bool) -> None:
-    """Distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused).
+def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path: str | None, no_memo: bool,
+                no_program: bool, as_json: bool) -> None:
+    """Synthesize or distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused).
 
     \b
-    By default the artifact is memo-first (witnessed inputs answered from an exact-match table,
-    others by the distilled specialist); if the specialist fails the gate, an exact-match memo of
-    the witnessed inputs is compiled instead (it answers only what was witnessed).
+    The ladder: a DSL program first (synthesized from the witnesses, gated on held-out inputs);
+    if none passes, a distilled specialist, memo-first (witnessed inputs answered from an
+    exact-match table); if the specialist fails its gate, an exact-match memo of the witnessed
+    inputs (it answers only what was witnessed); otherwise a refusal naming each rung's reason.
     """
     from auto.pipeline import compile_task
     from auto.verify import Contract
@@ -166,7 +169,8 @@ def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path:
         tasks = store.tasks()
         if task not in tasks:
             raise UsageError(f"no task {task!r} in {store_path} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
-        outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo, progress=say)
+        outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
+                               programs=not no_program, progress=say)
     if as_json:
         _emit_json(outcome.summary())
     else:
@@ -269,6 +273,11 @@ def inspect(artifact: str, as_json: bool) -> None:
     model = m.get("model") or {}
     if model.get("kind") == "memo":
         click.echo(f"model      exact-match table of {model.get('entries')} witnessed inputs (hash {model.get('hash')})")
+    elif model.get("kind") == "program":
+        click.echo(f"model      program over field {model.get('field')!r}, {model.get('size')} nodes "
+                   f"(digest {model.get('program_digest')})")
+        for line in str(model.get("text") or "").splitlines():
+            click.echo(f"           {line}")
     else:
         fb = model.get("fallback") or model
         feats = fb.get("features") or {}
@@ -292,6 +301,9 @@ def inspect(artifact: str, as_json: bool) -> None:
     if g.get("method") == "conformal-novelty":
         click.echo(f"guard      conformal-novelty  alpha {g.get('alpha')}  calibration n {g.get('n')}  threshold {r3(g.get('threshold'))}"
                    f"  held-out coverage {r3(g.get('coverage_heldout'))}")
+    elif g.get("method") == "stack":
+        for line in _stack_lines(g, r3):
+            click.echo(line)
     else:
         click.echo(f"guard      {g.get('method')}: {g.get('statement', '')}")
     fuel = m.get("fuel_per_call") or {}
@@ -299,6 +311,33 @@ def inspect(artifact: str, as_json: bool) -> None:
     prov = m.get("provenance") or {}
     click.echo(f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}")
     click.echo(f"eval runs  {', '.join(m.get('eval_runs') or [])}")
+
+
+def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
+    """``auto inspect`` lines for a ``stack`` guard: each component's method, levels, n, thresholds,
+    smallest certifiable epsilon, held-out coverage / selective risk, and the fallback reason."""
+    lines = [f"guard      stack of {len(g.get('components') or [])} components; "
+             + (f"ALWAYS DEOPTS: {g['fallback_reason']}" if g.get("fallback_reason") else "tier-1 iff every component passes")]
+    for c in g.get("components") or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("method") == "conformal-novelty":
+            lines.append(f"  novelty  alpha {c.get('alpha')}  n {c.get('n')}  threshold (max passing score) {r3(c.get('threshold'))}"
+                         f"  held-out coverage {r3(c.get('heldout_coverage'))}"
+                         + ("  (never deopts: n too small for alpha)" if c.get("never_deopts") else ""))
+        elif c.get("method") == "selective-risk":
+            lines.append(f"  risk     {c.get('procedure')}  epsilon {c.get('epsilon')}  delta {c.get('delta')}  n {c.get('n')}  "
+                         f"threshold {c.get('confidence_field')} >= {c.get('threshold')}  smallest certifiable epsilon "
+                         f"{c.get('smallest_certifiable_epsilon')}")
+            lines.append(f"           held-out ({c.get('heldout_n')} inputs, whole stack): coverage {r3(c.get('heldout_coverage'))}  "
+                         f"selective risk {r3(c.get('heldout_selective_risk'))} (95% CP high {r3(c.get('heldout_selective_risk_ci95_high'))})")
+            if c.get("reason"):
+                lines.append(f"           no threshold: {c['reason']}")
+            for note in c.get("notes") or []:
+                lines.append(f"           note: {note}")
+        else:
+            lines.append(f"  {c.get('method')}")
+    return lines
 
 
 # ----------------------------------------------------------------------------------------- store
@@ -346,7 +385,7 @@ def bench() -> None:
 
 
 @bench.command(name="run")
-@click.argument("family", type=click.Choice(["triage", "kernel-tuning"]))
+@click.argument("family", type=click.Choice(["triage", "extraction", "routing", "kernel-tuning"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
 @click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
@@ -354,8 +393,14 @@ def bench() -> None:
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
 @click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="kernel-tuning: census, compile and parity from recorded decisions (e.g. traces/kernel-tuning) on a CPU machine.")
+@click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="extraction/routing: compile from your own traffic (JSONL lines with the family's input field: email / request).")
+@click.option("--eval-inputs", "eval_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference.")
+@click.option("--audit-rate", default=0.1, show_default=True, type=float,
+              help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
 def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool,
-              replay_dir: str | None) -> None:
+              replay_dir: str | None, inputs_path: str | None, eval_path: str | None, audit_rate: float) -> None:
     """Record, census, compile, verify, then drive a stream through the tiered runtime.
 
     \b
@@ -372,16 +417,59 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, se
         return
     if replay_dir is not None:
         raise UsageError("--replay applies to the kernel-tuning family only")
+    if family in ("extraction", "routing"):
+        if stream_path is not None or warm_start:
+            raise UsageError(f"--stream and --warm-start apply to triage; {family} takes --inputs / --eval-inputs")
+        from bench.compile_family import run_compile_family
+        from bench.report import render_compile_summary
+
+        results = run_compile_family(family, out_dir=Path(out_dir), inputs_path=Path(inputs_path) if inputs_path else None,
+                                     eval_path=Path(eval_path) if eval_path else None, seed=seed, progress=say)
+        _emit_json(results)
+        say("")
+        say(render_compile_summary(results))
+        say(f"wrote {Path(out_dir) / 'results.json'}")
+        return
+    if inputs_path is not None or eval_path is not None:
+        raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")
     from bench.run import run_family
 
     from bench.report import render_summary
 
     results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
-                         seed=seed, warm_start=warm_start, progress=say)
+                         seed=seed, warm_start=warm_start, audit_rate=audit_rate, progress=say)
     _emit_json(results)
     say("")
     say(render_summary(results))
     say(f"wrote {Path(out_dir) / 'results.json'}, ratchet.csv, cost.png")
+
+
+@bench.command(name="guards")
+@click.option("--family", default="triage", show_default=True, type=click.Choice(["triage"]), help="Bench family.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/guards", show_default=True, help="Output folder.")
+@click.option("--seed", default=0, show_default=True, help="Corpus, probe and simulator seed.")
+@click.option("--items", default=300, show_default=True, help="Length of the shifted stream.")
+@click.option("--heldout", default=300, show_default=True, help="Fresh in-distribution tickets.")
+@click.option("--warm-start", is_flag=True, help="Begin each stream with the offline generation installed.")
+@click.option("--audit-rate", default=0.1, show_default=True, type=float, help="Shadow-audit rate in the streams.")
+@click.option("--guard", "variants", multiple=True, type=click.Choice(["lexical", "semantic", "combined"]),
+              help="Guard variant(s) to measure (repeatable; default: all).")
+def bench_guards(family: str, out_dir: str, seed: int, items: int, heldout: int, warm_start: bool, audit_rate: float,
+                 variants: tuple[str, ...]) -> None:
+    """Measure guard variants (lexical, semantic, combined) on held-out, OOD probes and the shifted stream.
+
+    Writes guards.json (rows with false-proceed / false-abstain rates and 95% Clopper–Pearson
+    upper bounds), prints the JSON on stdout and a table beside the published reference figures
+    on stderr.
+    """
+    from bench.guards import VARIANTS, render_table, run_guards
+
+    results = run_guards(out_dir=Path(out_dir), seed=seed, family=family, items=items, heldout=heldout,
+                         warm_start=warm_start, audit_rate=audit_rate, variants=variants or VARIANTS, progress=say)
+    _emit_json(results)
+    say("")
+    say(render_table(results))
+    say(f"wrote {Path(out_dir) / 'guards.json'}")
 
 
 if __name__ == "__main__":  # pragma: no cover

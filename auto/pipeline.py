@@ -8,8 +8,18 @@
    held-out sets (fractions from the contract);
 3. distill candidates on the training set and select on the calibration set;
 4. lower the winner to WebAssembly and load it in the sandbox;
-5. calibrate the novelty guard on the calibration set's nonconformity scores, computed by the
-   artifact itself;
+5. calibrate the guard stack (:mod:`auto.guards`) on the calibration split, from the artifact's
+   own outputs: conformal novelty on the nonconformity scores, and selective risk (Learn-then-Test)
+   on the ``(margin, correct)`` pairs, where correct = the artifact's answer equals the witnessed
+   (modal) reference answer; then measure the stack's coverage and selective risk on the held-out
+   split. Novelty and risk use the *same* calibration points, not disjoint halves: certifying
+   ``epsilon = 0.05`` at ``delta = 0.1`` needs at least 45 proceeding points even with no errors
+   (``(1 - epsilon)^n <= delta``), and halving a calibration split of ~80 would make the
+   certificate unreachable. Sharing is sound here because the novelty component uses no labels,
+   and the risk is calibrated only on the points novelty passes, each judged against the other
+   ``n - 1`` scores (leave-one-out, as a fresh input would be), so the certificate is about the
+   stack's own proceed event. If no threshold controls the risk, the guard always deopts and its
+   ``fallback_reason`` says why; the gate still judges the answers;
 6. run the gate on every witnessed input and the held-out set *as WebAssembly*; store the eval
    run (either way);
 7. on a pass, emit the ``.wasm`` with its manifest and store it; on a refusal raise
@@ -19,7 +29,6 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -31,6 +40,7 @@ from auto_runtime.schema import json_type_name
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.errors import CompileError, GateRefused
+from auto.guards.stack import without_scores
 from auto.verify import Contract, clopper_pearson, eval_record, run_gate
 
 FORMAT = "auto.artifact/1"
@@ -84,7 +94,7 @@ class CompileOutcome:
             "compiled_as": m["compiled_as"],
             "model": m["model"],
             "parity": m["parity"],
-            "guard": {k: v for k, v in m["guard"].items() if k != "calibration_scores"},
+            "guard": without_scores(m["guard"]),
             "latency_us": self.latency_us,
             "fuel_per_call": m["fuel_per_call"],
             "timings_s": self.timings_s,
@@ -133,9 +143,93 @@ def compile_task(
     out_path: str | Path | None = None,
     reference_model: str | None = None,
     memo: bool = True,
+    programs: bool = True,
+    proposer: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompileOutcome:
-    """Compile one generation of ``task`` from the witnesses in ``store``.
+    """Compile one generation of ``task``: the ladder program → specialist → memo → refusal.
+
+    With ``programs`` (the default) a DSL program is synthesized and gated first
+    (:mod:`auto.extract.rung`); a program that passes its gate is the generation. Otherwise the
+    specialist rung runs (:func:`compile_specialist`, which falls back to the memo rung), and the
+    program rung's refusal is prefixed to its reason, so a final refusal names every rung that
+    failed and why.
+
+    Args:
+        programs: try the program rung first.
+        proposer: optional LLM-guided program proposer (:mod:`auto.extract.propose`).
+        Others: as for :func:`compile_specialist`.
+
+    Returns:
+        The :class:`CompileOutcome` of the generation that passed a gate.
+
+    Raises:
+        GateRefused: every rung refused (the last rung's eval run is attached; the reason lists
+            each rung's refusal). IntegrityError, CompileError, CodegenError: as for
+            :func:`compile_specialist`.
+    """
+    say = progress or (lambda _m: None)
+    contract = contract or Contract.default_for(task)
+    if generation is None:
+        latest = store.latest_artifact(task)
+        generation = (latest.generation + 1) if latest else 1
+    note = None
+    if programs:
+        store.verify().raise_for_mismatch()
+        ws = store.witnesses(task)
+        items = distinct_items(ws)
+        if len(items) < contract.min_witnesses:
+            note = f"program rung not attempted: only {len(items)} distinct witnessed inputs (needs {contract.min_witnesses})"
+        else:
+            from auto.extract.rung import compile_program_rung
+
+            try:
+                return compile_program_rung(store, task, items, contract=contract, generation=generation, out_path=out_path,
+                                            reference_model=reference_model, ws=ws, proposer=proposer, say=say)
+            except GateRefused as e:
+                note = f"{e.reason} (eval run {e.eval_run_id})"
+        say(f"  {note}")
+    try:
+        outcome = compile_specialist(store, task, contract=contract, generation=generation, out_path=out_path,
+                                     reference_model=reference_model, memo=memo, progress=progress)
+    except GateRefused as e:
+        if note is None:
+            raise
+        raise GateRefused(f"{note}; {e.reason}", e.eval_run_id) from None
+    if note is not None:
+        outcome.reason = f"{note}; {outcome.reason}"
+    return outcome
+
+
+def distinct_items(ws: list[Any]) -> list[tuple[dict[str, Any], Any, float]]:
+    """Witnesses → distinct inputs ``(input, modal output, share of the modal output)``, sorted by
+    canonical input; ties between outputs go to the smaller canonical JSON."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    inputs: dict[str, dict[str, Any]] = {}
+    for w in ws:
+        key = canonical_json(w.input)
+        groups[key].append(canonical_json(w.output))
+        inputs[key] = w.input
+    items: list[tuple[dict[str, Any], Any, float]] = []
+    for key in sorted(groups):
+        outs = Counter(groups[key])
+        modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
+    return items
+
+
+def compile_specialist(
+    store: Any,
+    task: str,
+    *,
+    contract: Contract | None = None,
+    generation: int | None = None,
+    out_path: str | Path | None = None,
+    reference_model: str | None = None,
+    memo: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> CompileOutcome:
+    """Compile one specialist generation of ``task`` (memo rung as its fallback) from the witnesses in ``store``.
 
     With ``memo`` (the default) the artifact is *memo-first*: inputs witnessed in the training and
     calibration splits are answered from an exact-match table of their modal outputs, every other
@@ -164,6 +258,7 @@ def compile_task(
     from auto_runtime import Artifact
 
     from auto.codegen import TableModel, compile_model
+    from auto.codegen.table import HIT_MARGIN
     from auto.distill import distill, split_witnesses
     from auto.emit import emit
 
@@ -247,16 +342,11 @@ def compile_task(
     }
     provisional = Artifact.load(emit(code, {**base, "guard": {"method": "none"}, "provisional": True}))
 
-    # 5. calibrate the novelty guard (scores computed by the artifact itself)
+    # 5. calibrate the guard stack (scores, margins and answers computed by the artifact itself)
     t0 = time.perf_counter()
     cal_out = provisional.call_batch([items[i][0] for i in cal_idx])
     if any("error" in o for o in cal_out):
         raise CompileError("the candidate returned errors on calibration inputs")
-    cal_scores = sorted(float(o["nonconformity"]) for o in cal_out)
-    m = len(cal_scores)
-
-    def p_value(s: float) -> float:
-        return (1 + sum(1 for c in cal_scores if c >= s)) / (m + 1)
 
     if memo:
         # the table holds train + calibration witnesses; calibration scores above came from the
@@ -271,23 +361,24 @@ def compile_task(
     else:
         predictor = model
         candidate_art = provisional
+    # held-out inputs are never in the table, so the specialist alone answers them in both forms
     held_out = provisional.call_batch([items[i][0] for i in held_idx])
-    proceed = [p_value(float(o["nonconformity"])) > contract.alpha for o in held_out if "error" not in o]
-    coverage = (sum(proceed) / len(proceed)) if proceed else None
-    # p <= alpha  <=>  #{c >= s} <= j with j = floor(alpha (m + 1)) - 1  <=>  s > c_(m - j) (ascending, 1-based)
-    j = int(math.floor(contract.alpha * (m + 1) + 1e-12)) - 1
-    threshold = cal_scores[m - j - 1] if 0 <= j < m else None  # None: every input deopts (too few scores)
-    guard = {
-        "method": "conformal-novelty",
-        "alpha": contract.alpha,
-        "n": m,
-        "calibration_scores": [round(s, 9) for s in cal_scores],
-        "threshold": threshold,
-        "coverage_heldout": coverage,
-        "statement": ("deopt iff the conformal p-value of the input's nonconformity against the calibration scores is "
-                      "<= alpha; under exchangeability with the calibration inputs at most alpha of them deopt; no "
-                      "guarantee for inputs that are not exchangeable"),
-    }
+    missing = sorted(set(labels) - {label_keys[i] for i in cal_idx})
+    # A label absent from the calibration split is recorded, not fatal: the certificate is marginal
+    # over inputs exchangeable with the calibration inputs, which a rare label does not invalidate;
+    # making it fatal would make every task with one rare label always deopt.
+    guard = calibrate_guard_stack(
+        cal_out, [items[i][1] for i in cal_idx], held_out, [items[i][1] for i in held_idx], contract,
+        notes=[f"{len(missing)} witnessed label(s) never occur in the calibration split ({', '.join(missing[:3])}"
+               f"{', ...' if len(missing) > 3 else ''}): the certificate is marginal over all inputs and says nothing "
+               "about answers of those labels in particular"] if missing else None)
+    if memo and guard["fallback_reason"] is None:
+        thr = guard["components"][-1]["threshold"]
+        if thr is not None and thr > HIT_MARGIN:  # a table hit reports HIT_MARGIN (docs/architecture.md)
+            note = (f"the certified margin threshold {thr:.9g} exceeds the margin {HIT_MARGIN} a table hit reports, so witnessed "
+                    "(table) inputs deopt as well")
+            guard["components"][-1]["notes"].append(note)
+            guard["statement"] = f"{guard['statement']}; {note}"
     timings["calibrate"] = time.perf_counter() - t0
 
     # 6. the gate, as WebAssembly
@@ -309,7 +400,7 @@ def compile_task(
         t1 = time.perf_counter_ns()
         candidate_art.call(items[i][0])
         lat.append((time.perf_counter_ns() - t1) / 1000.0)
-    record["guard"] = {k: v for k, v in guard.items() if k != "calibration_scores"}
+    record["guard"] = without_scores(guard)
     eval_id = store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
     if record["verdict"] != "pass":
@@ -327,6 +418,36 @@ def compile_task(
     return _emit_generation(
         store, task, generation, code, base, guard, parity, contract, eval_id, record["reason"], ws, n,
         reference_model, [items[i][0] for i in held_idx], lat, out_path, timings, model, dres.estimator)
+
+
+def calibrate_guard_stack(cal_out: list[dict[str, Any]], cal_reference: list[Any], held_out: list[dict[str, Any]],
+                          held_reference: list[Any], contract: Contract, reason: str | None = None,
+                          notes: list[str] | None = None) -> dict[str, Any]:
+    """The specialist's guard stack from the artifact's outputs on the calibration and held-out splits.
+
+    Args:
+        cal_out, held_out: ABI outputs (``{"answer", "margin", "nonconformity"}``; an ``error``
+            output never proceeds) of the specialist on the calibration / held-out inputs.
+        cal_reference, held_reference: the witnessed (modal) reference answers, same order.
+        contract: gives ``alpha``, ``epsilon`` and ``delta``.
+        reason: a known reason the risk calibration is unusable (the stack then always deopts).
+        notes: caveats recorded in the risk component and the statement (not fatal).
+
+    Returns:
+        The manifest ``guard`` entry (:func:`auto.guards.stack.calibrate_stack`).
+    """
+    from auto.guards.stack import calibrate_stack
+
+    def cols(outs: list[dict[str, Any]], ref: list[Any]) -> tuple[list[Any], list[Any], list[bool]]:
+        ok = ["error" not in o for o in outs]
+        return ([o.get("nonconformity") if k else None for o, k in zip(outs, ok)],
+                [o.get("margin") if k else None for o, k in zip(outs, ok)],
+                [k and canonical_json(o.get("answer")) == canonical_json(r) for o, r, k in zip(outs, ref, ok)])
+
+    cs, cc, cy = cols(cal_out, cal_reference)
+    hs, hc, hy = cols(held_out, held_reference)
+    return calibrate_stack(cs, cc, cy, hs, hc, hy, alpha=contract.alpha, epsilon=contract.epsilon, delta=contract.delta,
+                           reason=reason, notes=notes)
 
 
 def _memo_fallback(store: Any, task: str, contract: Contract, generation: int, out_path: str | Path | None,

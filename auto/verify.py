@@ -39,7 +39,16 @@ class Contract(BaseModel):
         heldout_fraction: share of distinct witnessed inputs held out from training (0–0.5).
         calibration_fraction: share held out for model selection and guard calibration (0–0.5).
         alpha: level of the conformal novelty guard (expected deopt rate on exchangeable inputs).
+        epsilon: selective-risk level of the guard, in (0, 1): on inputs exchangeable with the
+            calibration inputs, P(tier-1 answer != reference answer | tier-1 answers) <= epsilon
+            (Learn-then-Test; :mod:`auto.guards.risk`).
+        delta: in (0, 1): the allowed probability that the calibration draw certifies a
+            confidence threshold whose selective risk exceeds ``epsilon``.
         min_witnesses: fewer distinct witnessed inputs than this → refuse without training.
+        program_min_agreement: held-out agreement a DSL program needs (deopts count as
+            disagreement; a program has no statistical guard, so the bar is higher than a
+            specialist's).
+        program_min_agreement_ci95_low: 95% Clopper–Pearson lower bound a program needs.
         seed: seed of the deterministic split.
     """
 
@@ -52,7 +61,11 @@ class Contract(BaseModel):
     heldout_fraction: float = Field(0.2, gt=0.0, le=0.5)
     calibration_fraction: float = Field(0.2, gt=0.0, le=0.5)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    epsilon: float = Field(0.05, gt=0.0, lt=1.0)
+    delta: float = Field(0.1, gt=0.0, lt=1.0)
     min_witnesses: int = Field(40, ge=4)
+    program_min_agreement: float = Field(0.97, ge=0.0, le=1.0)
+    program_min_agreement_ci95_low: float = Field(0.90, ge=0.0, le=1.0)
     seed: int = 0
 
     @model_validator(mode="after")
@@ -275,4 +288,78 @@ def run_memo_gate(
         reason = f"exact-match table repeats all {wa['n']} witnessed outputs; {len(p_out)} unwitnessed probes all miss"
     if note:
         reason = f"{note}; {reason}"
+    return eval_record(contract, generation, candidate, checks, reason)
+
+
+def run_program_gate(
+    *,
+    contract: Contract,
+    run_batch: Callable[[list[dict]], list[dict]],
+    reference_run: Callable[[dict], dict],
+    witnessed: Sequence[tuple[dict, Any]],
+    heldout: Sequence[tuple[dict, Any]],
+    candidate: dict[str, Any],
+    generation: int,
+) -> dict[str, Any]:
+    """The gate for a DSL program artifact (``compiled_as: program``).
+
+    Checks:
+
+    - ``runs-without-error``: no ABI error on any witnessed or held-out input;
+    - ``wasm-matches-python-reference``: the artifact's ``{"answer", "deopt"}`` equals the Python
+      interpreter's (:func:`auto.extract.interp.run_program`) on every input, byte for byte in
+      canonical JSON;
+    - ``witnessed-agreement`` (informational) and ``heldout-agreement``: a deopt counts as a
+      disagreement (the conservative reading: the program did not produce the reference answer),
+      so ``rate = agree / n``; also reported: ``answered`` (no deopt), ``precision`` (agree /
+      answered: the share of tier-1 answers that are right) and ``coverage`` (answered / n).
+      The held-out check passes when ``rate >= contract.program_min_agreement`` and its 95%
+      Clopper–Pearson lower bound ``>= contract.program_min_agreement_ci95_low``.
+
+    Returns:
+        The eval-run record (same shape as :func:`run_gate`).
+    """
+    checks: list[dict[str, Any]] = []
+    w_out = run_batch([p[0] for p in witnessed]) if witnessed else []
+    h_out = run_batch([p[0] for p in heldout]) if heldout else []
+    errors = sum(1 for o in w_out + h_out if "error" in o)
+    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(h_out), "passed": errors == 0})
+    pairs = list(witnessed) + list(heldout)
+    mism = sum(1 for o, p in zip(w_out + h_out, pairs)
+               if "error" in o or canonical_json({"answer": o.get("answer"), "deopt": o.get("deopt")})
+               != canonical_json(reference_run(p[0])))
+    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+
+    def split_figures(outs: list[dict], pairs: Sequence[tuple[dict, Any]]) -> dict[str, Any]:
+        answered = [(o, p) for o, p in zip(outs, pairs) if "error" not in o and o.get("deopt") is False]
+        ag = agreement([o.get("answer") if "error" not in o and o.get("deopt") is False else {"__deopt__": True}
+                        for o in outs], [p[1] for p in pairs])
+        right = sum(1 for o, p in answered if canonical_json(o.get("answer")) == canonical_json(p[1]))
+        return {**ag, "answered": len(answered), "precision": right / len(answered) if answered else None,
+                "coverage": len(answered) / len(outs) if outs else None}
+
+    wa = split_figures(w_out, witnessed)
+    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
+    ha = split_figures(h_out, heldout)
+    ok = (ha["rate"] is not None and ha["rate"] >= contract.program_min_agreement
+          and ha["ci95_low"] is not None and ha["ci95_low"] >= contract.program_min_agreement_ci95_low)
+    checks.append({"name": "heldout-agreement", **ha, "min_agreement": contract.program_min_agreement,
+                   "min_agreement_ci95_low": contract.program_min_agreement_ci95_low, "passed": ok})
+    failed = [c for c in checks if not c["passed"]]
+    if not failed:
+        reason = (f"program held-out agreement {ha['agree']}/{ha['n']} = {ha['rate']:.3f} (95% CP lower bound "
+                  f"{ha['ci95_low']:.3f}) meets {contract.program_min_agreement:.2f} / "
+                  f"{contract.program_min_agreement_ci95_low:.2f}")
+    else:
+        c = failed[0]
+        if c["name"] == "heldout-agreement":
+            rate = "n/a" if c["rate"] is None else f"{c['rate']:.3f}"
+            low = "n/a" if c["ci95_low"] is None else f"{c['ci95_low']:.3f}"
+            reason = (f"program held-out agreement {c['agree']}/{c['n']} = {rate} (95% CP lower bound {low}; "
+                      f"deopts count as disagreement) is below the contract's {contract.program_min_agreement:.2f} "
+                      f"(lower bound {contract.program_min_agreement_ci95_low:.2f})")
+        elif c["name"] == "wasm-matches-python-reference":
+            reason = f"WebAssembly and the Python interpreter disagree on {c['mismatches']} inputs"
+        else:
+            reason = f"the program returned errors on {c['errors']} of {c['n']} eval inputs"
     return eval_record(contract, generation, candidate, checks, reason)

@@ -152,10 +152,61 @@ def render_summary(results: dict[str, Any]) -> str:
         f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs (in-stream, measured)   reference p50 "
         f"{f(s['reference_latency_ms_p50'], '.0f')} ms" + (" (simulated draws, not slept)" if s.get("reference_latency_simulated") else ""),
     ]
+    g = s.get("guard")
+    if g:
+        comps = g.get("components") if isinstance(g.get("components"), list) else [g]
+        parts = []
+        for c in comps:
+            if c.get("method") == "conformal-novelty":
+                parts.append(f"novelty alpha={c.get('alpha')} n={c.get('n')}")
+            elif c.get("method") == "selective-risk":
+                parts.append(f"selective risk eps={c.get('epsilon')} delta={c.get('delta')} threshold={f(c.get('threshold'), '.4g')}"
+                             + (f" ({c['reason']})" if c.get("reason") else ""))
+            else:
+                parts.append(str(c.get("method")))
+        lines.append(f"guard (generation {g.get('generation')}, {g.get('compiled_as')}): " + "; ".join(parts))
+    if "shift_alarms" in s:
+        lines.append(f"shift alarms at {s['shift_alarms'] or 'none'}")
+    a = s.get("shadow_audit")
+    if a and a.get("n"):
+        lines.append(f"shadow audit (rate {a.get('rate')}): {a['disagreements']}/{a['n']} audited tier-1 answers differed "
+                     f"from the reference (95% CP upper {f(a.get('silent_wrong_ci95_high'), '.2%')})")
+    elif a:
+        lines.append(f"shadow audit (rate {a.get('rate')}): no tier-1 answer audited")
     lb = s.get("latency_benchmark")
     if lb:
         lines.append(
             f"warm loop ({lb['artifact']}): tier-1 single p50 {lb['tier1_single']['p50']} µs, batch {lb['tier1_batch_per_item']['p50']} µs/item; "
             + (f"sklearn predict p50 {lb['sklearn_predict']['p50']} µs; " if lb.get("sklearn_predict") else "")
             + f"bare wasmtime call p50 {lb['bare_wasmtime_call']['p50']} µs")
+    return "\n".join(lines)
+
+
+def render_compile_summary(results: dict[str, Any]) -> str:
+    """A short human table of a compile family's run (``extraction``, ``routing``)."""
+    def f(v: Any, spec: str = ".3f") -> str:
+        return "n/a" if v is None else format(v, spec)
+
+    s = results
+    lines = [f"family {s['family']}   reference model: {s['reference_model']}   inputs {s['inputs']} ({s['inputs_source']})",
+             f"compiled as {s.get('compiled_as')}: {s.get('reason')}"]
+    if s.get("compiled_as") not in (None, "refused"):
+        lines.append(f"held-out agreement {f(s.get('heldout_agreement'))} (95% CP low {f(s.get('heldout_agreement_ci95_low'))}, "
+                     f"n {s.get('heldout_n')})   artifact {s.get('artifact_bytes')} bytes   tier-1 p50 "
+                     f"{f(s.get('tier1_latency_us_p50'), '.1f')} µs")
+    sp = s.get("specialist") or {}
+    if sp.get("compiled"):
+        lines.append(f"beside: specialist ({sp.get('estimator')}) held-out {f(sp.get('heldout_agreement'))} "
+                     f"(95% CP low {f(sp.get('heldout_agreement_ci95_low'))})   {sp.get('artifact_bytes')} bytes   "
+                     f"tier-1 p50 {f(sp.get('tier1_latency_us_p50'), '.1f')} µs")
+    elif sp:
+        lines.append(f"beside: specialist refused: {sp.get('reason')}")
+    for key, title in (("fresh_heldout", "fresh held-out"), ("ood", "out-of-distribution probes"), ("eval_inputs", "--eval-inputs")):
+        v = s.get(key)
+        if v:
+            lines.append(f"{title}: {v['tier1']}/{v['n']} tier-1 ({f(v['tier1_share'], '.1%')}), silent-wrong "
+                         f"{v['tier1_wrong']}/{v['tier1']} = {f(v['silent_wrong'], '.2%')} (95% upper {f(v['silent_wrong_ci95_high'], '.2%')})")
+    if s.get("program"):
+        lines.append("program:")
+        lines += ["  " + ln for ln in s["program"].splitlines()]
     return "\n".join(lines)

@@ -54,11 +54,13 @@ def test_compile_inspect_run(triage_store, tmp_path):
     assert info["id"] == summary["artifact_id"] and info["imports"] == []
     assert set(info["exports"]) >= {"memory", "alloc", "run", "run_batch"}
     m = info["manifest"]
-    assert m["task"] == "triage" and m["guard"]["method"] == "conformal-novelty"
+    assert m["task"] == "triage" and m["guard"]["method"] == "stack"
+    assert [c["method"] for c in m["guard"]["components"]] == ["conformal-novelty", "selective-risk"]
     assert m["eval_runs"] == [summary["eval_run_id"]]
     assert m["parity"]["heldout"]["n"] > 0 and m["parity"]["heldout"]["ci95_low"] is not None
     human = auto("inspect", str(out)).stdout
-    assert "artifact   sha256:" in human and "guard" in human
+    assert "artifact   sha256:" in human and "guard      stack" in human
+    assert "epsilon 0.05  delta 0.1" in human and "smallest certifiable epsilon" in human and "held-out" in human
     r = json.loads(auto("run", str(out), "--input", json.dumps({"ticket": "I was charged twice for my subscription, please refund me."})).stdout)
     assert r["tier"] == "tier-1" and r["answer"] == "billing" and r["latency_us"] > 0
     # garbage far from every witness: the guard declines; with no reference → exit 3

@@ -26,9 +26,11 @@ def test_manifest_carries_measured_numbers(triage_artifact, triage_store):
     held = m["parity"]["heldout"]
     assert held["n"] > 0 and held["agree"] <= held["n"] and held["ci95_low"] <= held["rate"]
     g = m["guard"]
-    assert g["method"] == "conformal-novelty" and g["n"] == len(g["calibration_scores"]) > 0
-    assert g["calibration_scores"] == sorted(g["calibration_scores"])
-    assert 0.0 <= g["coverage_heldout"] <= 1.0
+    nov, risk = g["components"]
+    assert g["method"] == "stack" and nov["method"] == "conformal-novelty" and nov["n"] == len(nov["calibration_scores"]) > 0
+    assert nov["calibration_scores"] == sorted(nov["calibration_scores"])
+    assert 0.0 <= nov["heldout_coverage"] <= 1.0
+    assert risk["method"] == "selective-risk" and risk["heldout_n"] == held["n"] and 0.0 <= risk["heldout_coverage"] <= 1.0
     assert m["latency_us"] is None and m["fuel_per_call"]["p50"] > 0
     assert m["provenance"]["reference_model"].startswith("simulated:")
     with Store(triage_store) as st:

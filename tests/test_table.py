@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from auto.canonical import canonical_json
 from auto.codegen import (MAX_INPUT, TableModel, canonical_key, compile_model, fnv1a64, lower,
                           reference_run, reference_run_batch)
+from auto.codegen.table import HIT_MARGIN
 from auto.codegen.table_lower import ENTRY, EQ_FUNC, HASH_FUNC, MISS, table_blob
 from auto.distill import Prediction, distill
 from auto.emit import emit
@@ -30,7 +31,7 @@ SETTINGS = settings(max_examples=80, deadline=None,
 COLLISIONS = [(b'{"k":"CXjC7EUX8BU"}', b'{"k":"Eha9MLrlA65"}', 0x980CF677C0BAD304),
               (b'{"k":"Ej0g9UEmBcb"}', b'{"k":"F19Y9rmGnCX"}', 0x181EDBD26C82273B)]
 
-HIT_TAIL = b',"margin":1.000000000,"nonconformity":0.000000000}'
+HIT_TAIL = b',"margin":1000000.000000000,"nonconformity":0.000000000}'
 
 
 def ck(obj) -> bytes:
@@ -149,7 +150,7 @@ def test_table_model_predict_and_errors():
     t = MODELS["kt"]
     assert len(t) == 200 and t.compiled_as == "memo" and t.kind == "memo"
     p = t.predict(KT[3][0])
-    assert p == Prediction(canonical_json(KT[3][1]), 1.0, 0.0) and p.answer == KT[3][1]
+    assert p == Prediction(canonical_json(KT[3][1]), HIT_MARGIN, 0.0) and p.answer == KT[3][1]
     assert t.predict({"op": "nope"}) == Prediction("null", 0.0, 1.0)
     # key order in the dict does not matter (keys are canonical), types do
     assert t.predict(dict(reversed(list(KT[3][0].items())))).nonconformity == 0.0

@@ -24,7 +24,7 @@ from typing import Any
 from auto.canonical import canonical_json
 
 from .layout import MAX_BATCH, MAX_INPUT
-from .table import TableModel
+from .table import HIT_MARGIN, TableModel
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -83,7 +83,7 @@ def _err(code: str) -> bytes:
     return canonical_json({"error": code}).encode()
 
 
-_HIT_SUFFIX = b',"margin":' + fixed(1.0).encode() + b',"nonconformity":' + fixed(0.0).encode() + b"}"
+_HIT_SUFFIX = b',"margin":' + fixed(HIT_MARGIN).encode() + b',"nonconformity":' + fixed(0.0).encode() + b"}"
 _MISS = b'{"answer":null,"margin":' + fixed(0.0).encode() + b',"nonconformity":' + fixed(1.0).encode() + b"}"
 
 

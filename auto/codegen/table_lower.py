@@ -21,7 +21,7 @@ Memory (after the specialist's static data for memo-first; after the constants f
     answers  the canonical answer bytes, each distinct answer once
     heap     per call: input | scratch | nesting stack | output
 
-A hit writes ``{"answer":<answer>,"margin":1.000000000,"nonconformity":0.000000000}``; a
+A hit writes ``{"answer":<answer>,"margin":1000000.000000000,"nonconformity":0.000000000}``; a
 table-only miss writes ``{"answer":null,"margin":0.000000000,"nonconformity":1.000000000}``.
 """
 

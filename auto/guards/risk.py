@@ -1,0 +1,293 @@
+"""Selective risk: a confidence threshold certified by Learn-then-Test.
+
+The component lets the tier-1 answer through iff the artifact's confidence (``margin``) is at
+least a threshold ``tau`` chosen on calibration pairs ``(confidence_i, correct_i)``, where
+``correct`` means the artifact's answer equals the witnessed reference answer. The guarantee: on
+inputs exchangeable with the calibration inputs,
+
+    selective risk  R(tau) = P(tier-1 answer != reference answer | confidence >= tau)  <=  epsilon
+
+with probability at least ``1 - delta`` over the draw of the calibration set (Learn-then-Test:
+Angelopoulos, Bates, Candès, Jordan, Lei, "Learn then Test: Calibrating Predictive Algorithms to
+Achieve Risk Control", 2021).
+
+Procedure (statistics through ``mapie.risk_control``, MAPIE 1.6):
+
+1. Candidate thresholds are the distinct calibration confidences, ordered from the most
+   conservative (highest) to the least. Thresholds that leave fewer than
+   ``n_min = ceil(log(delta) / log(1 - epsilon))`` calibration points above them are not tested:
+   even zero errors among fewer points cannot reach ``p <= delta`` (``(1 - epsilon)^n > delta``),
+   and an untestable first hypothesis would stop the sequence at once. The rule reads the
+   confidences only, never the labels.
+2. For each threshold the null hypothesis ``R(tau) > epsilon`` gets the Hoeffding–Bentkus p-value
+   for a binary loss (``mapie.risk_control.methods.compute_hoeffding_bentkus_p_value`` with
+   ``binary=True``) of the empirical selective risk, computed by ``mapie.risk_control.precision``
+   (selective risk is ``1 - precision`` of the rule "proceed iff confidence >= tau" against the
+   label "correct"); its effective sample size is the number of calibration points that proceed.
+   Conditional on that number, those points' errors are i.i.d. Bernoulli(R(tau)), so the p-value is
+   valid.
+3. Family-wise error control by fixed-sequence testing (``mapie.risk_control.control_fwer`` with
+   ``FWERFixedSequenceTesting(n_starts=1)``) in that fixed order: it rejects a prefix of the
+   sequence, every rejected threshold is certified, and the chosen threshold is the last (lowest)
+   one, which lets the most inputs through. For thresholds ordered a priori, fixed-sequence
+   testing spends the whole ``delta`` on each test and is the most powerful FWER procedure.
+   ``BinaryClassificationController`` is not used because its fixed-sequence path reorders the
+   thresholds by the direction of the *observed* risk curve, which makes the order depend on the
+   labels.
+
+The data-dependent start in step 1 (the ``n_min``-th highest confidence) is a label-free choice;
+the test suite checks the resulting guarantee by simulation (tests/test_guards_stats.py).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from auto.errors import UsageError
+
+PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
+_EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
+
+
+def _check_level(name: str, x: Any) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < float(x) < 1.0:
+        raise UsageError(f"{name} must be a number in (0, 1), got {x!r}")
+    return float(x)
+
+
+def min_points(epsilon: float, delta: float) -> int:
+    """Fewest proceeding calibration points that can certify ``epsilon`` at ``delta``.
+
+    Zero errors among ``n`` points give the p-value ``(1 - epsilon)^n``; it is ``<= delta`` iff
+    ``n >= log(delta) / log(1 - epsilon)`` (e.g. 45 for epsilon 0.05, delta 0.1).
+    """
+    return int(math.ceil(math.log(delta) / math.log1p(-epsilon) - 1e-9))
+
+
+def _clean(confidence: Any, correct: Any) -> tuple[np.ndarray, np.ndarray] | str:
+    """Validated float / bool arrays, or the reason they are unusable."""
+    try:
+        conf = list(confidence)
+        corr = list(correct)
+    except TypeError:
+        return "confidence and correct must be sequences"
+    if len(conf) != len(corr):
+        return f"{len(conf)} confidences but {len(corr)} correctness labels"
+    for i, c in enumerate(conf):
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)):
+            return f"confidence {i} is not a number: {c!r}"
+        if not math.isfinite(float(c)):
+            return f"confidence {i} is not finite ({float(c)!r})"
+    for i, y in enumerate(corr):
+        if isinstance(y, (bool, np.bool_)):
+            continue
+        if isinstance(y, (int, np.integer)) and int(y) in (0, 1):
+            continue
+        return f"correctness label {i} is not a boolean: {y!r}"
+    return np.asarray(conf, dtype=np.float64), np.asarray([bool(y) for y in corr], dtype=bool)
+
+
+def _p_values(conf: np.ndarray, correct: np.ndarray, thresholds: np.ndarray, epsilons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per threshold: empirical selective risk, proceeding count, and HB p-values per epsilon.
+
+    Returns:
+        ``(risk [T], n_eff [T], p [T, E])``.
+    """
+    from mapie.risk_control import precision
+    from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
+
+    y = correct.astype(int)
+    risk = np.empty(len(thresholds))
+    n_eff = np.empty(len(thresholds))
+    for k, t in enumerate(thresholds):
+        # precision of "proceed" against "correct"; MAPIE returns 1 - precision = selective risk
+        risk[k], n_eff[k] = precision.get_value_and_effective_sample_size(y, (conf >= t).astype(int))
+    # MAPIE's Bentkus term counts errors as ceil(n * risk); 1 - precision carries rounding error
+    # (1 - 0.97 = 0.030000000000000027), which would count one error too many. Snap the risk to
+    # k / n exactly and, where the product still rounds above k, step one ulp down.
+    errors = np.round(risk * n_eff)
+    risk = np.where(n_eff > 0, errors / np.maximum(n_eff, 1), risk)
+    risk = np.where((n_eff > 0) & (np.ceil(n_eff * risk) > errors), np.nextafter(risk, 0.0), risk)
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = compute_hoeffding_bentkus_p_value(risk, n_eff, epsilons, binary=True)
+    return risk, n_eff, np.nan_to_num(np.asarray(p, dtype=float), nan=1.0)
+
+
+def _thresholds(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct confidences, descending (most conservative first), and the count at or above each."""
+    thr = np.unique(conf)[::-1]
+    counts = np.searchsorted(np.sort(conf), thr, side="left")
+    return thr, len(conf) - counts
+
+
+def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float) -> dict[str, Any]:
+    from mapie.risk_control import FWERFixedSequenceTesting, control_fwer
+
+    thr, counts = _thresholds(conf)
+    keep = counts >= min_points(epsilon, delta)
+    thr = thr[keep]
+    if len(thr) == 0:
+        return {"threshold": None, "tested": 0}
+    risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
+    rejected = control_fwer(p[:, 0], delta, fwer_method=FWERFixedSequenceTesting(n_starts=1))
+    if len(rejected) == 0:
+        return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0])}
+    k = int(np.max(rejected))
+    return {"threshold": float(thr[k]), "tested": len(thr), "p_value": float(p[k, 0]),
+            "calibration_selective_risk": float(risk[k]), "calibration_coverage": float(n_eff[k] / len(conf))}
+
+
+def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
+    thr, counts = _thresholds(conf)
+    order = np.argsort(counts, kind="stable")  # ascending counts = descending thresholds already
+    thr, counts = thr[order], counts[order]
+    grid = np.round(np.arange(1, int(round(1 / _EPS_GRID_STEP))) * _EPS_GRID_STEP, 6)
+    for chunk in np.array_split(grid, 10):
+        nmin = np.array([min_points(float(e), delta) for e in chunk])
+        start = np.searchsorted(counts, nmin, side="left")  # first threshold with enough points, per epsilon
+        ok_idx = np.flatnonzero(start < len(thr))
+        if len(ok_idx) == 0:
+            continue
+        starts = np.unique(start[ok_idx])
+        _, _, p = _p_values(conf, correct, thr[starts], chunk)
+        pos = {int(s): i for i, s in enumerate(starts)}
+        for j in ok_idx:  # fixed-sequence testing certifies something iff its first hypothesis is rejected
+            if p[pos[int(start[j])], j] <= delta:
+                return float(chunk[j])
+    return None
+
+
+def smallest_certifiable_epsilon(confidence: Sequence[float], correct: Sequence[bool], delta: float) -> float | None:
+    """The smallest selective-risk level the procedure certifies on these calibration pairs.
+
+    Scans ``epsilon`` over the grid 0.001, 0.002, …, 0.999 and returns the first value at which
+    :func:`calibrate_selective_risk` would return a threshold (fixed-sequence testing certifies a
+    threshold iff its first hypothesis is rejected). Tells the reader what the calibration size
+    can support: with no errors at all, ``n`` points certify at best ``1 - delta^(1/n)``.
+
+    Args:
+        confidence: per calibration input, the artifact's confidence (``margin``), length n.
+        correct: per calibration input, whether its answer equals the reference answer.
+        delta: in (0, 1).
+
+    Returns:
+        The grid value (within 0.001 above the exact minimum), or None when the data are unusable
+        (see :func:`calibrate_selective_risk`) or no level below 1 can be certified.
+
+    Raises:
+        UsageError: ``delta`` is not in (0, 1).
+    """
+    delta = _check_level("delta", delta)
+    data = _clean(confidence, correct)
+    if isinstance(data, str) or len(data[0]) == 0:
+        return None
+    return _smallest_eps(data[0], data[1], delta)
+
+
+def _heldout(threshold: float | None, conf: Any, correct: Any) -> dict[str, Any]:
+    from auto.verify import clopper_pearson
+
+    none = {"heldout_n": 0, "heldout_coverage": None, "heldout_selective_risk": None,
+            "heldout_selective_risk_ci95_high": None}
+    if conf is None or correct is None:
+        return none
+    try:
+        c = [float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan for x in conf]
+        y = [bool(v) for v in correct]
+    except (TypeError, ValueError):
+        return none
+    if len(c) != len(y) or not c:
+        return none
+    proceed = [threshold is not None and x == x and x >= threshold for x in c]  # NaN never proceeds
+    n_p = sum(proceed)
+    wrong = sum(1 for p, ok in zip(proceed, y) if p and not ok)
+    _, high = clopper_pearson(wrong, n_p)
+    return {"heldout_n": len(c), "heldout_coverage": round(n_p / len(c), 6),
+            "heldout_selective_risk": round(wrong / n_p, 6) if n_p else None,
+            "heldout_selective_risk_ci95_high": round(high, 6) if high is not None else None}
+
+
+def calibrate_selective_risk(
+    confidence: Sequence[float],
+    correct: Sequence[bool],
+    *,
+    epsilon: float = 0.05,
+    delta: float = 0.1,
+    heldout_confidence: Sequence[float] | None = None,
+    heldout_correct: Sequence[bool] | None = None,
+    confidence_field: str = "margin",
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """The ``selective-risk`` component entry of a guard stack (procedure: module docstring).
+
+    Args:
+        confidence: per calibration input, the artifact's confidence (its ``confidence_field``
+            output, e.g. ``margin``: top-1 minus top-2 score), length n.
+        correct: per calibration input, whether the artifact's answer equals the witnessed
+            reference answer (bools, or 0/1 ints), length n.
+        epsilon: the selective-risk level in (0, 1).
+        delta: the allowed probability in (0, 1) that the calibration draw certifies a threshold
+            whose true selective risk exceeds ``epsilon``.
+        heldout_confidence, heldout_correct: optional held-out pairs (never used to choose the
+            threshold); a confidence that is not a finite number (e.g. ``-inf`` for an input
+            another component already deopts) never proceeds. They give the measured
+            ``heldout_coverage`` (share that proceeds), ``heldout_selective_risk`` (share of
+            proceeding inputs answered wrongly) and its 95% Clopper–Pearson upper bound.
+        confidence_field: the artifact output field the runtime compares with the threshold.
+        reason: set by the caller when it already knows the calibration data are unusable (e.g.
+            a class that never occurs in the calibration split); the entry then falls back.
+
+    Returns:
+        ``{"method": "selective-risk", "confidence_field", "threshold", "epsilon", "delta", "n",
+        "procedure", "min_points", "thresholds_tested", "smallest_certifiable_epsilon",
+        "calibration_coverage", "calibration_selective_risk", "p_value", "heldout_n",
+        "heldout_coverage", "heldout_selective_risk", "heldout_selective_risk_ci95_high",
+        "reason"}``. ``threshold`` None means no threshold controls the risk and the component
+        always deopts; ``reason`` then says why (too few points, constant confidence, NaN, labels
+        that are not booleans, lengths that differ, no threshold certified, or the caller's
+        reason). Never raises on bad data.
+
+    Raises:
+        UsageError: ``epsilon`` or ``delta`` is not in (0, 1).
+    """
+    epsilon = _check_level("epsilon", epsilon)
+    delta = _check_level("delta", delta)
+    nmin = min_points(epsilon, delta)
+    entry: dict[str, Any] = {
+        "method": "selective-risk", "confidence_field": confidence_field, "threshold": None,
+        "epsilon": epsilon, "delta": delta, "n": 0, "procedure": PROCEDURE, "min_points": nmin,
+        "thresholds_tested": 0, "smallest_certifiable_epsilon": None, "calibration_coverage": None,
+        "calibration_selective_risk": None, "p_value": None, "reason": None,
+    }
+    data = _clean(confidence, correct)
+    if isinstance(data, str):
+        return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": f"unusable calibration data: {data}"}
+    conf, corr = data
+    entry["n"] = n = len(conf)
+    if reason is None:
+        if n < nmin:
+            reason = (f"too few calibration points: {n} < {nmin}, the fewest that can certify selective risk "
+                      f"<= {epsilon:g} at delta {delta:g} even with no errors ((1 - eps)^n <= delta)")
+        elif np.all(conf == conf[0]):
+            reason = f"constant confidence ({conf[0]:g}) on all {n} calibration points: no threshold separates inputs"
+    if n > 0 and not (np.all(conf == conf[0]) and n < nmin):
+        se = _smallest_eps(conf, corr, delta)
+        entry["smallest_certifiable_epsilon"] = se
+    if reason is not None:
+        return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": reason}
+    res = _fst(conf, corr, epsilon, delta)
+    entry["thresholds_tested"] = res["tested"]
+    if res["threshold"] is None:
+        se = entry["smallest_certifiable_epsilon"]
+        why = (f"no threshold controls selective risk <= {epsilon:g} at delta {delta:g} with {n} calibration points"
+               + (f" (the smallest certifiable epsilon is {se:g})" if se is not None else " (no level below 1 is certifiable)"))
+        return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": why}
+    entry.update(threshold=res["threshold"], p_value=round(res["p_value"], 9),
+                 calibration_coverage=round(res["calibration_coverage"], 6),
+                 calibration_selective_risk=round(res["calibration_selective_risk"], 6))
+    return {**entry, **_heldout(res["threshold"], heldout_confidence, heldout_correct)}

@@ -1,0 +1,155 @@
+"""The guard stack: the manifest ``guard`` entry of a specialist, written by the compiler.
+
+Runtime semantics (``auto_runtime.guard``): tier-1 answers iff every component passes —
+``conformal-novelty`` (p-value of the input's nonconformity above ``alpha``) and
+``selective-risk`` (the output's ``confidence_field`` is a finite number ``>= threshold``). A
+``fallback_reason`` (or a component with ``threshold: null``) makes every input deopt, and the
+reason says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(x: Any, spec: str = ".3g") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _statement(novelty: dict[str, Any] | None, risk: dict[str, Any] | None, fallback: str | None) -> str:
+    if fallback is not None:
+        return (f"every input deopts to the reference (tier-0): {fallback}. No tier-1 answer is given, so no "
+                "tier-1 answer can be silently wrong.")
+    parts = []
+    if novelty is not None:
+        a, n = novelty["alpha"], novelty["n"]
+        parts.append(
+            f"novelty: deopt iff the conformal p-value of the input's nonconformity against {n} calibration scores "
+            f"is <= {a:g}; of inputs exchangeable with the calibration inputs at most {a:g} deopt on this test"
+            + (" (with so few scores this test never deopts)" if novelty.get("never_deopts") else ""))
+    if risk is not None:
+        parts.append(
+            f"selective risk: tier-1 only when {risk['confidence_field']} >= {risk['threshold']:.9g}; on inputs exchangeable "
+            f"with the {risk['n']} calibration inputs, P(tier-1 answer != reference answer | tier-1 answers) <= "
+            f"{risk['epsilon']:g}, with probability >= {1 - risk['delta']:g} over the calibration draw (Learn-then-Test, "
+            f"fixed-sequence testing); the smallest level this calibration size certifies is "
+            f"{_fmt(risk.get('smallest_certifiable_epsilon'), 'g')}")
+        if risk.get("heldout_n"):
+            parts.append(
+                f"measured on {risk['heldout_n']} held-out inputs: {_fmt(risk.get('heldout_coverage'))} answered at tier-1, "
+                f"selective risk {_fmt(risk.get('heldout_selective_risk'))} (95% CP upper bound "
+                f"{_fmt(risk.get('heldout_selective_risk_ci95_high'))})")
+    parts.extend((risk or {}).get("notes") or [])
+    parts.append("nothing is claimed for inputs that are not exchangeable with the calibration inputs (distribution "
+                 "shift); the shift monitor and the shadow audit watch for those")
+    return "; ".join(parts)
+
+
+def build_stack(novelty: dict[str, Any] | None, risk: dict[str, Any] | None,
+                fallback_reason: str | None = None) -> dict[str, Any]:
+    """Assemble the ``{"method": "stack"}`` manifest entry from its component entries.
+
+    Args:
+        novelty: a :func:`auto.guards.novelty.calibrate_novelty` entry, or None (no novelty test).
+        risk: a :func:`auto.guards.risk.calibrate_selective_risk` entry, or None (no risk control).
+        fallback_reason: set to make the whole guard always deopt (e.g. the compiler could not
+            calibrate); otherwise derived: a component with a ``reason`` (unusable novelty data, or
+            a risk entry whose ``threshold`` is null) makes the stack fall back with that reason,
+            and a stack with no component at all falls back too.
+
+    Returns:
+        ``{"method": "stack", "components": [...], "fallback_reason", "statement"}``: the
+        components in evaluation order (novelty first: the decision's p-value is its p-value),
+        and a plain-language statement of the guarantee at its true strength.
+    """
+    components = [c for c in (novelty, risk) if c is not None]
+    reason = fallback_reason
+    if reason is None and not components:
+        reason = "no guard component was calibrated"
+    if reason is None and novelty is not None and novelty.get("reason"):
+        reason = f"novelty component unusable: {novelty['reason']}"
+    if reason is None and risk is not None and (risk.get("threshold") is None or risk.get("reason")):
+        reason = f"selective-risk component: {risk.get('reason') or 'no threshold'}"
+    return {"method": "stack", "components": components, "fallback_reason": reason,
+            "statement": _statement(novelty, risk, reason)}
+
+
+def without_scores(guard: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a guard entry without calibration scores (for summaries and eval runs)."""
+    out = {k: v for k, v in guard.items() if k != "calibration_scores"}
+    if isinstance(guard.get("components"), list):
+        out["components"] = [without_scores(c) if isinstance(c, dict) else c for c in guard["components"]]
+    return out
+
+
+def calibrate_stack(
+    cal_scores: list[float],
+    cal_confidence: list[float],
+    cal_correct: list[bool],
+    held_scores: list[float],
+    held_confidence: list[float],
+    held_correct: list[bool],
+    *,
+    alpha: float,
+    epsilon: float,
+    delta: float,
+    reason: str | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """Calibrate novelty and selective risk on one calibration split and measure the stack held out.
+
+    Novelty is calibrated on every calibration score. Selective risk is calibrated on the
+    calibration points the novelty component lets through, each judged against the *other*
+    ``n - 1`` scores (:func:`auto.guards.novelty.leave_one_out_pass`, as a fresh input would be),
+    so its certificate is about the stack's own proceed event (novelty passes and confidence
+    ``>= threshold``), not about confidence alone.
+
+    Args:
+        cal_scores, cal_confidence, cal_correct: per calibration input (same length): the
+            artifact's nonconformity, its confidence (``margin``), and whether its answer equals
+            the witnessed reference answer.
+        held_scores, held_confidence, held_correct: the same for the held-out inputs (never used to
+            choose anything; they give the entry's measured ``heldout_*`` numbers). A score or
+            confidence that is not a finite number never proceeds.
+        alpha: novelty level; epsilon, delta: selective-risk level and confidence, all in (0, 1).
+        reason: a known reason the risk calibration is unusable (e.g. a class missing from the
+            calibration split): the risk component and so the stack fall back.
+        notes: caveats that do not invalidate the certificate (e.g. a rare label absent from the
+            calibration split); kept in the risk component's ``notes`` and in the statement.
+
+    Returns:
+        The :func:`build_stack` entry; the novelty component also carries ``heldout_coverage``
+        (share of held-out inputs it passes) and the risk component's ``heldout_*`` numbers are
+        those of the whole stack.
+
+    Raises:
+        UsageError: ``alpha``, ``epsilon`` or ``delta`` is not in (0, 1).
+    """
+    import math
+    from bisect import bisect_left
+
+    from auto.guards.novelty import calibrate_novelty, leave_one_out_pass
+    from auto.guards.risk import calibrate_selective_risk
+
+    novelty = calibrate_novelty(cal_scores, alpha)
+    if novelty["reason"] is not None:
+        return build_stack(novelty, None)
+    keep = leave_one_out_pass([float(s) for s in cal_scores], alpha)
+    cal = novelty["calibration_scores"]
+    n = len(cal)
+
+    def passes(s: Any) -> bool:  # the runtime's rule: p = (1 + #{c >= s}) / (n + 1) > alpha
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+            return False
+        return (1 + n - bisect_left(cal, float(s))) / (n + 1) > alpha
+
+    held_pass = [passes(s) for s in held_scores]
+    novelty["heldout_coverage"] = round(sum(held_pass) / len(held_pass), 6) if held_pass else None
+    risk = calibrate_selective_risk(
+        [c for c, k in zip(cal_confidence, keep) if k], [y for y, k in zip(cal_correct, keep) if k],
+        epsilon=epsilon, delta=delta,
+        heldout_confidence=[c if ok else -math.inf for c, ok in zip(held_confidence, held_pass)],
+        heldout_correct=list(held_correct), reason=reason)
+    risk["calibration_points_novel"] = len(keep) - sum(keep)
+    risk["notes"] = list(notes or [])
+    return build_stack(novelty, risk)

@@ -1,0 +1,260 @@
+"""The compiler's guard stack (auto.guards): the statistical guarantees, checked by simulation,
+the bad-data fallbacks, the shift monitor, and the stack a compiled specialist carries."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from auto.errors import UsageError
+from auto.guards import (ShiftMonitor, audit_summary, build_stack, calibrate_novelty, calibrate_selective_risk,
+                         smallest_certifiable_epsilon)
+from auto.guards.novelty import leave_one_out_pass
+from auto.guards.risk import min_points
+from auto.guards.stack import calibrate_stack, without_scores
+
+EPS, DELTA = 0.05, 0.1
+
+
+def _draw(rng: np.random.Generator, n: int, p_wrong) -> tuple[np.ndarray, np.ndarray]:
+    """Exchangeable synthetic pairs: confidence ~ U(0, 1), wrong with probability p_wrong(confidence)."""
+    c = rng.uniform(size=n)
+    return c, rng.uniform(size=n) >= p_wrong(c)
+
+
+def _violations(p_wrong, splits: int, seed: int) -> tuple[int, int]:
+    """(splits that certified a threshold, splits whose realized selective risk on 100k test points > EPS)."""
+    rng = np.random.default_rng(seed)
+    tc, ty = _draw(rng, 100_000, p_wrong)
+    order = np.argsort(tc)
+    tc, wrong_cum = tc[order], np.cumsum((~ty[order])[::-1])[::-1]  # errors at or above each position
+    certified = violated = 0
+    for _ in range(splits):
+        c, y = _draw(rng, 400, p_wrong)
+        e = calibrate_selective_risk(c.tolist(), y.tolist(), epsilon=EPS, delta=DELTA)
+        if e["threshold"] is None:
+            continue
+        certified += 1
+        k = int(np.searchsorted(tc, e["threshold"], side="left"))
+        realized = wrong_cum[k] / (len(tc) - k)
+        violated += realized > EPS
+    return certified, violated
+
+
+# With SPLITS independent splits and a per-split violation probability of at most DELTA, the number of
+# violations is stochastically below Binomial(SPLITS, DELTA); its 99.9% quantile is the allowed count
+# (so a correct procedure fails this test with probability < 0.1%).
+SPLITS = 200
+ALLOWED = int(binom.ppf(0.999, SPLITS, DELTA))
+
+
+@pytest.mark.slow
+def test_selective_risk_guarantee_holds_across_random_calibration_splits():
+    # P(wrong | c) = 0.5 (1 - c)^3, so R(t) = 0.125 (1 - t)^3: thresholds above ~0.26 control eps = 0.05
+    certified, violated = _violations(lambda c: 0.5 * (1 - c) ** 3, SPLITS, seed=1)
+    assert certified >= 0.9 * SPLITS  # the procedure has power here, so the check below is not vacuous
+    assert violated <= ALLOWED, f"{violated} of {SPLITS} splits exceeded eps={EPS} (allowed {ALLOWED} at delta={DELTA})"
+
+
+@pytest.mark.slow
+def test_no_threshold_is_certified_more_than_delta_of_the_time_when_none_controls_the_risk():
+    # every threshold has selective risk 0.06 > eps: any certified threshold is a violation
+    certified, violated = _violations(lambda c: np.full_like(c, 0.06), SPLITS, seed=2)
+    assert violated == certified and violated <= ALLOWED
+
+
+def test_smallest_certifiable_epsilon_matches_the_zero_error_bound():
+    rng = np.random.default_rng(0)
+    c = rng.uniform(size=100).tolist()
+    se = smallest_certifiable_epsilon(c, [True] * 100, DELTA)
+    exact = 1 - DELTA ** (1 / 100)  # (1 - eps)^100 <= delta with no errors among all 100 points
+    assert exact <= se <= exact + 0.001 + 1e-12
+    assert calibrate_selective_risk(c, [True] * 100, epsilon=se, delta=DELTA)["threshold"] is not None
+    below = calibrate_selective_risk(c, [True] * 100, epsilon=round(se - 0.001, 6), delta=DELTA)
+    assert below["threshold"] is None and "too few calibration points: 100 < 104" in below["reason"]
+
+
+def test_threshold_is_the_lowest_certified_and_heldout_numbers_are_measured():
+    rng = np.random.default_rng(3)
+    c, y = _draw(rng, 400, lambda c: 0.5 * (1 - c) ** 3)
+    hc, hy = _draw(rng, 300, lambda c: 0.5 * (1 - c) ** 3)
+    e = calibrate_selective_risk(c.tolist(), y.tolist(), heldout_confidence=hc.tolist(), heldout_correct=hy.tolist())
+    t = e["threshold"]
+    assert t is not None and e["reason"] is None and e["n"] == 400 and e["procedure"].startswith("fixed-sequence")
+    above = c >= t
+    assert e["calibration_coverage"] == pytest.approx(above.mean(), abs=1e-6)
+    assert e["calibration_selective_risk"] == pytest.approx((~y[above]).mean(), abs=1e-6)
+    assert above.sum() >= min_points(EPS, DELTA) and e["p_value"] <= DELTA
+    hp = hc >= t
+    assert e["heldout_n"] == 300 and e["heldout_coverage"] == pytest.approx(hp.mean(), abs=1e-6)
+    assert e["heldout_selective_risk"] == pytest.approx((~hy[hp]).mean(), abs=1e-6)
+    assert e["heldout_selective_risk"] <= e["heldout_selective_risk_ci95_high"] <= 1
+    # fixed-sequence testing stopped right below t: the next calibration confidence is not certified
+    from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
+
+    nxt = c >= c[c < t].max()
+    p_next = compute_hoeffding_bentkus_p_value(np.array([(~y[nxt]).mean()]), np.array([float(nxt.sum())]), EPS, binary=True)
+    assert float(p_next[0, 0]) > DELTA
+    assert e["smallest_certifiable_epsilon"] <= EPS
+
+
+@pytest.mark.parametrize("conf, correct, why", [
+    ([0.5] * 30, [True] * 30, "too few calibration points"),
+    ([0.7] * 200, [True] * 200, "constant confidence"),
+    ([0.1 * (i % 10) for i in range(199)] + [math.nan], [True] * 200, "not finite"),
+    ([0.1 * (i % 10) for i in range(200)], ["yes"] * 200, "not a boolean"),
+    ([0.1 * (i % 10) for i in range(200)], [True] * 199, "correctness labels"),
+    ([0.1 * (i % 10) for i in range(200)], [True] * 200, "missing from calibration"),
+    (["high"] * 200, [True] * 200, "not a number"),
+    (None, None, "sequences"),
+])
+def test_bad_data_falls_back_with_a_reason(conf, correct, why):
+    reason = "class 'bug' missing from calibration" if why == "missing from calibration" else None
+    e = calibrate_selective_risk(conf, correct, reason=reason)
+    assert e["threshold"] is None and why in e["reason"]
+    stack = build_stack(calibrate_novelty([0.1, 0.2, 0.3] * 10, 0.05), e)
+    assert stack["fallback_reason"] and why in stack["fallback_reason"] and "every input deopts" in stack["statement"]
+
+
+def test_bad_levels_are_usage_errors():
+    for kw in ({"epsilon": 0.0}, {"epsilon": 1.0}, {"delta": 1.5}, {"delta": True}):
+        with pytest.raises(UsageError):
+            calibrate_selective_risk([0.5] * 50, [True] * 50, **kw)
+    with pytest.raises(UsageError):
+        calibrate_novelty([0.1], 0.0)
+    with pytest.raises(UsageError):
+        ShiftMonitor(alpha=2.0)
+
+
+def test_novelty_entry_follows_the_runtime_rule():
+    rng = np.random.default_rng(4)
+    scores = rng.uniform(size=80).tolist()
+    e = calibrate_novelty(scores, 0.05)
+    cal = e["calibration_scores"]
+    assert e["n"] == 80 and cal == sorted(cal) and e["reason"] is None and not e["never_deopts"]
+    for s in rng.uniform(-0.1, 1.1, size=200):
+        p = (1 + sum(1 for x in cal if x >= s)) / (len(cal) + 1)
+        assert (p > 0.05) == (s <= e["threshold"])
+    assert calibrate_novelty([0.2] * 10, 0.05)["never_deopts"]  # 1/11 > 0.05: no score can deopt
+    bad = calibrate_novelty([0.1, math.inf], 0.05)
+    assert bad["reason"] and build_stack(bad, None)["fallback_reason"].startswith("novelty component unusable")
+    assert calibrate_novelty([], 0.05)["reason"] == "no calibration scores"
+
+
+def test_leave_one_out_pass_judges_each_point_against_the_others():
+    scores = [float(i) for i in range(40)]  # the largest score: p = (1 + 0) / 40 = 0.025 <= 0.05
+    keep = leave_one_out_pass(scores, 0.05)
+    # the second largest: p = (1 + 1) / 40 = 0.05 <= alpha -> deopt too; the third: 3/40 > alpha
+    assert keep[-1] is False and keep[-2] is False and all(keep[:-2])
+
+
+def test_stack_calibration_certifies_the_stacks_own_proceed_event():
+    rng = np.random.default_rng(5)
+    n = 300
+    scores = rng.uniform(size=n)
+    conf = rng.uniform(size=n)
+    correct = rng.uniform(size=n) >= 0.5 * (1 - conf) ** 3
+    g = calibrate_stack(scores.tolist(), conf.tolist(), correct.tolist(), scores[:100].tolist(), conf[:100].tolist(),
+                        correct[:100].tolist(), alpha=0.05, epsilon=EPS, delta=DELTA)
+    nov, risk = g["components"]
+    assert g["method"] == "stack" and g["fallback_reason"] is None
+    assert nov["method"] == "conformal-novelty" and risk["method"] == "selective-risk"
+    kept = sum(leave_one_out_pass(scores.tolist(), 0.05))
+    assert risk["n"] == kept < n and risk["calibration_points_novel"] == n - kept
+    # held-out coverage of the stack: novelty passes and confidence >= threshold
+    cal = nov["calibration_scores"]
+    nov_ok = [(1 + sum(1 for x in cal if x >= s)) / (len(cal) + 1) > 0.05 for s in scores[:100]]
+    both = [a and c >= risk["threshold"] for a, c in zip(nov_ok, conf[:100])]
+    assert risk["heldout_coverage"] == pytest.approx(sum(both) / 100, abs=1e-6)
+    assert "calibration_scores" not in without_scores(g)["components"][0]
+    assert f"<= {EPS:g}" in g["statement"] and "exchangeable" in g["statement"]
+
+
+def test_shift_monitor_alarms_soon_after_p_values_turn_small_and_rarely_on_uniform_ones():
+    rng = np.random.default_rng(6)
+    delays = []
+    for _ in range(30):
+        m = ShiftMonitor(alpha=0.01)
+        for i in range(400):
+            fired = m.update(float(rng.uniform() if i < 100 else rng.uniform(0, 0.05)))
+            if fired:
+                break
+        assert m.alarm and m.alarm_at > 100 - 10  # no alarm long before the shift
+        delays.append(m.alarm_at - 100)
+    # from 1/3 on the betting expert, each small p multiplies by ~1.47: 1/alpha = 100 is reached in ~15-25 items
+    assert max(delays) <= 40
+    false_alarms = 0
+    for _ in range(60):
+        m = ShiftMonitor(alpha=0.01)
+        for p in rng.uniform(size=600):
+            m.update(float(p))
+        false_alarms += m.alarm
+        assert m.statistic >= 0 and m.n == 600
+    # Ville: P(ever >= 1/alpha) <= alpha = 0.01 per stream; 60 streams -> 99.9% quantile of Binomial(60, 0.01) is 4
+    assert false_alarms <= int(binom.ppf(0.999, 60, 0.01))
+
+
+def test_shift_monitor_state_reset_and_ignored_values():
+    m = ShiftMonitor(alpha=0.05)
+    for _ in range(20):
+        m.update(0.001)
+    assert m.alarm and m.statistic >= 20 and m.describe()["alarm_at"] == m.alarm_at
+    m.update(None)
+    m.update(math.nan)
+    m.update(1.5)
+    assert m.ignored == 3 and m.n == 20
+    m.reset()
+    assert not m.alarm and m.statistic == 1.0 and m.n == 0 and m.describe()["threshold"] == pytest.approx(20.0)
+
+
+def test_audit_summary():
+    s = audit_summary({"n": 50, "disagreements": 2, "errors": 1})
+    assert s["silent_wrong"] == 2 and s["silent_wrong_rate"] == pytest.approx(0.04)
+    assert 0 < s["silent_wrong_ci95_low"] < 0.04 < s["silent_wrong_ci95_high"] < 0.2
+    empty = audit_summary(type("A", (), {"n": 0, "disagreements": 0, "errors": 0})())
+    assert empty["silent_wrong_rate"] is None and empty["silent_wrong_ci95_high"] is None
+    with pytest.raises(UsageError):
+        audit_summary({"n": 3, "disagreements": 4})
+
+
+def _compile(store_path, tmp_path, name, **contract_kw):
+    import inspect
+
+    from auto.pipeline import compile_task
+    from auto.store import Store
+    from auto.verify import Contract
+
+    kw = {"programs": False} if "programs" in inspect.signature(compile_task).parameters else {}
+    with Store(store_path) as st:
+        return compile_task(st, "triage", contract=Contract(task="triage", **contract_kw), generation=90,
+                            out_path=tmp_path / name, **kw)
+
+
+def test_compiled_specialist_carries_the_stack(triage_artifact):
+    _, outcome = triage_artifact
+    g = outcome.manifest["guard"]
+    assert g["method"] == "stack" and isinstance(g["statement"], str)
+    nov, risk = g["components"]
+    assert nov["method"] == "conformal-novelty" and nov["n"] == len(nov["calibration_scores"]) > 0
+    assert risk["method"] == "selective-risk" and risk["epsilon"] == 0.05 and risk["delta"] == 0.1
+    assert risk["confidence_field"] == "margin" and risk["n"] <= nov["n"]
+    assert risk["heldout_n"] == outcome.manifest["parity"]["heldout"]["n"]
+    if risk["threshold"] is None:
+        assert g["fallback_reason"] and risk["reason"]
+    else:
+        assert g["fallback_reason"] is None and 0 <= risk["heldout_coverage"] <= 1
+    summary = outcome.summary()["guard"]
+    assert all("calibration_scores" not in c for c in summary["components"])
+
+
+@pytest.mark.slow
+def test_uncertifiable_risk_makes_the_guard_always_deopt_but_the_compile_passes(triage_store, tmp_path):
+    out = _compile(triage_store, tmp_path, "strict.wasm", epsilon=0.02, delta=0.1)  # needs >= 114 points, even error-free
+    g = out.manifest["guard"]
+    risk = g["components"][1]
+    assert risk["threshold"] is None and "selective risk <= 0.02" in risk["reason"]
+    assert g["fallback_reason"] and "every input deopts" in g["statement"]
+    assert risk["heldout_coverage"] == 0.0
