@@ -61,6 +61,20 @@ def reference_endpoint(seed: int) -> Iterator[str]:
             agent.reset_client()
 
 
+def shadow_audit_figures(run: Any, audit_rate: float) -> dict[str, Any]:
+    """``results.json``'s ``shadow_audit``: the audit's counts and silent-wrong rate with its CI.
+
+    ``n`` audited tier-1 answers, ``disagreements`` with the re-asked reference, ``silent_wrong``
+    = disagreements / n with 95% Clopper–Pearson bounds (:func:`auto.guards.audit.audit_summary`),
+    plus the configured ``rate`` and the audit's reference spend (µ$).
+    """
+    from auto.guards.audit import audit_summary
+
+    if run.audit is None or audit_rate <= 0:
+        return {"rate": audit_rate, "n": 0, "disagreements": 0, "silent_wrong": None, "note": "shadow audit off"}
+    return {"rate": audit_rate, **audit_summary(run.audit), "cost_usd_micros": round(run.audit_cost_usd_micros, 3)}
+
+
 def _metered_triage(inp: dict[str, Any]) -> Metered:
     from auto.record.pricing import cost_usd_micros
     from bench.triage import agent
@@ -113,28 +127,100 @@ def _fresh_store(path: Path) -> Any:
     return Store(path)
 
 
+def offline_generation(data: dict[str, Any], *, out_dir: Path, contract: Any, reference_label: str,
+                       progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], Any]:
+    """Phase 1: record the reference agent twice over ``data["train"]``, census, compile one generation.
+
+    Needs the reference endpoint configured (inside :func:`reference_endpoint`). Writes
+    ``offline.sqlite`` (replaced) and ``triage.offline.wasm`` into ``out_dir``.
+
+    Returns:
+        ``(offline_results, outcome)``: the ``results.json`` ``offline`` object (census, task site,
+        compile summary or refusal) and the :class:`~auto.pipeline.CompileOutcome`, or ``None``
+        when the gate refused.
+    """
+    import auto
+    from auto.analyze import census
+    from auto.pipeline import compile_task
+    from bench.triage import agent
+
+    say = progress or (lambda _m: None)
+    offline = _fresh_store(out_dir / "offline.sqlite")
+    train = data["train"]
+    say(f"[offline] recording the reference agent twice over {len(train)} training tickets")
+    with auto.recording(offline):
+        for _ in range(2):
+            for t in train:
+                agent.triage(t.ticket)
+    cen = census(offline.spans())
+    task_site = next((s for s in cen.sites if s.kind == "task"), None)
+    say(f"[offline] census: {cen.deterministic_spans}/{cen.spans} spans witnessed-deterministic"
+        + (f" ({cen.headline:.1%})" if cen.headline is not None else ""))
+    offline_res: dict[str, Any] = {"census": cen.to_dict(), "task_site": task_site.to_dict() if task_site else None}
+    outcome = None
+    try:
+        outcome = compile_task(offline, "triage", contract=contract, out_path=out_dir / "triage.offline.wasm",
+                               reference_model=reference_label)
+        offline_res["compile"] = outcome.summary()
+        say(f"[offline] compiled: {outcome.reason}")
+    except GateRefused as e:
+        offline_res["compile"] = {"verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id}
+        say(f"[offline] compile refused: {e.reason}")
+    finally:
+        offline.close()
+    return offline_res, outcome
+
+
+def generated_stream(data: dict[str, Any], *, items: int, seed: int) -> tuple[list[dict[str, Any]], list[str | None], int]:
+    """The default shifted stream: ``(inputs, design labels, shift position)``.
+
+    The shift to the held-back category starts at ``min(150, items // 2)``
+    (:func:`bench.triage.corpus.shifted_stream`).
+    """
+    from bench.triage import corpus
+
+    shift_at = min(150, items // 2)
+    stream = corpus.shifted_stream(data, items=items, shift_at=shift_at, seed=seed)
+    return [{"ticket": t.ticket} for t in stream], [t.category for t in stream], shift_at
+
+
+def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The guard entry of a manifest without its calibration scores (ε, δ, α, thresholds, n).
+
+    For a ``stack`` guard each component is kept the same way; ``None`` without a manifest.
+    """
+    if manifest is None:
+        return None
+    g = dict(manifest.get("guard") or {})
+    g.pop("calibration_scores", None)
+    if isinstance(g.get("components"), list):
+        g["components"] = [{k: v for k, v in c.items() if k != "calibration_scores"} if isinstance(c, dict) else c
+                           for c in g["components"]]
+    return {"generation": manifest.get("generation"), "compiled_as": manifest.get("compiled_as"), **g}
+
+
 def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 300, seed: int = 0,
-               warm_start: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               warm_start: bool = False, audit_rate: float = 0.1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one AUTO-BENCH family end to end and write its reports into ``out_dir``.
 
     With ``warm_start`` the stream begins with the offline generation installed and the offline
     witnesses in its store (a generation compiled before deployment); by default it starts with
-    no artifact and no witnesses, as a fresh deployment would.
+    no artifact and no witnesses, as a fresh deployment would. ``audit_rate`` is the shadow
+    audit's share of tier-1 answers re-asked at tier 0 in the background (DESIGN.md §6).
 
     Returns:
         The ``results.json`` object.
 
     Raises:
-        UsageError: unknown family, or a malformed ``--stream`` file.
+        UsageError: unknown family, a malformed ``--stream`` file, or ``audit_rate`` outside [0, 1].
     """
+    if not 0.0 <= audit_rate <= 1.0:
+        raise UsageError(f"--audit-rate must be in [0, 1], got {audit_rate!r}")
     if family != "triage":
         raise UsageError(f"unknown bench family {family!r} (available: triage)")
     say = progress or (lambda _m: None)
-    import auto
-    from auto.analyze import census
-    from auto.pipeline import compile_task
     from auto.verify import Contract
-    from bench.triage import agent, corpus
+    from bench.triage import corpus
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("triage.gen*.wasm"):
@@ -149,28 +235,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         data = corpus.default_corpus(seed)
 
         # ---- phase 1: offline record ×2 → census → compile → verify
-        offline = _fresh_store(out_dir / "offline.sqlite")
-        train = data["train"]
-        say(f"[offline] recording the reference agent twice over {len(train)} training tickets")
-        with auto.recording(offline):
-            for _ in range(2):
-                for t in train:
-                    agent.triage(t.ticket)
-        cen = census(offline.spans())
-        task_site = next((s for s in cen.sites if s.kind == "task"), None)
-        say(f"[offline] census: {cen.deterministic_spans}/{cen.spans} spans witnessed-deterministic"
-            + (f" ({cen.headline:.1%})" if cen.headline is not None else ""))
-        offline_res: dict[str, Any] = {"census": cen.to_dict(), "task_site": task_site.to_dict() if task_site else None}
-        outcome = None
-        try:
-            outcome = compile_task(offline, "triage", contract=contract, out_path=out_dir / "triage.offline.wasm",
-                                   reference_model=ref_label)
-            offline_res["compile"] = outcome.summary()
-            say(f"[offline] compiled: {outcome.reason}")
-        except GateRefused as e:
-            offline_res["compile"] = {"verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id}
-            say(f"[offline] compile refused: {e.reason}")
-        offline.close()
+        offline_res, outcome = offline_generation(data, out_dir=out_dir, contract=contract, reference_label=ref_label,
+                                                  progress=say)
         results["offline"] = offline_res
 
         # ---- phase 2: the stream
@@ -179,10 +245,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
             shift_at = None
             results["stream_source"] = str(stream_path.name)
         else:
-            stream = corpus.shifted_stream(data, items=items, shift_at=min(150, items // 2), seed=seed)
-            stream_items = [{"ticket": t.ticket} for t in stream]
-            labels = [t.category for t in stream]
-            shift_at = min(150, items // 2)
+            stream_items, labels, shift_at = generated_stream(data, items=items, seed=seed)
             results["stream_source"] = f"generated (seed {seed}, shift to '{corpus.SHIFT_CATEGORY}' at item {shift_at})"
         st = _fresh_store(out_dir / "stream.sqlite")
         initial = outcome if warm_start else None
@@ -195,18 +258,29 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
             say(f"[stream] {len(stream_items)} items through the tiered runtime (starts with no artifact)")
         results["warm_start"] = initial is not None
         run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage, store=st,
-                         out_dir=out_dir, contract=contract, initial=initial, reference_model=ref_label, progress=say)
+                         out_dir=out_dir, contract=contract, initial=initial, reference_model=ref_label, progress=say,
+                         audit_rate=audit_rate, audit_seed=seed)
         st.close()
 
     figs = stream_figures(run.rows)
     passed = [c for c in run.compiles if c["verdict"] == "pass"] + ([{"generation": outcome.generation}] if results["warm_start"] else [])
     results.update(figs)
+    if run.audit_cost_usd_micros:
+        # the audit's reference calls are spend of the tiered leg (they run beside tier-1 answers)
+        results["cost_usd_micros"] = round(results["cost_usd_micros"] + run.audit_cost_usd_micros, 3)
+        results["cost_ratio"] = (results["control_cost_usd_micros"] / results["cost_usd_micros"]) if results["cost_usd_micros"] else None
+    results["audit_cost_usd_micros"] = round(run.audit_cost_usd_micros, 3)
     results.update({
         "generations": len(passed),
         "recompiles": len(run.compiles),  # compile attempts during the stream
         "refused_compiles": sum(1 for c in run.compiles if c["verdict"] != "pass"),
         "compiles": run.compiles,
         "shift_at": shift_at,
+        "guard": guard_figures(run.last_outcome.manifest if run.last_outcome is not None else None),
+        "shift_alarms": [a["position"] for a in run.shift_alarms],
+        "shift_alarm_details": run.shift_alarms,
+        "shift_monitor": run.shift_monitor,
+        "shadow_audit": shadow_audit_figures(run, audit_rate),
         "wall_s": round(time.perf_counter() - started, 2),
     })
     if shift_at is not None:

@@ -10,10 +10,34 @@ Beside the tiered leg, a control leg asks the reference agent on every item (its
 all-reference baseline, actually run), and a second reference call per item measures the
 reference's agreement with itself (the ceiling for parity). Control and self-agreement calls
 are measurement only: they never reach the store and are not part of the tiered leg's cost.
+
+The guard stack in the stream (DESIGN.md §6):
+
+* **shift alarm** — each call's novelty p-value (the guard's ``p_value``; not exact-match table
+  hits, whose score 0 is not a specialist score) feeds an online
+  exchangeability test (:class:`auto.guards.shift.ShiftMonitor`, a conformal test martingale);
+  when it alarms, the runtime is tightened (:meth:`TieredTask.tighten`: every call deopts until
+  the next generation is installed) and the next generation is compiled as soon as
+  ``recompile_after_alarm`` new witnesses exist. The monitor restarts when the generation
+  compiled after an alarm is installed; routine recompiles (every ``compile_every`` witnesses)
+  keep it running by default, so evidence of a shift accumulates across them (each p-value is
+  taken against the generation installed at the time; the martingale's Ville bound assumes
+  valid p-values, so across generations it is an approximation). Alarm positions are in
+  :attr:`StreamRun.shift_alarms`.
+* **shadow audit** — with ``audit_rate > 0`` a seeded fraction of tier-1 answers is re-asked at
+  tier 0 in the background (``TieredTask(audit_rate=...)``); its reference calls are metered
+  separately (:attr:`StreamRun.audit_cost_usd_micros`) and are part of the tiered leg's spend.
+* **host guard** — ``guard_factory`` may replace each installed artifact's guard (e.g. the
+  host-side semantic novelty test of :mod:`bench.guards`); a guard with a ``prime(input)`` method
+  is primed with each input before the call.
+
+Per row, ``artifact_answer`` is what the installed artifact answers for the item regardless of
+the guard (measurement only, for false-abstain rates; ``None`` without an artifact or on error).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +79,7 @@ class StreamRow:
     control_cost_usd_micros: float
     reference_latency_ms: float
     label: str | None = None
+    artifact_answer: Any = None
 
 
 @dataclass
@@ -65,6 +90,10 @@ class StreamRun:
     compiles: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[Path] = field(default_factory=list)
     last_outcome: Any = None
+    shift_alarms: list[dict[str, Any]] = field(default_factory=list)
+    shift_monitor: dict[str, Any] | None = None
+    audit: Any = None
+    audit_cost_usd_micros: float = 0.0
 
 
 def run_stream(
@@ -80,6 +109,13 @@ def run_stream(
     initial: Any = None,
     reference_model: str | None = None,
     progress: Callable[[str], None] | None = None,
+    shift_alpha: float | None = 0.01,
+    recompile_after_alarm: int = 1,
+    audit_rate: float = 0.0,
+    audit_seed: int = 0,
+    audit_max: int | None = None,
+    guard_factory: Callable[[Artifact, Store], Any] | None = None,
+    reset_monitor_on_recompile: bool = False,
 ) -> StreamRun:
     """Drive ``items`` through the tiered runtime with recompiles; see the module docstring.
 
@@ -96,14 +132,41 @@ def run_stream(
         initial: a :class:`~auto.pipeline.CompileOutcome` to install before the first item (a warm
             start: a generation compiled before deployment); None starts with no artifact.
         progress: optional callback for human-readable progress lines.
+        shift_alpha: level of the shift alarm (the martingale alarms at ``1/shift_alpha``;
+            Ville's inequality bounds the false-alarm probability per generation by it); ``None``
+            disables the monitor.
+        recompile_after_alarm: after an alarm, compile as soon as this many new witnesses exist.
+        audit_rate: fraction of tier-1 answers re-asked at tier 0 in the background (0 = off).
+        audit_seed, audit_max: the audit's sampling seed and its cap on audited answers.
+        guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
+            (None keeps the manifest's guard).
+        reset_monitor_on_recompile: also restart the shift monitor on routine recompiles.
+
+    Raises:
+        UsageError: ``audit_rate`` outside [0, 1], ``compile_every`` or ``recompile_after_alarm``
+            below 1, or ``shift_alpha`` outside (0, 1).
     """
+    from auto.errors import UsageError
+
+    if not 0.0 <= audit_rate <= 1.0:
+        raise UsageError(f"audit rate must be in [0, 1], got {audit_rate!r}")
+    if compile_every < 1 or recompile_after_alarm < 1:
+        raise UsageError("compile_every and recompile_after_alarm must be >= 1")
+    if shift_alpha is not None and not 0.0 < shift_alpha < 1.0:
+        raise UsageError(f"shift alpha must be in (0, 1), got {shift_alpha!r}")
     say = progress or (lambda _m: None)
     run = StreamRun()
+    main_thread = threading.get_ident()
     last_meter: dict[str, Metered] = {}
+    audit_lock = threading.Lock()
 
     def tier0(inp: dict[str, Any]) -> Any:
         m = reference(inp)
-        last_meter["m"] = m
+        if threading.get_ident() == main_thread:
+            last_meter["m"] = m
+        else:  # a shadow-audit call in the background: its spend is the tiered leg's too
+            with audit_lock:
+                run.audit_cost_usd_micros += m.cost_usd_micros or 0.0
         return m.answer
 
     def capture(rec: dict[str, Any]) -> None:
@@ -113,18 +176,57 @@ def run_stream(
             "auto.deopt.generation": rec.get("generation"),
         })
 
-    tiered = TieredTask(None, reference=tier0, capture=capture)
+    monitor = None
+    if shift_alpha is not None:
+        from auto.guards.shift import ShiftMonitor
+
+        monitor = ShiftMonitor(alpha=shift_alpha)
+    tiered = TieredTask(None, reference=tier0, capture=capture, audit_rate=audit_rate, audit_seed=audit_seed,
+                        audit_max=audit_max)
+    run.audit = tiered.audit
+
+    def install(wasm: bytes, artifact_id: str, reset_monitor: bool) -> Artifact:
+        art = Artifact.load(wasm, expected_id=artifact_id)
+        if guard_factory is not None:
+            art.guard = guard_factory(art, store)
+        tiered.swap(art)
+        if monitor is not None and reset_monitor:
+            monitor.reset()
+        return art
+
     new_witnesses = 0
     generation = 0
+    alarm_pending = False
+    art: Artifact | None = None
     if initial is not None:
-        tiered.swap(Artifact.load(initial.wasm, expected_id=initial.artifact_id))
+        art = install(initial.wasm, initial.artifact_id, True)
         generation = initial.generation
         run.last_outcome = initial
     for pos, inp in enumerate(items):
         last_meter.clear()
+        prime = getattr(art.guard, "prime", None) if art is not None else None
+        if prime is not None:
+            prime(inp)
         res = tiered(inp)
         if res.tier == "tier-0":
             new_witnesses += 1
+        artifact_answer = None
+        if art is not None:
+            try:
+                out = art.call(inp)
+                artifact_answer = out.get("answer") if isinstance(out, dict) else None
+            except Exception:  # noqa: BLE001 - measurement only; a failing artifact answers nothing
+                artifact_answer = None
+        # a memo-first table hit reports score 0 (p = 1): that p-value does not come from the
+        # specialist's calibration distribution, so it is not fed to the monitor
+        if (monitor is not None and tiered.tightened is None and res.p_value is not None
+                and res.p_value == res.p_value and res.score != 0 and monitor.update(float(res.p_value))):
+            alarm_pending = True
+            why = f"exchangeability martingale {monitor.statistic:.3g} >= 1/alpha = {1.0 / shift_alpha:.3g}"
+            tiered.tighten(why)
+            run.shift_alarms.append({"position": pos, "generation": generation, "statistic": monitor.statistic,
+                                     "reason": why})
+            say(f"  [{pos:>4}] shift alarm ({why}): every call deopts until the next generation")
         m = last_meter.get("m")
         control = reference(inp)
         second = reference(inp)
@@ -144,28 +246,39 @@ def run_stream(
                 control_cost_usd_micros=control.cost_usd_micros or 0.0,
                 reference_latency_ms=control.latency_ms,
                 label=labels[pos] if pos < len(labels) else None,
+                artifact_answer=artifact_answer,
             )
         )
-        if new_witnesses >= compile_every and pos + 1 < len(items):
+        due = new_witnesses >= compile_every or (alarm_pending and new_witnesses >= recompile_after_alarm)
+        if due and pos + 1 < len(items):
             new_witnesses = 0
             t0 = time.perf_counter()
             path = out_dir / f"{task}.gen{generation + 1}.wasm"
+            after_alarm = alarm_pending
+            alarm_pending = False  # a refusal stays tightened and retries at the ordinary cadence
             try:
                 outcome = compile_task(store, task, contract=contract, generation=generation + 1, out_path=path,
                                        reference_model=reference_model)
             except GateRefused as e:
                 run.compiles.append({"position": pos + 1, "generation": generation + 1, "verdict": "refuse", "reason": e.reason,
-                                     "eval_run_id": e.eval_run_id, "compile_s": time.perf_counter() - t0})
+                                     "eval_run_id": e.eval_run_id, "compile_s": time.perf_counter() - t0,
+                                     "after_shift_alarm": after_alarm})
                 say(f"  [{pos + 1:>4}] compile of generation {generation + 1} refused: {e.reason}")
                 continue
             generation += 1
-            tiered.swap(Artifact.load(outcome.wasm, expected_id=outcome.artifact_id))
+            art = install(outcome.wasm, outcome.artifact_id, after_alarm or reset_monitor_on_recompile)
             run.artifacts.append(path)
             run.last_outcome = outcome
             run.compiles.append({"position": pos + 1, "generation": generation, "verdict": "pass",
                                  "compiled_as": outcome.manifest["compiled_as"], "reason": outcome.reason,
                                  "eval_run_id": outcome.eval_run_id, "artifact_id": outcome.artifact_id,
-                                 "artifact_bytes": outcome.artifact_bytes, "compile_s": time.perf_counter() - t0})
+                                 "artifact_bytes": outcome.artifact_bytes, "compile_s": time.perf_counter() - t0,
+                                 "after_shift_alarm": after_alarm})
             say(f"  [{pos + 1:>4}] generation {generation} installed, compiled as {outcome.manifest['compiled_as']}"
-                + (" (the specialist did not pass the gate yet)" if outcome.manifest["compiled_as"] == "memo" else ""))
+                + (" (the specialist did not pass the gate yet)" if outcome.manifest["compiled_as"] == "memo" else "")
+                + (" (after a shift alarm)" if after_alarm else ""))
+    if monitor is not None:
+        run.shift_monitor = monitor.describe()
+    if run.audit is not None and audit_rate > 0:
+        run.audit.wait(60.0)
     return run

@@ -161,7 +161,7 @@ def test_table_model_predict_and_errors():
         t.predict({"x": float("nan")})
     m = MODELS["memo"]
     assert m.compiled_as == "memo-first"
-    assert m.predict(MEMO_ENTRIES[0][0]) == Prediction('{"memo":0}', 1.0, 0.0)
+    assert m.predict(MEMO_ENTRIES[0][0]) == Prediction('{"memo":0}', HIT_MARGIN, 0.0)
     assert m.predict({"ticket": "never seen refund"}) == SPEC.predict({"ticket": "never seen refund"})
     with pytest.raises(InputSchemaError):
         m.predict({"other": 1})  # a miss goes to the specialist, which needs its field
