@@ -201,15 +201,23 @@ def compile_task(
     return outcome
 
 
-def distinct_items(ws: list[Any]) -> list[tuple[dict[str, Any], Any, float]]:
-    """Witnesses → distinct inputs ``(input, modal output, share of the modal output)``, sorted by
-    canonical input; ties between outputs go to the smaller canonical JSON."""
+def group_witnesses(ws: list[Any]) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
+    """Witnesses → ``(outputs by canonical input, input by canonical input)``; outputs are
+    canonical JSON texts in witness order."""
     groups: dict[str, list[str]] = defaultdict(list)
     inputs: dict[str, dict[str, Any]] = {}
     for w in ws:
         key = canonical_json(w.input)
         groups[key].append(canonical_json(w.output))
         inputs[key] = w.input
+    return groups, inputs
+
+
+def distinct_items(ws: list[Any], grouped: tuple[dict[str, list[str]], dict[str, dict[str, Any]]] | None = None
+                   ) -> list[tuple[dict[str, Any], Any, float]]:
+    """Witnesses → distinct inputs ``(input, modal output, share of the modal output)``, sorted by
+    canonical input; ties between outputs go to the smaller canonical JSON."""
+    groups, inputs = grouped or group_witnesses(ws)
     items: list[tuple[dict[str, Any], Any, float]] = []
     for key in sorted(groups):
         outs = Counter(groups[key])
@@ -273,17 +281,8 @@ def compile_specialist(
 
     # 1. witnesses → distinct inputs with modal output and share
     ws = store.witnesses(task)
-    groups: dict[str, list[Any]] = defaultdict(list)
-    inputs: dict[str, dict[str, Any]] = {}
-    for w in ws:
-        key = canonical_json(w.input)
-        groups[key].append(canonical_json(w.output))
-        inputs[key] = w.input
-    items: list[tuple[dict[str, Any], Any, float]] = []
-    for key in sorted(groups):
-        outs = Counter(groups[key])
-        modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
+    groups, inputs = group_witnesses(ws)
+    items = distinct_items(ws, (groups, inputs))
     n = len(items)
     if n < contract.min_witnesses:
         reason = f"only {n} distinct witnessed inputs; the specialist needs {contract.min_witnesses}"
@@ -298,6 +297,16 @@ def compile_specialist(
     if len(labels) < 2:
         raise _refuse(store, contract, generation, f"every witness has the same output {labels[0]}; nothing to classify "
                       "(a constant is not compiled as a specialist)", [{"name": "two-or-more-labels", "labels": len(labels), "passed": False}])
+
+    if len(labels) > max(2, n // 2):
+        reason = (f"{len(labels)} distinct outputs for {n} distinct inputs: most outputs are unique, so a classifier over "
+                  "witnessed labels cannot generalize (open-ended outputs need the program rung)")
+        rid = _refuse(store, contract, generation, reason,
+                      [{"name": "outputs-are-labels", "labels": len(labels), "n": n, "passed": False}]).eval_run_id
+        if not memo:
+            raise GateRefused(reason, rid)
+        return _memo_fallback(store, task, contract, generation, out_path, reference_model, ws, groups, inputs,
+                              f"specialist not attempted (eval run {rid}: {reason})", say, rid)
 
     # 2. split: held-out first, then calibration from the rest (both stratified, seeded)
     rest_idx, held_idx = split_witnesses(label_keys, contract.heldout_fraction, contract.seed)

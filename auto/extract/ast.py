@@ -11,9 +11,13 @@ Types (static; every value may also be ``null`` unless stated):
 ``text``   a Unicode string (UTF-8 bytes in WebAssembly).
 ``int``    a signed 64-bit integer.
 ``float``  an exact decimal with at most 4 fractional digits and ``|v| < 10**14`` (an i64 of
-           ten-thousandths in WebAssembly, an ``int`` of ten-thousandths in the interpreter); it
-           is written to JSON as the shortest decimal that round-trips, which for this range is
-           exactly Python's ``repr(float(v))``, so canonical JSON agrees on both sides.
+           ten-thousandths in WebAssembly, an ``int`` of ten-thousandths in the interpreter).
+           Computation and comparison are exact; in the answer it becomes the IEEE-754 double
+           nearest to it, written as Python's ``repr(float(v))`` (the shortest decimal that
+           reads back as that double). Below ``10**11`` (at most 15 significant digits) that is
+           the exact decimal; above, the nearest double's shortest form (e.g.
+           ``12345678901234.5678`` prints as ``12345678901234.568``). The WebAssembly backend
+           prints the same bytes with exact integer arithmetic.
 ``bool``   never null: predicates of a null operand are ``false``.
 ``list``   a list of ``text`` (from :class:`Split`).
 ``record`` a JSON object with fixed keys (from :class:`Record`).

@@ -41,11 +41,13 @@ with the reference interpreter (:func:`auto.extract.interp.run_program`).
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field as dc_field
+from functools import lru_cache
 from typing import Any, Callable
 
 from auto.canonical import canonical_json
@@ -76,6 +78,8 @@ MAX_RULES = 32
 MAX_LABELS = 24
 """Answers with more distinct values than this are not treated as categorical."""
 FINALISTS = 16
+PRECEDENCE_DEFAULTS = 6
+"""Precedence lists are learned with each of this many most frequent labels as the default."""
 PROPOSER_ROUNDS = 3
 PROPOSER_EXAMPLES = 12
 
@@ -404,6 +408,7 @@ class _Cand:
     wrong: int
     size: float
     score: float = 0.0
+    mdl: float = 0.0
     h_agree: int | None = None
     h_wrong: int | None = None
     h_score: float | None = None
@@ -442,6 +447,7 @@ class _Part:
         self.seen: set[A.Node] = set()
         self.count = 0
         self.best_agree = -1
+        self.ratio = _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
 
     # -- evaluation ------------------------------------------------------------------------
     def max_errors(self) -> int:
@@ -468,6 +474,7 @@ class _Part:
         wrong = sum(1 for o, r in zip(outs, self.refs) if o is not _DEOPT and not _same(o, r))
         c = _Cand(program, kind, outs, agree, wrong, description_length(program))
         c.score = agree - self.wrong_cost * wrong
+        c.mdl = c.score - self.ratio * c.size
         self.best_agree = max(self.best_agree, agree)
         self.cands.append(c)
         return c
@@ -532,18 +539,31 @@ class _Part:
         best = max(c.score for c in self.cands)
         best_agree = max(c.agree for c in self.cands)
         fin = [c for c in self.cands if c.score >= best or c.agree >= best_agree - SLACK * self.n]
-        fin.sort(key=lambda c: (-c.score, c.size, c.text))
+        fin.sort(key=lambda c: (-c.mdl, -c.score, c.size, c.text))
         return fin[:FINALISTS]
 
     def rank(self, fin: list[_Cand]) -> list[_Cand]:
+        """Finalists best first: without held-out witnesses by the MDL score, then the score;
+        with them, the one-standard-error rule (L. Breiman et al., *Classification and
+        Regression Trees*, 1984): the candidates whose held-out score is within one standard
+        error of the best (``sqrt(p(1-p)/m)`` witnesses of ``m``, ``p`` the best's Laplace-smoothed
+        held-out agreement) come first, by MDL score; the rest by held-out score."""
         if self.h_refs:
+            m = len(self.h_refs)
             for c in fin:
                 outs = [_answer(c.program, inp) for inp in self.h_inputs]
                 c.h_agree = sum(1 for o, r in zip(outs, self.h_refs) if _same(o, r))
                 c.h_wrong = sum(1 for o, r in zip(outs, self.h_refs) if o is not _DEOPT and not _same(o, r))
                 c.h_score = c.h_agree - self.wrong_cost * c.h_wrong
-            return sorted(fin, key=lambda c: (-c.h_score, -c.score, c.size, c.text))
-        return sorted(fin, key=lambda c: (-c.score, c.size, c.text))
+            if not fin:
+                return []
+            top = max(fin, key=lambda c: (c.h_score, c.h_agree))
+            p = (top.h_agree + 1) / (m + 2)
+            se = math.sqrt(p * (1 - p) * m)
+            cut = top.h_score - se - 1e-9
+            return sorted(fin, key=lambda c: (c.h_score < cut, -c.mdl if c.h_score >= cut else -c.h_score,
+                                              -c.h_score, -c.score, c.size, c.text))
+        return sorted(fin, key=lambda c: (-c.mdl, -c.score, c.size, c.text))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -863,6 +883,8 @@ _WORD = re.compile(r"[a-z0-9]+", re.ASCII)
 _NUM_BODY = "-?\\$?\\d+(?:,\\d{3})*(?:\\.\\d+)?"
 """A number as written in text: digits with comma thousands groups (a comma that ends the number,
 as in "$176,100, a supplier", is punctuation, not part of it), optional decimals."""
+_DIGITS_BODY = "\\d+(?:,\\d{3})*(?:\\.\\d+)?"
+"""The same without sign or currency (after a mined context that ends with ``$``)."""
 
 
 @dataclass
@@ -934,6 +956,11 @@ def _number_extractors(part: _Part) -> list[_Extractor]:
     for i, t in enumerate(texts):
         for m in _NUM_TOKEN.finditer(t):
             occ.append((i, m.start()))
+            d = m.start()
+            while t[d] in "-$":
+                d += 1
+            if d != m.start():  # also the context that ends with the sign or currency ("$")
+                occ.append((i, d))
     if not occ:
         return []
     # contexts are counted per text (a context before several numbers of one text counts once)
@@ -949,7 +976,8 @@ def _number_extractors(part: _Part) -> list[_Extractor]:
         for _i, ctx in seen:
             cnt[ctx] += 1
     ctxs = [c for c, k in sorted(cnt.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0])) if k >= 0.3 * part.n]
-    patterns = ["(" + _NUM_BODY + ")"] + [_lit(c) + "(" + _NUM_BODY + ")" for c in ctxs[:8]]
+    patterns = ["(" + _NUM_BODY + ")"] + [_lit(c) + "(" + (_DIGITS_BODY if c.endswith("$") else _NUM_BODY) + ")"
+                                         for c in ctxs[:8]]
     out: list[_Extractor] = []
     seen_vals: set[tuple] = set()
     for p in patterns:
@@ -967,6 +995,7 @@ def _number_extractors(part: _Part) -> list[_Extractor]:
     return out
 
 
+@lru_cache(maxsize=65536)
 def _roundest(lo: int, hi: int, lo_open: bool, hi_open: bool) -> int | None:
     """The number with the fewest significant digits in the interval, in ten-thousandths (the
     DSL's float resolution): steps 10^e, 5·10^(e-1), 2·10^(e-1) from 10^18 units down to 1 unit;
@@ -999,11 +1028,21 @@ class _Extractor:
         self.node = node
         self.vals = vals
         order = sorted((v, i) for i, v in enumerate(vals) if v is not None)
+        self.order = order
         self.sorted_vals = [v for v, _i in order]
         self.suffix = [0] * (len(order) + 1)
         for j in range(len(order) - 1, -1, -1):
             self.suffix[j] = self.suffix[j + 1] | (1 << order[j][1])
         self.nonnull = self.suffix[0]
+        self.size = description_length(node)
+        self.text = repr(node)
+
+    def threshold(self, op: str, theta: int | float, mask: int) -> "_Pred":
+        """The predicate ``Compare(op, node, theta)`` with its training ``mask`` (its size and
+        text are composed without walking the tree: they are needed for many thresholds)."""
+        node = A.Compare(op, self.node, theta)
+        return _Pred(node, mask, 1 + 0.1 * _sig_digits(theta) + self.size,
+                     f"Compare(op={op!r}, x={self.text}, value={theta!r})", thr=(self, op))
 
     def at_least(self, q: int, strict: bool) -> int:
         j = (bisect.bisect_right if strict else bisect.bisect_left)(self.sorted_vals, q)
@@ -1038,8 +1077,7 @@ def _threshold_preds(extractors: list[_Extractor], rem: int, labels_of: list[str
                     if (m, op) in seen:
                         continue
                     seen.add((m, op))
-                    cnode = A.Compare(op, ex.node, theta)
-                    preds.append(_Pred(cnode, m, description_length(cnode), repr(cnode), thr=(ex, op)))
+                    preds.append(ex.threshold(op, theta, m))
     return preds
 
 
@@ -1157,11 +1195,12 @@ def _list_agreement(conds: list[int], labs: list[str], default: str | None, lab_
     return agree
 
 
-def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int):
+def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int, promote: bool = True):
     """Make a learned list generalize better without losing training agreement:
 
-    1. promote each rule without a threshold as early as it can go with every training answer
-       unchanged (exceptions such as ``reject if "blocked"`` then come before the thresholds);
+    1. (``promote``) promote each rule without a threshold as early as it can go with every
+       training answer unchanged (exceptions such as ``reject if "blocked"`` then come before
+       the thresholds);
     2. refit every threshold: widen its interval to every θ that keeps the list's training
        agreement, and take the roundest number in it (``amount < 500`` rather than ``< 395``).
 
@@ -1183,7 +1222,7 @@ def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int):
         return _list_agreement(masks(rr), [lab for _c, lab in rr], default, lab_mask, full)
 
     base = agreement(rs)
-    for k in range(1, len(rs)):
+    for k in range(1, len(rs) if promote else 0):
         if any(p.thr is not None for p, _neg, _q in rs[k][0]):
             continue
         for j in range(k):
@@ -1253,6 +1292,181 @@ def _label_const(label: Any) -> A.Node:
     return A.Const(label)
 
 
+# -- precedence lists: a default label chosen first, rules ranked by Laplace precision ---------------
+
+def _laplace(tp: int, c: int) -> float:
+    """Laplace-corrected precision ``(tp + 1) / (c + 2)`` of a rule covering ``c`` witnesses, ``tp``
+    of them with its label: the rule quality of CN2 (P. Clark and R. Boswell, 1991). A rule that
+    covers few witnesses scores low even when it is pure, so it has to pay for itself."""
+    return (tp + 1) / (c + 2)
+
+
+def _split_preds(base: int, extractors: list[_Extractor], lm: int, min_support: int) -> list[_Pred]:
+    """Thresholds that purify the witnesses of ``base`` (a mask) for one label (mask ``lm``):
+    for each extractor the witnesses are sorted by value, and the best prefix (``x < θ``) and the
+    best suffix (``x >= θ``) by Laplace precision, then positives, are kept, θ being the roundest
+    number in the gap between the last value inside and the first value outside (ties: the
+    earliest gap). Returns threshold predicates over all witnesses (to be used alone, when
+    ``base`` is every remaining witness, or conjoined with the predicate that gave ``base``)."""
+    out: list[_Pred] = []
+    for ex in extractors:
+        sel = [(v, (lm >> i) & 1) for v, i in ex.order if base >> i & 1]
+        if len(sel) < min_support:
+            continue
+        total_pos = sum(b for _v, b in sel)
+        if total_pos < min_support:
+            continue
+        best: dict[str, tuple] = {}
+        pos = 0
+        for j in range(1, len(sel)):
+            pos += sel[j - 1][1]
+            if sel[j][0] == sel[j - 1][0]:
+                continue
+            # prefix sel[:j] (x < θ, θ in (v[j-1], v[j]]) and suffix sel[j:] (x >= θ)
+            for op, tp, c in (("lt", pos, j), ("ge", total_pos - pos, len(sel) - j)):
+                if tp < min_support:
+                    continue
+                key = (_laplace(tp, c), tp)
+                if op not in best or key > best[op][0]:
+                    best[op] = (key, j)
+        for op in ("lt", "ge"):
+            if op not in best:
+                continue
+            j = best[op][1]
+            q = _roundest(sel[j - 1][0], sel[j][0], lo_open=True, hi_open=False)
+            if q is None:
+                continue
+            hi = ex.at_least(q, strict=False)
+            out.append(ex.threshold(op, _const_number(q), hi if op == "ge" else ex.nonnull & ~hi))
+    return out
+
+
+def _outranks(key: tuple, text: str, best) -> bool:
+    """Rule order: the larger ``(laplace, positives, -size)`` key, then the smaller text."""
+    return best is None or key > best[0] or (key == best[0] and text < best[4])
+
+
+POOL = 24
+"""Conjunctions are formed among the ``POOL`` impure predicates with the most positives."""
+
+
+def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int], singles: list[_Pred],
+                      extractors: list[_Extractor], min_support: int, tol: float,
+                      max_rules: int) -> list[tuple[list[tuple[_Pred, bool]], str]]:
+    """Sequential covering for the labels ``targets`` (every label but the default): each step
+    adds the admissible rule (precision ``>= 1 - tol``, at least ``min_support`` positives) of
+    the best Laplace precision, then the most positives, the smaller description and the text.
+    Candidate conditions: a keyword predicate; a threshold fitted to the remaining witnesses
+    (:func:`_split_preds`); two predicates, the second possibly negated; a predicate and a
+    threshold fitted to the witnesses it covers."""
+    n = part.n
+    rem = (1 << n) - 1
+    rules: list[tuple[list[tuple[_Pred, bool]], str]] = []
+    while rem and len(rules) < max_rules and not part.budget.over():
+        live = [(p, p.mask & rem) for p in singles]
+        live = [(p, cov) for p, cov in live if _popcount(cov) >= min_support]
+        best = None  # (key, comps, label, covered mask, text)
+        for lab in targets:
+            lm = lab_mask[lab] & rem
+            if _popcount(lm) < min_support:
+                continue
+
+            def consider(comps, cov, size, text, _lab=lab, _lm=lm):
+                nonlocal best
+                c = _popcount(cov)
+                tp = _popcount(cov & _lm)
+                if tp < min_support or tp < (1 - tol) * c - 1e-9:
+                    return
+                key = (_laplace(tp, c), tp, -size)
+                if _outranks(key, text, best):
+                    best = (key, comps, _lab, cov, text)
+
+            scored = []
+            for p, cov in live + [(t, t.mask & rem) for t in _split_preds(rem, extractors, lm, min_support)]:
+                tp = _popcount(cov & lm)
+                if tp < min_support:
+                    continue
+                c = _popcount(cov)
+                consider([(p, False)], cov, p.size, p.text)
+                if c > tp:  # impure: a second condition may help
+                    scored.append((-tp, c, p.size, p.text, p))
+            pool = [x[-1] for x in heapq.nsmallest(POOL, scored)]
+            for a_i, pa in enumerate(pool):
+                ma = pa.mask & rem
+                for pb in pool[a_i + 1:]:
+                    consider([(pa, False), (pb, False)], ma & pb.mask, 1 + pa.size + pb.size, pa.text + "&" + pb.text)
+                for pt in _split_preds(ma, extractors, lm, min_support):
+                    consider([(pa, False), (pt, False)], ma & pt.mask, 1 + pa.size + pt.size, pa.text + "&" + pt.text)
+            for pa in pool[:8]:
+                ma = pa.mask & rem
+                fp_a = ma & ~lm
+                # negations that remove some of pa's wrong witnesses
+                negs = [(-_popcount(pb.mask & fp_a), pb.size, pb.text, pb) for pb, cov in live
+                        if pb.neg_ok and cov & fp_a and pb is not pa]
+                for _k, _s, _t, pb in heapq.nsmallest(8, negs):
+                    consider([(pa, False), (pb, True)], ma & ~pb.mask, 2 + pa.size + pb.size, pa.text + "&!" + pb.text)
+        if best is None:
+            break
+        rules.append((best[1], best[2]))
+        rem &= ~best[3]
+    return rules
+
+
+def _mdl_ratio(n: int, n_labels: int) -> float:
+    """Witnesses one unit of description length is worth: ``log2(#node kinds) / (log2(n) +
+    log2(#labels))`` — the bits to name one node against the bits to list one exception (which
+    witness, which answer), after the two-part code of minimum description length (J. Rissanen,
+    1978; J. R. Quinlan and R. Rivest, 1989)."""
+    return math.log2(len(A.NODE_TYPES)) / (math.log2(max(2, n)) + math.log2(max(2, n_labels)))
+
+
+def _regroup(rs, default: str | None, lab_mask: dict[str, int], n: int, ratio: float):
+    """Tidy a polished list without losing training agreement, then drop what does not pay:
+
+    1. move each rule up to just after the last earlier rule of its label (so one label's rules
+       merge into one ``Or``) when no training witness it covers is covered by a rule it passes
+       (so the order between them was never witnessed);
+    2. drop each rule (last first) whose removal costs fewer training witnesses than its
+       description length is worth (``ratio`` witnesses per unit, :func:`_mdl_ratio`).
+    """
+    full = (1 << n) - 1
+
+    def agreement(rr):
+        conds = []
+        for comps, _lab in rr:
+            m = full
+            for p, neg, q in comps:
+                m &= _comp_mask(p, neg, q, full)
+            conds.append(m)
+        return _list_agreement(conds, [lab for _c, lab in rr], default, lab_mask, full)
+
+    def cond_mask(comps):
+        m = full
+        for p, neg, q in comps:
+            m &= _comp_mask(p, neg, q, full)
+        return m
+
+    rs = list(rs)
+    base = agreement(rs)
+    for k in range(1, len(rs)):
+        lab = rs[k][1]
+        last = max((j for j in range(k) if rs[j][1] == lab), default=None)
+        if last is None or last + 1 == k:
+            continue
+        mk = cond_mask(rs[k][0])
+        if all(not (mk & cond_mask(rs[j][0])) for j in range(last + 1, k)):
+            rs = rs[:last + 1] + [rs[k]] + rs[last + 1:k] + rs[k + 1:]
+    for k in range(len(rs) - 1, -1, -1):
+        if default is None and len(rs) == 1:
+            break
+        trial = rs[:k] + rs[k + 1:]
+        cost = ratio * description_length(_rule_node(rs[k][0]))
+        got = agreement(trial)
+        if got > base - cost:
+            rs, base = trial, got
+    return rs
+
+
 def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> None:
     refs = part.refs
     if any(isinstance(r, (dict, list)) for r in refs):
@@ -1294,6 +1508,22 @@ def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> Non
             part.add(_build_list(raw, value_of, default), "rules")
             polished = _polish(rules, default, lab_mask, n)
             part.add(_build_list([(_rule_node(c), lab) for c, lab in polished], value_of, default), "rules")
+    # precedence lists: each frequent label (and deopt) as the default, rules for the others
+    ratio = _mdl_ratio(n, len(labels))
+    defaults: list[str | None] = [k for k in labels if counts[k] >= ms][:PRECEDENCE_DEFAULTS] + [None]
+    best_default: tuple[float, str | None] | None = None
+    for tol in (0.0, 0.05):
+        for default in defaults if best_default is None else [best_default[1]]:
+            if part.budget.over():
+                break
+            targets = [k for k in labels if k != default]
+            rules = _learn_precedence(part, targets, lab_mask, singles, extractors, ms, tol, max_rules)
+            polished = _regroup(_polish(rules, default, lab_mask, n, promote=False), default, lab_mask, n, ratio)
+            c = part.add(_build_list([(_rule_node(c), lab) for c, lab in polished], value_of, default), "rules")
+            if tol == 0.0 and c is not None and (best_default is None or c.mdl > best_default[0]):
+                best_default = (c.mdl, default)
+        if best_default is None:
+            break
 
 
 def _build_list(rules: list[tuple[A.Node, str]], value_of: dict[str, Any], default: str | None) -> A.Node:
