@@ -10,7 +10,10 @@ Phases of the default run (``--stream`` replaces only phase 2's items):
    it (see :mod:`bench.stream`).
 
 Outputs in ``--out``: ``results.json``, ``ratchet.csv``, ``cost.png``, the stores and the
-artifacts. The reference model is the embedded simulator unless ``OPENAI_BASE_URL`` is set; every
+artifacts. Besides the control leg's ``silent_wrong`` figures, ``results.json`` carries the guard
+stack of the last installed generation (``guard``: α, ε, δ, thresholds, n), the stream positions
+where the shift monitor alarmed (``shift_alarms``) and the shadow audit's measured silent-wrong
+rate (``shadow_audit``: n, disagreements, Clopper–Pearson 95% interval; ``--audit-rate``). The reference model is the embedded simulator unless ``OPENAI_BASE_URL`` is set; every
 output it influences says so in ``reference_model``.
 """
 
@@ -265,11 +268,12 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     figs = stream_figures(run.rows)
     passed = [c for c in run.compiles if c["verdict"] == "pass"] + ([{"generation": outcome.generation}] if results["warm_start"] else [])
     results.update(figs)
-    if run.audit_cost_usd_micros:
-        # the audit's reference calls are spend of the tiered leg (they run beside tier-1 answers)
-        results["cost_usd_micros"] = round(results["cost_usd_micros"] + run.audit_cost_usd_micros, 3)
-        results["cost_ratio"] = (results["control_cost_usd_micros"] / results["cost_usd_micros"]) if results["cost_usd_micros"] else None
+    # the shadow audit's reference calls are spend too, kept apart so cost_usd_micros stays the
+    # sum of ratchet.csv's per-item costs
     results["audit_cost_usd_micros"] = round(run.audit_cost_usd_micros, 3)
+    with_audit = results["cost_usd_micros"] + run.audit_cost_usd_micros
+    results["cost_usd_micros_with_audit"] = round(with_audit, 3)
+    results["cost_ratio_with_audit"] = (results["control_cost_usd_micros"] / with_audit) if with_audit > 0 else None
     results.update({
         "generations": len(passed),
         "recompiles": len(run.compiles),  # compile attempts during the stream

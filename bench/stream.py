@@ -256,6 +256,8 @@ def run_stream(
             path = out_dir / f"{task}.gen{generation + 1}.wasm"
             after_alarm = alarm_pending
             alarm_pending = False  # a refusal stays tightened and retries at the ordinary cadence
+            if audit_rate > 0 and run.audit is not None:
+                run.audit.wait(30.0)  # audits already selected finish first: the compile sees their witnesses
             try:
                 outcome = compile_task(store, task, contract=contract, generation=generation + 1, out_path=path,
                                        reference_model=reference_model)
