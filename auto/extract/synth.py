@@ -12,24 +12,33 @@ enumeration of trees:
   literal left/right contexts, ``\\b``, ``$``), optionally wrapped in ``Strip``;
 - **numbers**: ``ParseInt`` / ``ParseFloat`` / ``ParseMoney`` of a ``Search`` capture of
   number-shaped text with mined left/right contexts;
-- **categorical answers** (a few distinct labels): a decision list
-  (:class:`~auto.extract.ast.If`) learned greedily (sequential covering, as in CN2 / RIPPER:
-  P. Clark and T. Niblett, 1989; W. Cohen, 1995) over mined predicates: keyword containment on
-  ``Lower(field)`` (words, bigrams, longer phrases), word-bounded regex matches, numeric
-  thresholds over extracted numbers (``Compare(ParseMoney(Search(field, p, 1)), op, θ)`` with θ
-  the roundest number between two neighbouring witnessed values) and conjunctions of two
-  predicates; the default is the majority label or :class:`~auto.extract.ast.Deopt`.
+- **categorical answers** (a few distinct labels): precedence decision lists
+  (:class:`~auto.extract.ast.If`) learned by sequential covering (CN2: P. Clark and T. Niblett,
+  1989; RIPPER: W. Cohen, 1995) over mined predicates: keyword containment on ``Lower(field)``
+  (words, bigrams, trigrams), word-bounded regex matches, numeric thresholds over extracted
+  numbers (``Compare(ParseMoney(Search(field, p, 1)), op, θ)`` with θ the roundest number in the
+  gap between two neighbouring witnessed values), a keyword with a threshold fitted to the
+  witnesses it covers, and two keywords (the second possibly negated). The default is fixed
+  first — each frequent label in turn, and deopt — and rules are learned only for the other
+  labels; the rules of one label become one ``Or`` (an alternation such as
+  ``blocked | blacklisted | banned``). A rule needs a minimum support, must pass the
+  likelihood-ratio significance test of CN2 and must pay for its description length (see
+  Ranking), so keywords that only memorize a few witnesses are not learned.
 
 Ranking. Every candidate is scored on the training witnesses: ``score = agree − c · wrong``
 where a deopt is neither (``c`` = ``wrong_cost``, default 3: a silent-wrong answer costs as much
 as three deopts, so a majority default survives only where it is right more than 3/4 of the
-time). The finalists are the best-scoring candidates and those whose training agreement is
-within :data:`SLACK` (3%) of the best — room for a few wrong reference labels, so a program that
-memorizes flipped labels does not shut out the simpler one. Among the finalists (at most
-:data:`FINALISTS`, best training score first) the held-out split decides (same score), then the
-training score, then the smaller description
-length (:func:`description_length`), then the program's text, so the same witnesses always give
-the same program.
+time), and by the two-part code of minimum description length (J. Rissanen, 1978):
+``mdl = score − r · size`` with ``size`` the :func:`description_length` and ``r`` the witnesses
+one unit of it is worth (:func:`_mdl_ratio`, about 0.45 for 400 witnesses and 3 labels). The
+finalists are the best-scoring candidates and those whose training agreement is within
+:data:`SLACK` (3%) of the best — room for a few wrong reference labels — at most
+:data:`FINALISTS` of them, best MDL score first. Without held-out witnesses the best MDL score wins;
+with them the one-standard-error rule decides (L. Breiman et al., 1984): among the finalists
+whose held-out score is within one standard error of the best, the best MDL score wins (so a
+larger program must be clearly better on unseen witnesses, not luckier). Remaining ties
+go to the training score, the smaller description length and the program's text, so the same
+witnesses always give the same program.
 
 Search-time evaluation uses Python's ``re`` with ``re.ASCII`` (the safe subset of
 :mod:`auto.extract.regex` agrees with it; ``$`` is end-of-text only and is translated to
@@ -49,6 +58,8 @@ from collections import Counter
 from dataclasses import dataclass, field as dc_field
 from functools import lru_cache
 from typing import Any, Callable
+
+import numpy as np
 
 from auto.canonical import canonical_json
 from auto.errors import AutoError, CompileError, UsageError
@@ -79,6 +90,10 @@ MAX_LABELS = 24
 """Answers with more distinct values than this are not treated as categorical."""
 FINALISTS = 16
 PRECEDENCE_DEFAULTS = 6
+PRECEDENCE_SUPPORT = 0.005
+"""Default minimum support of a precedence-list rule, as a share of the training witnesses (2 of
+400); its rules must also pass the significance test (:data:`LRS_MIN`) and pay for their
+description length."""
 """Precedence lists are learned with each of this many most frequent labels as the default."""
 PROPOSER_ROUNDS = 3
 PROPOSER_EXAMPLES = 12
@@ -474,7 +489,7 @@ class _Part:
         wrong = sum(1 for o, r in zip(outs, self.refs) if o is not _DEOPT and not _same(o, r))
         c = _Cand(program, kind, outs, agree, wrong, description_length(program))
         c.score = agree - self.wrong_cost * wrong
-        c.mdl = c.score - self.ratio * c.size
+        c.mdl = agree - self.ratio * c.size
         self.best_agree = max(self.best_agree, agree)
         self.cands.append(c)
         return c
@@ -546,8 +561,9 @@ class _Part:
         """Finalists best first: without held-out witnesses by the MDL score, then the score;
         with them, the one-standard-error rule (L. Breiman et al., *Classification and
         Regression Trees*, 1984): the candidates whose held-out score is within one standard
-        error of the best (``sqrt(p(1-p)/m)`` witnesses of ``m``, ``p`` the best's Laplace-smoothed
-        held-out agreement) come first, by MDL score; the rest by held-out score."""
+        error of the best (``sqrt(m·p(1-p))`` witnesses of ``m``, ``p`` the best's Laplace-smoothed
+        held-out agreement, each worth ``1 + wrong_cost`` points of score, as a wrong answer is)
+        come first, by MDL score; the rest by held-out score."""
         if self.h_refs:
             m = len(self.h_refs)
             for c in fin:
@@ -559,7 +575,7 @@ class _Part:
                 return []
             top = max(fin, key=lambda c: (c.h_score, c.h_agree))
             p = (top.h_agree + 1) / (m + 2)
-            se = math.sqrt(p * (1 - p) * m)
+            se = math.sqrt(p * (1 - p) * m) * (1 + self.wrong_cost)  # a wrong answer moves the score 1 + c
             cut = top.h_score - se - 1e-9
             return sorted(fin, key=lambda c: (c.h_score < cut, -c.mdl if c.h_score >= cut else -c.h_score,
                                               -c.h_score, -c.score, c.size, c.text))
@@ -884,6 +900,8 @@ _NUM_BODY = "-?\\$?\\d+(?:,\\d{3})*(?:\\.\\d+)?"
 """A number as written in text: digits with comma thousands groups (a comma that ends the number,
 as in "$176,100, a supplier", is punctuation, not part of it), optional decimals."""
 _DIGITS_BODY = "\\d+(?:,\\d{3})*(?:\\.\\d+)?"
+_LAST = "(?:.|\\n)*"
+"""A greedy prefix: before a pattern, it makes the search find the pattern's last occurrence."""
 """The same without sign or currency (after a mined context that ends with ``$``)."""
 
 
@@ -978,6 +996,8 @@ def _number_extractors(part: _Part) -> list[_Extractor]:
     ctxs = [c for c, k in sorted(cnt.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0])) if k >= 0.3 * part.n]
     patterns = ["(" + _NUM_BODY + ")"] + [_lit(c) + "(" + (_DIGITS_BODY if c.endswith("$") else _NUM_BODY) + ")"
                                          for c in ctxs[:8]]
+    # the last occurrence as well as the first (a greedy prefix), for the two commonest contexts
+    patterns += [_LAST + p for p in patterns[1:3]]
     out: list[_Extractor] = []
     seen_vals: set[tuple] = set()
     for p in patterns:
@@ -1022,13 +1042,15 @@ def _const_number(units: int) -> int | float:
 
 class _Extractor:
     """A numeric feature over the training witnesses (values in ten-thousandths), with suffix
-    masks over the sorted values for fast thresholding."""
+    masks over the sorted values for fast thresholding and the sorted values as arrays (``idx``:
+    witness index, ``vs``: value; shape ``(non-null witnesses,)``) for fitting thresholds."""
 
     def __init__(self, node: A.Node, vals: list[int | None]):
         self.node = node
         self.vals = vals
         order = sorted((v, i) for i, v in enumerate(vals) if v is not None)
-        self.order = order
+        self.idx = np.array([i for _v, i in order], dtype=np.int64)
+        self.vs = np.array([v for v, _i in order], dtype=np.int64)
         self.sorted_vals = [v for v, _i in order]
         self.suffix = [0] * (len(order) + 1)
         for j in range(len(order) - 1, -1, -1):
@@ -1047,127 +1069,6 @@ class _Extractor:
     def at_least(self, q: int, strict: bool) -> int:
         j = (bisect.bisect_right if strict else bisect.bisect_left)(self.sorted_vals, q)
         return self.suffix[j]
-
-
-def _threshold_preds(extractors: list[_Extractor], rem: int, labels_of: list[str], min_support: int) -> list[_Pred]:
-    """Threshold predicates between neighbouring values of the remaining witnesses whose labels
-    differ; θ is the roundest number in the gap (``ge``/``lt`` with θ in (a, b], ``gt``/``le``
-    with θ in [a, b))."""
-    preds: list[_Pred] = []
-    seen: set[tuple[int, str]] = set()
-    for ex in extractors:
-        groups: dict[int, set[str]] = {}
-        for i, v in enumerate(ex.vals):
-            if v is not None and rem >> i & 1:
-                groups.setdefault(v, set()).add(labels_of[i])
-        if len(groups) < 2:
-            continue
-        keys = sorted(groups)
-        for a, b in zip(keys, keys[1:]):
-            ga, gb = groups[a], groups[b]
-            if len(ga) == 1 and ga == gb:
-                continue
-            for op_hi, op_lo, lo_open, hi_open in (("ge", "lt", True, False), ("gt", "le", False, True)):
-                q = _roundest(a, b, lo_open, hi_open)
-                if q is None:
-                    continue
-                theta = _const_number(q)
-                hi_mask = ex.at_least(q, strict=op_hi == "gt")
-                for op, m in ((op_hi, hi_mask), (op_lo, ex.nonnull & ~hi_mask)):
-                    if (m, op) in seen:
-                        continue
-                    seen.add((m, op))
-                    preds.append(ex.threshold(op, theta, m))
-    return preds
-
-
-def _learn_rules(part: _Part, labels: list[str], lab_mask: dict[str, int], singles: list[_Pred], extractors,
-                 labels_of: list[str], min_support: int, tol: float,
-                 max_rules: int) -> tuple[list[tuple[list[tuple[_Pred, bool]], str]], int]:
-    """Greedy sequential covering. Returns the rules ``([(predicate, negated), ...], label key)``
-    (a condition is the conjunction of its one or two components) and the mask of the witnesses
-    no rule covers."""
-    n = part.n
-    rem = (1 << n) - 1
-    rules: list[tuple[list[tuple[_Pred, bool]], str]] = []
-    while rem and len(rules) < max_rules and not part.budget.over():
-        rem_labels = {labels_of[i] for i in range(n) if rem >> i & 1}
-        if len(rem_labels) == 1:
-            break
-        preds = singles + _threshold_preds(extractors, rem, labels_of, min_support)
-        best = None
-        for lab in labels:
-            lm = lab_mask[lab] & rem
-            if _popcount(lm) < min_support:
-                continue
-            scored = []
-            for p in preds:
-                cov = p.mask & rem
-                c = _popcount(cov)
-                if c < min_support:
-                    continue
-                tp = _popcount(cov & lm)
-                if tp < min_support:
-                    continue
-                scored.append((tp, c, p))
-                best = _better(best, (tp, c, p.size, p.text, [(p, False)], lab, cov), tol)
-            # conjunctions of two among the predicates that cover this label best
-            scored.sort(key=lambda x: (-x[0], x[1], x[2].size, x[2].text))
-            pool = [p for _tp, _c, p in scored[:40]]
-            negs = [p for p in pool if p.neg_ok][:12]
-            for a_i, pa in enumerate(pool):
-                ma = pa.mask & rem
-                for pb in pool[a_i + 1:]:
-                    cov = ma & pb.mask
-                    c = _popcount(cov)
-                    if c < min_support:
-                        continue
-                    tp = _popcount(cov & lm)
-                    if tp < min_support:
-                        continue
-                    best = _better(best, (tp, c, 1 + pa.size + pb.size, pa.text + "&" + pb.text,
-                                          [(pa, False), (pb, False)], lab, cov), tol)
-                for pb in negs:
-                    if pb is pa:
-                        continue
-                    cov = ma & ~pb.mask
-                    c = _popcount(cov)
-                    if c < min_support:
-                        continue
-                    tp = _popcount(cov & lm)
-                    if tp < min_support:
-                        continue
-                    best = _better(best, (tp, c, 2 + pa.size + pb.size, pa.text + "&!" + pb.text,
-                                          [(pa, False), (pb, True)], lab, cov), tol)
-        if best is None:
-            break
-        comps, lab, cov = best[4], best[5], best[6]
-        rules.append((comps, lab))
-        rem &= ~cov
-    return rules, rem
-
-
-def _better(best, cand, tol: float):
-    """Rule choice: admissible if precision ``tp / c >= 1 - tol``; with ``tol == 0`` the best
-    precision then coverage, otherwise the most covered witnesses then precision; then the
-    smaller description, then the text (determinism)."""
-    tp, c = cand[0], cand[1]
-    if tp / c < 1 - tol - 1e-12:
-        return best
-    if best is None:
-        return cand
-    kc, kb = _rule_key(cand, tol), _rule_key(best, tol)
-    if kc != kb:
-        return cand if kc > kb else best
-    return cand if cand[3] < best[3] else best
-
-
-def _rule_key(r, tol: float):
-    tp, c, size = r[0], r[1], r[2]
-    prec = tp / c
-    if tol == 0:
-        return (prec, tp, -size)
-    return (tp, prec, -size)
 
 
 # A rule during refitting: components [(pred, negated, theta_units | None)], label key.
@@ -1195,14 +1096,10 @@ def _list_agreement(conds: list[int], labs: list[str], default: str | None, lab_
     return agree
 
 
-def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int, promote: bool = True):
-    """Make a learned list generalize better without losing training agreement:
-
-    1. (``promote``) promote each rule without a threshold as early as it can go with every
-       training answer unchanged (exceptions such as ``reject if "blocked"`` then come before
-       the thresholds);
-    2. refit every threshold: widen its interval to every θ that keeps the list's training
-       agreement, and take the roundest number in it (``amount < 500`` rather than ``< 395``).
+def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int):
+    """Refit every threshold of a learned list without losing training agreement: widen its
+    interval to every θ that keeps the list's training agreement, and take the roundest number
+    in it (``amount < 500`` rather than ``< 395``).
 
     Returns the polished rules as ``[([(pred, negated, theta_units | None), ...], label)]``.
     """
@@ -1222,14 +1119,6 @@ def _polish(rules, default: str | None, lab_mask: dict[str, int], n: int, promot
         return _list_agreement(masks(rr), [lab for _c, lab in rr], default, lab_mask, full)
 
     base = agreement(rs)
-    for k in range(1, len(rs) if promote else 0):
-        if any(p.thr is not None for p, _neg, _q in rs[k][0]):
-            continue
-        for j in range(k):
-            trial = rs[:j] + [rs[k]] + rs[j:k] + rs[k + 1:]
-            if agreement(trial) >= base:
-                rs = trial
-                break
     for k in range(len(rs)):
         comps, lab = rs[k]
         for ci, (p, neg, q) in enumerate(comps):
@@ -1301,44 +1190,68 @@ def _laplace(tp: int, c: int) -> float:
     return (tp + 1) / (c + 2)
 
 
-def _split_preds(base: int, extractors: list[_Extractor], lm: int, min_support: int) -> list[_Pred]:
+def _bits(mask: int, n: int) -> np.ndarray:
+    """A witness mask as a boolean array of length ``n`` (bit ``i`` -> element ``i``)."""
+    raw = np.frombuffer(mask.to_bytes((n + 7) // 8 or 1, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
+
+
+def _split_preds(base: int, extractors: list[_Extractor], lm: int, min_support: int, n: int,
+                 tol: float = 1.0) -> list[_Pred]:
     """Thresholds that purify the witnesses of ``base`` (a mask) for one label (mask ``lm``):
     for each extractor the witnesses are sorted by value, and the best prefix (``x < θ``) and the
     best suffix (``x >= θ``) by Laplace precision, then positives, are kept, θ being the roundest
     number in the gap between the last value inside and the first value outside (ties: the
-    earliest gap). Returns threshold predicates over all witnesses (to be used alone, when
-    ``base`` is every remaining witness, or conjoined with the predicate that gave ``base``)."""
+    earliest gap); a side whose precision within ``base`` is below ``1 - tol`` is dropped.
+    Returns threshold predicates over all witnesses (to be used alone, when ``base`` is every
+    remaining witness, or conjoined with the predicate that gave ``base``)."""
     out: list[_Pred] = []
+    if _popcount(base & lm) < min_support:
+        return out
+    base_bits, lab_bits = _bits(base, n), _bits(lm, n)
     for ex in extractors:
-        sel = [(v, (lm >> i) & 1) for v, i in ex.order if base >> i & 1]
-        if len(sel) < min_support:
+        keep = base_bits[ex.idx]
+        vs = ex.vs[keep]
+        if len(vs) < min_support + 1:
             continue
-        total_pos = sum(b for _v, b in sel)
-        if total_pos < min_support:
+        cs = np.cumsum(lab_bits[ex.idx][keep], dtype=np.int64)
+        total = int(cs[-1])
+        if total < min_support:
             continue
-        best: dict[str, tuple] = {}
-        pos = 0
-        for j in range(1, len(sel)):
-            pos += sel[j - 1][1]
-            if sel[j][0] == sel[j - 1][0]:
+        js = np.nonzero(vs[1:] != vs[:-1])[0] + 1  # gaps: prefix vs[:j], suffix vs[j:]
+        if not len(js):
+            continue
+        below = cs[js - 1]
+        for op, tp, c in (("lt", below, js), ("ge", total - below, len(vs) - js)):
+            ok = (tp >= min_support) & (tp >= (1 - tol) * c - 1e-9)
+            if not ok.any():
                 continue
-            # prefix sel[:j] (x < θ, θ in (v[j-1], v[j]]) and suffix sel[j:] (x >= θ)
-            for op, tp, c in (("lt", pos, j), ("ge", total_pos - pos, len(sel) - j)):
-                if tp < min_support:
-                    continue
-                key = (_laplace(tp, c), tp)
-                if op not in best or key > best[op][0]:
-                    best[op] = (key, j)
-        for op in ("lt", "ge"):
-            if op not in best:
-                continue
-            j = best[op][1]
-            q = _roundest(sel[j - 1][0], sel[j][0], lo_open=True, hi_open=False)
+            lap = np.where(ok, (tp + 1) / (c + 2), -1.0)
+            cand = np.nonzero(lap == lap.max())[0]
+            k = cand[np.argmax(tp[cand])]  # the most positives; argmax takes the earliest gap
+            j = int(js[k])
+            q = _roundest(int(vs[j - 1]), int(vs[j]), lo_open=True, hi_open=False)
             if q is None:
                 continue
             hi = ex.at_least(q, strict=False)
             out.append(ex.threshold(op, _const_number(q), hi if op == "ge" else ex.nonnull & ~hi))
     return out
+
+
+LRS_MIN = 6.635
+"""A rule is kept only when its likelihood-ratio statistic reaches the chi-square 99% point for
+one degree of freedom (6.635), the significance test of CN2 (Clark and Niblett, 1989): a rule
+whose label is merely the common one among the witnesses it sees is not evidence."""
+
+
+def _lrs(tp: int, c: int, share: float) -> float:
+    """Likelihood-ratio statistic ``2 Σ f ln(f / e)`` of a rule covering ``c`` witnesses, ``tp``
+    with its label, against the label's ``share`` (0..1) among the remaining witnesses."""
+    out = 0.0
+    for f, e in ((tp, c * share), (c - tp, c * (1 - share))):
+        if f > 0:
+            out += f * math.log(f / e) if e > 0 else math.inf
+    return 2 * out
 
 
 def _outranks(key: tuple, text: str, best) -> bool:
@@ -1347,22 +1260,41 @@ def _outranks(key: tuple, text: str, best) -> bool:
 
 
 POOL = 24
-"""Conjunctions are formed among the ``POOL`` impure predicates with the most positives."""
+"""Conjunctions are formed among the ``POOL`` impure predicates with the most positives (with a
+fitted threshold: among the first half of them)."""
 
 
 def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int], singles: list[_Pred],
                       extractors: list[_Extractor], min_support: int, tol: float,
-                      max_rules: int) -> list[tuple[list[tuple[_Pred, bool]], str]]:
+                      max_rules: int, pairs: bool = True, rare_first: bool = False,
+                      gain_ratio: float | None = None) -> list[tuple[list[tuple[_Pred, bool]], str]]:
     """Sequential covering for the labels ``targets`` (every label but the default): each step
-    adds the admissible rule (precision ``>= 1 - tol``, at least ``min_support`` positives) of
-    the best Laplace precision, then the most positives, the smaller description and the text.
+    adds the admissible rule (precision ``>= 1 - tol``, at least ``min_support`` positives, a
+    likelihood-ratio statistic of at least :data:`LRS_MIN` against the label's share of the
+    remaining witnesses) of the best Laplace precision, then the most positives, the smaller
+    description and the text. Returns ``[([(predicate, negated), ...], label key), ...]`` in
+    list order.
     Candidate conditions: a keyword predicate; a threshold fitted to the remaining witnesses
     (:func:`_split_preds`); two predicates, the second possibly negated; a predicate and a
-    threshold fitted to the witnesses it covers."""
+    threshold fitted to the witnesses it covers. With ``pairs`` False, two keyword predicates
+    are never combined (the simpler hypothesis space: keyword alternations and thresholds).
+    With ``rare_first``, the labels are taken one at a time, the least frequent first, each until
+    it has no admissible rule left (the class order of RIPPER: W. Cohen, 1995), so the rules of
+    a rare label (an exception such as a blocked vendor) precede the broad rules that would
+    swallow its witnesses. With ``gain_ratio`` (witnesses per unit of description length,
+    :func:`_mdl_ratio`), rules are ranked by their description-length gain ``tp - (1 + c) · fp -
+    gain_ratio · size`` (``c`` the wrong-answer cost) instead of Laplace precision: a rule that
+    covers many witnesses with one unexplained label beats a pure one that covers fewer."""
     n = part.n
     rem = (1 << n) - 1
     rules: list[tuple[list[tuple[_Pred, bool]], str]] = []
+    queue = sorted(targets, key=lambda k: (_popcount(lab_mask[k]), k))
+    fp_cost = 1 + part.wrong_cost
     while rem and len(rules) < max_rules and not part.budget.over():
+        if rare_first:
+            if not queue:
+                break
+            targets = queue[:1]
         live = [(p, p.mask & rem) for p in singles]
         live = [(p, cov) for p, cov in live if _popcount(cov) >= min_support]
         best = None  # (key, comps, label, covered mask, text)
@@ -1370,19 +1302,26 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
             lm = lab_mask[lab] & rem
             if _popcount(lm) < min_support:
                 continue
+            share = _popcount(lm) / _popcount(rem)
 
-            def consider(comps, cov, size, text, _lab=lab, _lm=lm):
+            def consider(comps, cov, size, text, _lab=lab, _lm=lm, _share=share):
                 nonlocal best
                 c = _popcount(cov)
                 tp = _popcount(cov & _lm)
-                if tp < min_support or tp < (1 - tol) * c - 1e-9:
+                if tp < min_support or tp < (1 - tol) * c - 1e-9 or _lrs(tp, c, _share) < LRS_MIN:
                     return
-                key = (_laplace(tp, c), tp, -size)
+                if gain_ratio is None:
+                    key = (_laplace(tp, c), tp, -size)
+                else:
+                    gain = tp - fp_cost * (c - tp) - gain_ratio * size
+                    if gain <= 0:
+                        return
+                    key = (gain, _laplace(tp, c), -size)
                 if _outranks(key, text, best):
                     best = (key, comps, _lab, cov, text)
 
             scored = []
-            for p, cov in live + [(t, t.mask & rem) for t in _split_preds(rem, extractors, lm, min_support)]:
+            for p, cov in live + [(t, t.mask & rem) for t in _split_preds(rem, extractors, lm, min_support, n, tol)]:
                 tp = _popcount(cov & lm)
                 if tp < min_support:
                     continue
@@ -1393,11 +1332,13 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
             pool = [x[-1] for x in heapq.nsmallest(POOL, scored)]
             for a_i, pa in enumerate(pool):
                 ma = pa.mask & rem
-                for pb in pool[a_i + 1:]:
+                for pb in pool[a_i + 1:] if pairs else ():
                     consider([(pa, False), (pb, False)], ma & pb.mask, 1 + pa.size + pb.size, pa.text + "&" + pb.text)
-                for pt in _split_preds(ma, extractors, lm, min_support):
+                if a_i >= POOL // 2:
+                    continue
+                for pt in _split_preds(ma, extractors, lm, min_support, n, tol):
                     consider([(pa, False), (pt, False)], ma & pt.mask, 1 + pa.size + pt.size, pa.text + "&" + pt.text)
-            for pa in pool[:8]:
+            for pa in pool[:8] if pairs else ():
                 ma = pa.mask & rem
                 fp_a = ma & ~lm
                 # negations that remove some of pa's wrong witnesses
@@ -1406,6 +1347,9 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
                 for _k, _s, _t, pb in heapq.nsmallest(8, negs):
                     consider([(pa, False), (pb, True)], ma & ~pb.mask, 2 + pa.size + pb.size, pa.text + "&!" + pb.text)
         if best is None:
+            if rare_first:
+                queue.pop(0)
+                continue
             break
         rules.append((best[1], best[2]))
         rem &= ~best[3]
@@ -1421,7 +1365,7 @@ def _mdl_ratio(n: int, n_labels: int) -> float:
 
 
 def _regroup(rs, default: str | None, lab_mask: dict[str, int], n: int, ratio: float):
-    """Tidy a polished list without losing training agreement, then drop what does not pay:
+    """Tidy a polished list, then drop the rules that do not pay for themselves:
 
     1. move each rule up to just after the last earlier rule of its label (so one label's rules
        merge into one ``Or``) when no training witness it covers is covered by a rule it passes
@@ -1431,20 +1375,14 @@ def _regroup(rs, default: str | None, lab_mask: dict[str, int], n: int, ratio: f
     """
     full = (1 << n) - 1
 
-    def agreement(rr):
-        conds = []
-        for comps, _lab in rr:
-            m = full
-            for p, neg, q in comps:
-                m &= _comp_mask(p, neg, q, full)
-            conds.append(m)
-        return _list_agreement(conds, [lab for _c, lab in rr], default, lab_mask, full)
-
     def cond_mask(comps):
         m = full
         for p, neg, q in comps:
             m &= _comp_mask(p, neg, q, full)
         return m
+
+    def agreement(rr):
+        return _list_agreement([cond_mask(c) for c, _lab in rr], [lab for _c, lab in rr], default, lab_mask, full)
 
     rs = list(rs)
     base = agreement(rs)
@@ -1468,6 +1406,12 @@ def _regroup(rs, default: str | None, lab_mask: dict[str, int], n: int, ratio: f
 
 
 def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> None:
+    """Categorical answers: the constant labels, then precedence lists (:func:`_learn_precedence`)
+    with each of the :data:`PRECEDENCE_DEFAULTS` most frequent labels, and deopt, as the default,
+    learned two ways (Laplace order with pure rules; description-length gain with a 10% tolerance
+    and the rarest label first), without and, for the two defaults whose lists have the best MDL
+    score, with conjunctions of two keywords. Each list has its thresholds refitted to round
+    numbers (:func:`_polish`) and is tidied and pruned (:func:`_regroup`)."""
     refs = part.refs
     if any(isinstance(r, (dict, list)) for r in refs):
         return
@@ -1482,48 +1426,42 @@ def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> Non
     if any(isinstance(v, float) for v in value_of.values()) and len(labels) > 0.5 * part.n:
         return
     n = part.n
-    ms = min_support if min_support is not None else max(2, round(0.01 * n))
+    ms = min_support if min_support is not None else max(2, round(PRECEDENCE_SUPPORT * n))
     lab_mask = {k: _mask([kk == k for kk in keys]) for k in labels}
-    singles = _keyword_preds(part, ms)
     extractors = _number_extractors(part)
-    # deduplicate single predicates by their training mask (keep the smallest description)
+    # deduplicate keyword predicates by their training mask (keep the smallest description)
     by_mask: dict[int, _Pred] = {}
-    for p in singles:
+    for p in _keyword_preds(part, ms):
         q = by_mask.get(p.mask)
         if q is None or (p.size, p.text) < (q.size, q.text):
             by_mask[p.mask] = p
     singles = sorted(by_mask.values(), key=lambda p: (p.size, p.text))
-    for tol in (0.0, 0.02, 0.05, 0.1):
-        if part.budget.over():
-            break
-        rules, rem = _learn_rules(part, labels, lab_mask, singles, extractors, keys, ms, tol, max_rules)
-        rem_keys = [keys[i] for i in range(n) if rem >> i & 1]
-        if rem_keys:
-            rc = Counter(rem_keys)
-            majority = min(rc, key=lambda k: (-rc[k], -counts[k], k))
-        else:
-            majority = labels[0]
-        for default in (majority, None):
-            raw = [(_rule_node([(p, neg, _theta_units(p)) for p, neg in comps]), lab) for comps, lab in rules]
-            part.add(_build_list(raw, value_of, default), "rules")
-            polished = _polish(rules, default, lab_mask, n)
-            part.add(_build_list([(_rule_node(c), lab) for c, lab in polished], value_of, default), "rules")
-    # precedence lists: each frequent label (and deopt) as the default, rules for the others
     ratio = _mdl_ratio(n, len(labels))
     defaults: list[str | None] = [k for k in labels if counts[k] >= ms][:PRECEDENCE_DEFAULTS] + [None]
-    best_default: tuple[float, str | None] | None = None
-    for tol in (0.0, 0.05):
-        for default in defaults if best_default is None else [best_default[1]]:
-            if part.budget.over():
-                break
-            targets = [k for k in labels if k != default]
-            rules = _learn_precedence(part, targets, lab_mask, singles, extractors, ms, tol, max_rules)
-            polished = _regroup(_polish(rules, default, lab_mask, n, promote=False), default, lab_mask, n, ratio)
-            c = part.add(_build_list([(_rule_node(c), lab) for c, lab in polished], value_of, default), "rules")
-            if tol == 0.0 and c is not None and (best_default is None or c.mdl > best_default[0]):
-                best_default = (c.mdl, default)
-        if best_default is None:
-            break
+    mdl_of: dict[str | None, float] = {}
+
+    def precedence(default: str | None, pairs: bool, gain: bool) -> None:
+        targets = [k for k in labels if k != default]
+        rules = _learn_precedence(part, targets, lab_mask, singles, extractors, ms, 0.1 if gain else 0.0,
+                                  max_rules, pairs, rare_first=gain, gain_ratio=ratio if gain else None)
+        polished = _regroup(_polish(rules, default, lab_mask, n), default, lab_mask, n, ratio)
+        lists = [(polished, default)]
+        if default is None and polished:  # the last rule's label as the default instead of deopt
+            lists.append((polished[:-1], polished[-1][1]))
+        for rs, dflt in lists:
+            c = part.add(_build_list([(_rule_node(cs), lab) for cs, lab in rs], value_of, dflt), "rules")
+            if c is not None:
+                mdl_of[default] = max(mdl_of.get(default, -math.inf), c.mdl)
+
+    for default in defaults:
+        for gain in (False, True):
+            if not part.budget.over():
+                precedence(default, False, gain)
+    ranked = sorted(mdl_of, key=lambda d: (-mdl_of[d], d is None, d or ""))
+    for default in ranked[:2]:
+        for gain in (False, True):
+            if not part.budget.over():
+                precedence(default, True, gain)
 
 
 def _build_list(rules: list[tuple[A.Node, str]], value_of: dict[str, Any], default: str | None) -> A.Node:
@@ -1690,7 +1628,7 @@ def synthesize(
             which no program is returned (``reason`` says which fell short).
         wrong_cost: cost of a silent-wrong answer in deopts (ranking score, module docstring).
         min_support: training witnesses a decision-list rule must cover; default
-            ``max(2, round(0.01 · n))``.
+            ``max(2, round(0.005 · n))`` (:data:`PRECEDENCE_SUPPORT`).
         max_rules: decision lists with more rules are not learned further.
 
     Returns:
