@@ -10,7 +10,9 @@ rung:
    proportions (60/20/20 by default). Categorical answers are stratified by answer; record or
    open-ended answers (e.g. an order id, unique per input) are split uniformly at random;
 3. :func:`auto.extract.synth.synthesize` on train, with the selection split as its held-out;
-4. :func:`auto.codegen.program_lower.compile_program` to WebAssembly, loaded in the sandbox;
+4. the witnessed-domain guard (:mod:`auto.extract.domain`): deopt where an extractor that was
+   defined on every train/selection input returns null; then
+   :func:`auto.codegen.program_lower.compile_program` to WebAssembly, loaded in the sandbox;
 5. the program gate (:func:`auto.verify.run_program_gate`): the artifact must agree with the
    Python interpreter on every input, and its held-out agreement — a ``deopt`` counts as a
    disagreement — must reach ``program_min_agreement`` with a 95% Clopper–Pearson lower bound
@@ -123,6 +125,7 @@ def compile_program_rung(
 
     from auto.codegen.program_lower import compile_program
     from auto.emit import emit
+    from auto.extract.domain import guard_domain
     from auto.extract.interp import run_program
     from auto.extract.pretty import render, size
     from auto.extract.serial import program_digest, to_json
@@ -154,9 +157,10 @@ def compile_program_rung(
     if res.program is None:
         raise _refuse(store, contract, generation, f"program rung: no program found ({res.reason})",
                       [{"name": "program-synthesized", "passed": False, **synth_summary}])
-    program = res.program
-    say(f"  synthesized a program of {size(program)} nodes: train agreement {res.train_agreement:.3f}"
-        + (f", selection {res.heldout_agreement:.3f}" if res.heldout_agreement is not None else ""))
+    program, guarded = guard_domain(res.program, [items[i][0] for i in train_idx + sel_idx])
+    say(f"  synthesized a program of {size(res.program)} nodes: train agreement {res.train_agreement:.3f}"
+        + (f", selection {res.heldout_agreement:.3f}" if res.heldout_agreement is not None else "")
+        + (f"; witnessed-domain guard on {len(guarded)} extractor(s)" if guarded else ""))
 
     t0 = time.perf_counter()
     code = compile_program(program)
@@ -177,6 +181,7 @@ def compile_program_rung(
             "program_digest": program_digest(program),
             "size": size(program),
             "text": render(program),
+            "domain_guard": [render(e) for e in guarded],
             "code_digest": digest_bytes(code),
         },
     }
@@ -198,9 +203,10 @@ def compile_program_rung(
         art.call(items[i][0])
         lat.append((time.perf_counter_ns() - t1) / 1000.0)
     guard = {"method": "program",
-             "statement": ("tier-1 on every input the program answers; the call deopts only where the program "
-                           "reaches a Deopt node. No statistical novelty test: the program's generalization is "
-                           "what the held-out gate measured (parity.heldout).")}
+             "statement": ("tier-1 on every input the program answers; the call deopts where the program reaches a "
+                           "Deopt node, including its witnessed-domain guard (an extractor that was defined on every "
+                           "witness returns null: model.domain_guard). No statistical novelty test: the program's "
+                           "generalization is what the held-out gate measured (parity.heldout).")}
     record["guard"] = guard
     eval_id = store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
