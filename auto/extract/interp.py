@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from auto.errors import UsageError
 from auto.extract import ast as A
@@ -195,75 +195,84 @@ def _compare(op: str, x: Any, value: Any) -> bool:
     raise UsageError(f"unknown compare op {op!r}")
 
 
-def _ev(node: A.Node, inp: dict) -> Any:  # noqa: C901 - one dispatch over the node types
-    t = type(node)
-    if t is A.Field:
-        return inp[node.name]
-    if t is A.Const:
-        return const_value(node.value)
-    if t is A.Deopt:
-        raise DeoptSignal()
-    if t in (A.Lower, A.Upper, A.Strip):
-        x = _ev(node.x, inp)
-        if x is None:
-            return None
-        return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
-    if t is A.Split:
-        x = _ev(node.x, inp)
-        return None if x is None else x.split(node.sep)
-    if t is A.Join:
-        xs = _ev(node.xs, inp)
-        return None if xs is None else node.sep.join(xs)
-    if t is A.Index:
-        xs = _ev(node.xs, inp)
-        if xs is None or not -len(xs) <= node.i < len(xs):
-            return None
-        return xs[node.i]
-    if t is A.Slice:
-        x = _ev(node.x, inp)
-        return None if x is None else x[node.start:node.stop]
-    if t is A.Search:
-        x = _ev(node.x, inp)
-        return None if x is None else _search(x, node.pattern, node.group)
-    if t in (A.Contains, A.StartsWith, A.EndsWith):
-        x = _ev(node.x, inp)
-        if x is None:
-            return False
-        if t is A.Contains:
-            return node.s in x
-        return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
-    if t is A.ParseInt:
-        x = _ev(node.x, inp)
-        return None if x is None else parse_int(x)
-    if t in (A.ParseFloat, A.ParseMoney):
-        x = _ev(node.x, inp)
-        return None if x is None else parse_float(x, money=t is A.ParseMoney)
-    if t is A.Compare:
-        return _compare(node.op, _ev(node.x, inp), node.value)
-    if t is A.IsNull:
-        return _ev(node.x, inp) is None
-    if t is A.And:
-        return all(_ev(i, inp) for i in node.items)
-    if t is A.Or:
-        return any(_ev(i, inp) for i in node.items)
-    if t is A.Not:
-        return not _ev(node.x, inp)
-    if t is A.If:
-        for cond, value in node.cases:
-            if _ev(cond, inp):
-                return _ev(value, inp)
-        return _ev(node.default, inp)
-    if t is A.Record:
-        return {k: _ev(v, inp) for k, v in node.fields}
-    if t is A.Lookup:
-        x = _ev(node.x, inp)
-        if x is not None:
-            for key, value in node.table:
-                if key == x:
-                    return _ev(value, inp)
-        return _ev(node.default, inp)
-    raise UsageError(f"not a program node: {node!r}")
+def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A.Node, dict], Any]:
+    """The interpreter's node dispatch with ``search(text, pattern, group)`` for :class:`Search`
+    (the reference uses the Pike VM; synthesis passes Python ``re``, which agrees on the subset).
+    The returned ``ev(node, inp)`` expects a type-checked program and a checked input."""
 
+    def ev(node: A.Node, inp: dict) -> Any:  # noqa: C901 - one dispatch over the node types
+        t = type(node)
+        if t is A.Field:
+            return inp[node.name]
+        if t is A.Const:
+            return const_value(node.value)
+        if t is A.Deopt:
+            raise DeoptSignal()
+        if t in (A.Lower, A.Upper, A.Strip):
+            x = ev(node.x, inp)
+            if x is None:
+                return None
+            return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
+        if t is A.Split:
+            x = ev(node.x, inp)
+            return None if x is None else x.split(node.sep)
+        if t is A.Join:
+            xs = ev(node.xs, inp)
+            return None if xs is None else node.sep.join(xs)
+        if t is A.Index:
+            xs = ev(node.xs, inp)
+            if xs is None or not -len(xs) <= node.i < len(xs):
+                return None
+            return xs[node.i]
+        if t is A.Slice:
+            x = ev(node.x, inp)
+            return None if x is None else x[node.start:node.stop]
+        if t is A.Search:
+            x = ev(node.x, inp)
+            return None if x is None else search(x, node.pattern, node.group)
+        if t in (A.Contains, A.StartsWith, A.EndsWith):
+            x = ev(node.x, inp)
+            if x is None:
+                return False
+            if t is A.Contains:
+                return node.s in x
+            return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
+        if t is A.ParseInt:
+            x = ev(node.x, inp)
+            return None if x is None else parse_int(x)
+        if t in (A.ParseFloat, A.ParseMoney):
+            x = ev(node.x, inp)
+            return None if x is None else parse_float(x, money=t is A.ParseMoney)
+        if t is A.Compare:
+            return _compare(node.op, ev(node.x, inp), node.value)
+        if t is A.IsNull:
+            return ev(node.x, inp) is None
+        if t is A.And:
+            return all(ev(i, inp) for i in node.items)
+        if t is A.Or:
+            return any(ev(i, inp) for i in node.items)
+        if t is A.Not:
+            return not ev(node.x, inp)
+        if t is A.If:
+            for cond, value in node.cases:
+                if ev(cond, inp):
+                    return ev(value, inp)
+            return ev(node.default, inp)
+        if t is A.Record:
+            return {k: ev(v, inp) for k, v in node.fields}
+        if t is A.Lookup:
+            x = ev(node.x, inp)
+            if x is not None:
+                for key, value in node.table:
+                    if key == x:
+                        return ev(value, inp)
+            return ev(node.default, inp)
+        raise UsageError(f"not a program node: {node!r}")
+
+    return ev
+
+
+_ev = make_evaluator(_search)
 
 def to_answer(value: Any) -> Any:
     """An interpreter value as a JSON value (:class:`Fixed` -> ``float``, recursively)."""

@@ -62,15 +62,15 @@ from typing import Any, Callable
 import numpy as np
 
 from auto.canonical import canonical_json
-from auto.errors import AutoError, CompileError, UsageError
+from auto.errors import AutoError, UsageError
 from auto.extract import ast as A
 from auto.extract.interp import (
     FLOAT_SCALE,
-    Fixed,
+    DeoptSignal,
     ascii_lower,
     ascii_strip,
     ascii_upper,
-    const_value,
+    make_evaluator,
     parse_float,
     parse_int,
     run_program,
@@ -290,109 +290,24 @@ def _sig_digits(v: int | float) -> int:
     return max(1, len(s.rstrip("0")))
 
 
-def _fast_ev(node: A.Node, inp: dict) -> Any:  # noqa: C901 - one dispatch over the node types
-    """The reference interpreter's semantics with Python ``re`` for :class:`Search` (search-time
-    only; values as in :mod:`auto.extract.interp`, floats as :class:`Fixed`)."""
-    t = type(node)
-    if t is A.Field:
-        v = inp.get(node.name)
-        return v if isinstance(v, str) else None
-    if t is A.Const:
-        return const_value(node.value)
-    if t is A.Deopt:
-        raise _Declined()
-    if t is A.Search:
-        x = _fast_ev(node.x, inp)
-        if x is None:
-            return None
-        m = _rx(node.pattern).search(x)
-        if m is None or node.group > (m.re.groups or 0):
-            return None
-        return m.group(node.group)
-    if t in (A.Lower, A.Upper, A.Strip):
-        x = _fast_ev(node.x, inp)
-        if x is None:
-            return None
-        return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
-    if t is A.Split:
-        x = _fast_ev(node.x, inp)
-        return None if x is None else x.split(node.sep)
-    if t is A.Join:
-        xs = _fast_ev(node.xs, inp)
-        return None if xs is None else node.sep.join(xs)
-    if t is A.Index:
-        xs = _fast_ev(node.xs, inp)
-        if xs is None or not -len(xs) <= node.i < len(xs):
-            return None
-        return xs[node.i]
-    if t is A.Slice:
-        x = _fast_ev(node.x, inp)
-        return None if x is None else x[node.start:node.stop]
-    if t in (A.Contains, A.StartsWith, A.EndsWith):
-        x = _fast_ev(node.x, inp)
-        if x is None:
-            return False
-        if t is A.Contains:
-            return node.s in x
-        return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
-    if t is A.ParseInt:
-        x = _fast_ev(node.x, inp)
-        return None if x is None else parse_int(x)
-    if t in (A.ParseFloat, A.ParseMoney):
-        x = _fast_ev(node.x, inp)
-        return None if x is None else parse_float(x, money=t is A.ParseMoney)
-    if t is A.Compare:
-        return _compare(node.op, _fast_ev(node.x, inp), node.value)
-    if t is A.IsNull:
-        return _fast_ev(node.x, inp) is None
-    if t is A.And:
-        return all(_fast_ev(i, inp) for i in node.items)
-    if t is A.Or:
-        return any(_fast_ev(i, inp) for i in node.items)
-    if t is A.Not:
-        return not _fast_ev(node.x, inp)
-    if t is A.If:
-        for cond, value in node.cases:
-            if _fast_ev(cond, inp):
-                return _fast_ev(value, inp)
-        return _fast_ev(node.default, inp)
-    if t is A.Record:
-        return {k: _fast_ev(v, inp) for k, v in node.fields}
-    if t is A.Lookup:
-        x = _fast_ev(node.x, inp)
-        if x is not None:
-            for key, value in node.table:
-                if key == x:
-                    return _fast_ev(value, inp)
-        return _fast_ev(node.default, inp)
-    raise CompileError(f"not a program node: {node!r}")
+def _re_search(x: str, pattern: str, group: int) -> str | None:
+    m = _rx(pattern).search(x)
+    if m is None or group > (m.re.groups or 0):
+        return None
+    return m.group(group)
 
 
-class _Declined(Exception):
-    pass
-
-
-def _compare(op: str, x: Any, value: Any) -> bool:
-    if x is None or value is None:
-        return False
-    c = const_value(value)
-    if isinstance(x, Fixed) and type(c) is int:
-        c = Fixed(c * FLOAT_SCALE)
-    elif isinstance(c, Fixed) and type(x) is int:
-        x = Fixed(x * FLOAT_SCALE)
-    if op in ("eq", "ne"):
-        eq = x == c and type(x) is type(c)
-        return eq if op == "eq" else not eq
-    if isinstance(x, (str, bool)) or isinstance(c, (str, bool)):
-        return False
-    return {"lt": x < c, "le": x <= c, "gt": x > c, "ge": x >= c}[op]
+_fast_ev = make_evaluator(_re_search)
+"""The reference interpreter's semantics with Python ``re`` for :class:`Search` (search time only;
+the regex subset is defined so the two agree, and the final program is re-checked with the
+interpreter's own Pike VM)."""
 
 
 def _answer(node: A.Node, inp: dict) -> Any:
     """Search-time answer of ``node`` on ``inp`` as a JSON value, or ``_DEOPT``."""
     try:
         return to_answer(_fast_ev(node, inp))
-    except _Declined:
+    except DeoptSignal:
         return _DEOPT
     except (AutoError, ValueError, TypeError, re.error, RecursionError):
         return _DEOPT
