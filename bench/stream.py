@@ -13,16 +13,18 @@ are measurement only: they never reach the store and are not part of the tiered 
 
 The guard stack in the stream (DESIGN.md §6):
 
-* **shift alarm** — each call's novelty p-value (the guard's ``p_value``; not exact-match table
-  hits, whose score 0 is not a specialist score) feeds an online
-  exchangeability test (:class:`auto.guards.shift.ShiftMonitor`, a conformal test martingale);
-  when it alarms, the runtime is tightened (:meth:`TieredTask.tighten`: every call deopts until
-  the next generation is installed) and the next generation is compiled as soon as
-  ``recompile_after_alarm`` new witnesses exist. The monitor restarts when the generation
-  compiled after an alarm is installed; routine recompiles (every ``compile_every`` witnesses)
-  keep it running by default, so evidence of a shift accumulates across them (each p-value is
-  taken against the generation installed at the time; the martingale's Ville bound assumes
-  valid p-values, so across generations it is an approximation). Alarm positions are in
+* **shift alarm** — each call's nonconformity score (not exact-match table hits, whose score 0
+  is not a specialist score) feeds an online exchangeability test
+  (:class:`auto.guards.shift.ShiftMonitor`): the score's smoothed conformal p-value against the
+  installed generation's calibration scores plus the scores fed since that generation was
+  installed (independent and uniform when the live traffic is exchangeable with the calibration
+  inputs), bet on by a one-sided test martingale that grows only on small p-values. The monitor
+  restarts at 1 whenever a generation is installed (``reset_monitor_on_recompile``), so
+  ``shift_alpha`` bounds the probability of a false alarm *per generation* (Ville's inequality;
+  a calibration split stranger than the live traffic only makes alarms rarer). When it alarms,
+  the runtime is tightened (:meth:`TieredTask.tighten`: every call deopts until the next
+  generation is installed) and the next generation is compiled as soon as
+  ``recompile_after_alarm`` new witnesses exist. Alarm positions are in
   :attr:`StreamRun.shift_alarms`.
 * **shadow audit** — with ``audit_rate > 0`` a seeded fraction of tier-1 answers is re-asked at
   tier 0 in the background (``TieredTask(audit_rate=...)``); its reference calls are metered
@@ -80,6 +82,7 @@ class StreamRow:
     reference_latency_ms: float
     label: str | None = None
     artifact_answer: Any = None
+    margin: float | None = None
 
 
 @dataclass
@@ -96,6 +99,21 @@ class StreamRun:
     audit_cost_usd_micros: float = 0.0
 
 
+def novelty_calibration_scores(manifest: dict[str, Any] | None) -> list[float] | None:
+    """The calibration scores of a manifest's ``conformal-novelty`` guard (top level or in a stack).
+
+    Returns:
+        The scores (ascending, as stored), or ``None`` when the guard has no such component (a
+        program or memo artifact): the shift monitor then ranks scores only against the stream's.
+    """
+    guard = (manifest or {}).get("guard") or {}
+    entries = [guard] + [c for c in guard.get("components") or [] if isinstance(c, dict)]
+    for e in entries:
+        if e.get("method") == "conformal-novelty" and isinstance(e.get("calibration_scores"), list):
+            return list(e["calibration_scores"])
+    return None
+
+
 def run_stream(
     *,
     task: str,
@@ -109,13 +127,15 @@ def run_stream(
     initial: Any = None,
     reference_model: str | None = None,
     progress: Callable[[str], None] | None = None,
-    shift_alpha: float | None = 0.01,
+    shift_alpha: float | None = 0.05,
     recompile_after_alarm: int = 1,
     audit_rate: float = 0.0,
     audit_seed: int = 0,
     audit_max: int | None = None,
     guard_factory: Callable[[Artifact, Store], Any] | None = None,
-    reset_monitor_on_recompile: bool = False,
+    reset_monitor_on_recompile: bool = True,
+    shift_method: str = "step-jumper",
+    shift_input: str = "score",
 ) -> StreamRun:
     """Drive ``items`` through the tiered runtime with recompiles; see the module docstring.
 
@@ -134,17 +154,32 @@ def run_stream(
         progress: optional callback for human-readable progress lines.
         shift_alpha: level of the shift alarm (the martingale alarms at ``1/shift_alpha``;
             Ville's inequality bounds the false-alarm probability per generation by it); ``None``
-            disables the monitor.
+            disables the monitor. The default 0.05 weighs what an alarm costs: a false one only
+            deopts until the next generation, which is compiled at once (one extra compile, a few
+            tier-0 calls, never a wrong answer); a missed one leaves silent-wrong answers in
+            place. With ~5 generations per 300 items that is at most ~0.25 expected false
+            alarms per such stream.
         recompile_after_alarm: after an alarm, compile as soon as this many new witnesses exist.
         audit_rate: fraction of tier-1 answers re-asked at tier 0 in the background (0 = off).
         audit_seed, audit_max: the audit's sampling seed and its cap on audited answers.
         guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
             (None keeps the manifest's guard).
-        reset_monitor_on_recompile: also restart the shift monitor on routine recompiles.
+        reset_monitor_on_recompile: restart the shift monitor (wealth back to 1) whenever a
+            generation is installed, so ``shift_alpha`` bounds the false-alarm probability per
+            generation; False keeps the wealth across routine recompiles and only swaps the
+            reference scores (:meth:`ShiftMonitor.rebase`), so evidence of a shift that began under
+            the previous generation carries over. The generation compiled after an alarm always
+            restarts it.
+        shift_method: the monitor's bets (:class:`auto.guards.shift.ShiftMonitor` ``method``):
+            ``"step-jumper"`` (one-sided), ``"jumper"`` or ``"plugin"`` (MAPIE's).
+        shift_input: ``"score"`` feeds each call's nonconformity score as an online conformal
+            p-value against the installed generation's calibration scores plus the scores fed
+            since it was installed; ``"p_value"`` feeds the guard's own p-value against the fixed
+            calibration set (the earlier behaviour; see the module docstring).
 
     Raises:
         UsageError: ``audit_rate`` outside [0, 1], ``compile_every`` or ``recompile_after_alarm``
-            below 1, or ``shift_alpha`` outside (0, 1).
+            below 1, ``shift_alpha`` outside (0, 1), an unknown ``shift_input`` or ``shift_method``.
     """
     from auto.errors import UsageError
 
@@ -154,6 +189,8 @@ def run_stream(
         raise UsageError("compile_every and recompile_after_alarm must be >= 1")
     if shift_alpha is not None and not 0.0 < shift_alpha < 1.0:
         raise UsageError(f"shift alpha must be in (0, 1), got {shift_alpha!r}")
+    if shift_input not in ("score", "p_value"):
+        raise UsageError(f"shift_input must be 'score' or 'p_value', got {shift_input!r}")
     say = progress or (lambda _m: None)
     run = StreamRun()
     main_thread = threading.get_ident()
@@ -180,7 +217,9 @@ def run_stream(
     if shift_alpha is not None:
         from auto.guards.shift import ShiftMonitor
 
-        monitor = ShiftMonitor(alpha=shift_alpha)
+        # jump_size 0.02: the share of wealth moved back onto the bets each step, so a shift that
+        # starts tens of items into a generation still finds capital on them
+        monitor = ShiftMonitor(alpha=shift_alpha, method=shift_method, jump_size=0.02, seed=audit_seed)
     tiered = TieredTask(None, reference=tier0, capture=capture, audit_rate=audit_rate, audit_seed=audit_seed,
                         audit_max=audit_max)
     run.audit = tiered.audit
@@ -190,8 +229,12 @@ def run_stream(
         if guard_factory is not None:
             art.guard = guard_factory(art, store)
         tiered.swap(art)
-        if monitor is not None and reset_monitor:
-            monitor.reset()
+        if monitor is not None:
+            ref = novelty_calibration_scores(art.manifest) if shift_input == "score" else None
+            if reset_monitor or monitor.alarm:  # an alarm is answered by the generation installed after it
+                monitor.reset(ref)
+            else:
+                monitor.rebase(ref)
         return art
 
     new_witnesses = 0
@@ -211,21 +254,28 @@ def run_stream(
         if res.tier == "tier-0":
             new_witnesses += 1
         artifact_answer = None
+        margin = None
         if art is not None:
             try:
                 out = art.call(inp)
                 artifact_answer = out.get("answer") if isinstance(out, dict) else None
+                margin = out.get("margin") if isinstance(out, dict) else None
             except Exception:  # noqa: BLE001 - measurement only; a failing artifact answers nothing
                 artifact_answer = None
-        # a memo-first table hit reports score 0 (p = 1): that p-value does not come from the
+        # a memo-first table hit reports score 0 (p = 1): that score does not come from the
         # specialist's calibration distribution, so it is not fed to the monitor
-        if (monitor is not None and tiered.tightened is None and res.p_value is not None
-                and res.p_value == res.p_value and res.score != 0 and monitor.update(float(res.p_value))):
+        fed = False
+        if monitor is not None and tiered.tightened is None and res.score is not None and res.score != 0:
+            if shift_input == "score":
+                fed = monitor.update_score(res.score)
+            elif res.p_value is not None and res.p_value == res.p_value:
+                fed = monitor.update(float(res.p_value))
+        if fed and monitor is not None and tiered.tightened is None:
             alarm_pending = True
             why = f"exchangeability martingale {monitor.statistic:.3g} >= 1/alpha = {1.0 / shift_alpha:.3g}"
             tiered.tighten(why)
             run.shift_alarms.append({"position": pos, "generation": generation, "statistic": monitor.statistic,
-                                     "reason": why})
+                                     "fed": monitor.n, "reason": why})
             say(f"  [{pos:>4}] shift alarm ({why}): every call deopts until the next generation")
         m = last_meter.get("m")
         control = reference(inp)
@@ -247,6 +297,7 @@ def run_stream(
                 reference_latency_ms=control.latency_ms,
                 label=labels[pos] if pos < len(labels) else None,
                 artifact_answer=artifact_answer,
+                margin=margin if isinstance(margin, (int, float)) and not isinstance(margin, bool) else None,
             )
         )
         due = new_witnesses >= compile_every or (alarm_pending and new_witnesses >= recompile_after_alarm)

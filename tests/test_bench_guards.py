@@ -224,6 +224,14 @@ def test_stream_alarm_tightens_and_recompiles_on_a_shift(oracle_generation, tmp_
     tightened = [r for r in run.rows if first < r.position < after[0]["position"]]
     assert all(r.tier == "tier-0" and r.reason.startswith("shift alarm:") for r in tightened)
     assert run.shift_monitor is not None and run.shift_monitor["alpha"] == 0.01
+    # the monitor restarted with the generation installed after the alarm, ranking scores against its
+    # calibration scores (online conformal p-values)
+    from bench.stream import novelty_calibration_scores
+
+    last = run.last_outcome.manifest
+    assert last["generation"] == after[0]["generation"] or run.compiles[-1]["generation"] == last["generation"]
+    assert run.shift_monitor["reference_n"] == len(novelty_calibration_scores(last) or []) > 0
+    assert 0 < run.shift_alarms[0]["fed"] <= first + 1
     # measurement: the artifact's own answer is recorded on every row once a generation is installed
     assert all(r.artifact_answer is not None for r in run.rows[:len(before)])
 
@@ -263,6 +271,31 @@ def test_stream_rejects_bad_audit_rate(tmp_path):
     with pytest.raises(UsageError, match="audit rate"):
         run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "s.sqlite"),
                    out_dir=tmp_path, contract=Contract.default_for("triage"), audit_rate=1.5)
+
+
+def test_stream_rejects_bad_shift_input(tmp_path):
+    from auto.errors import UsageError
+    from auto.store import Store
+    from auto.verify import Contract
+    from bench.stream import run_stream
+
+    with pytest.raises(UsageError, match="shift_input"):
+        run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "s.sqlite"),
+                   out_dir=tmp_path, contract=Contract.default_for("triage"), shift_input="labels")
+    with pytest.raises(UsageError, match="unknown shift-monitor method"):
+        run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "t.sqlite"),
+                   out_dir=tmp_path, contract=Contract.default_for("triage"), shift_method="cusum")
+
+
+def test_novelty_calibration_scores_are_found_in_a_stack_or_at_the_top():
+    from bench.stream import novelty_calibration_scores
+
+    stack = {"guard": {"method": "stack", "components": [
+        {"method": "conformal-novelty", "calibration_scores": [0.1, 0.4]}, {"method": "selective-risk"}]}}
+    assert novelty_calibration_scores(stack) == [0.1, 0.4]
+    assert novelty_calibration_scores({"guard": {"method": "conformal-novelty", "calibration_scores": [0.2]}}) == [0.2]
+    assert novelty_calibration_scores({"guard": {"method": "exact-match"}}) is None
+    assert novelty_calibration_scores(None) is None
 
 
 # ----------------------------------------------------------------------------- end to end (small)

@@ -210,6 +210,136 @@ def test_shift_monitor_state_reset_and_ignored_values():
     assert not m.alarm and m.statistic == 1.0 and m.n == 0 and m.describe()["threshold"] == pytest.approx(20.0)
 
 
+def _first_alarm(m: ShiftMonitor, ps) -> int | None:
+    for i, p in enumerate(ps):
+        if m.update(float(p)):
+            return i
+    return None
+
+
+def _mixture_stream(rng: np.random.Generator, pre: int, post: int, share: float = 0.4) -> np.ndarray:
+    """``pre`` uniform p-values, then ``post`` where a ``share`` of them are U(0.01, 0.2) (a new category)."""
+    tail = np.where(rng.uniform(size=post) < share, rng.uniform(0.01, 0.2, size=post), rng.uniform(size=post))
+    return np.concatenate([rng.uniform(size=pre), tail])
+
+
+def test_step_jumper_catches_a_40_percent_mixture_sooner_than_mapie_jumper():
+    rng = np.random.default_rng(11)
+    delays: dict[str, list[float]] = {"step-jumper": [], "jumper": []}
+    early = 0
+    for _ in range(25):
+        ps = _mixture_stream(rng, 150, 250)
+        for method in delays:
+            at = _first_alarm(ShiftMonitor(alpha=0.01, method=method, jump_size=0.02), ps)
+            early += at is not None and at < 150
+            delays[method].append(math.inf if at is None or at < 150 else at - 150)
+    step, jump = np.median(delays["step-jumper"]), np.median(delays["jumper"])
+    # the one-sided bets pay ~x5-10 on a p-value <= 0.1-0.2 where the jumper pays at most x1.5
+    assert step < 0.8 * jump and step <= 60, (step, jump)
+    # 50 runs of 150 null p-values at alpha 0.01: Ville allows <= 0.5 false alarms on average
+    assert early <= int(binom.ppf(0.999, 50, 0.01))
+
+
+def test_step_jumper_is_fair_on_uniform_p_values_and_rarely_alarms_on_null_streams():
+    # E[statistic after one p-value] = 1 exactly for uniform p (every bet integrates to 1 on [0, 1])
+    grid = (np.arange(20_000) + 0.5) / 20_000
+    means = []
+    for prior_steps in (0, 7):
+        vals = []
+        for p in grid[::10]:
+            m = ShiftMonitor(alpha=0.05, method="step-jumper")
+            for q in (0.03, 0.9, 0.15, 0.6, 0.08, 0.4, 0.99)[:prior_steps]:
+                m.update(q)
+            before = m.statistic
+            m.update(float(p))
+            vals.append(m.statistic / before)
+        means.append(float(np.mean(vals)))
+    assert means == pytest.approx([1.0, 1.0], abs=2e-3)
+    rng = np.random.default_rng(12)
+    alarms = {"uniform": 0, "conservative": 0}
+    for _ in range(150):
+        u = rng.uniform(size=300)
+        for kind, ps in (("uniform", u), ("conservative", np.sqrt(u))):  # sqrt(U): P(p <= t) = t^2 <= t
+            m = ShiftMonitor(alpha=0.05, method="step-jumper")
+            alarms[kind] += _first_alarm(m, ps) is not None
+    # Ville: P(ever >= 20) <= 0.05 per stream (uniform or conservative p-values)
+    assert alarms["uniform"] <= int(binom.ppf(0.999, 150, 0.05))
+    assert alarms["conservative"] <= alarms["uniform"] and alarms["conservative"] <= 2
+
+
+def test_mapie_jumper_is_two_sided_but_step_jumper_ignores_large_p_values():
+    # a stream whose p-values are all large (calibration stranger than the traffic) alarms the
+    # two-sided jumper, never the one-sided bets
+    ps = np.linspace(0.85, 1.0, 200)
+    assert _first_alarm(ShiftMonitor(alpha=0.05, method="jumper"), ps) is not None
+    step = ShiftMonitor(alpha=0.05, method="step-jumper")
+    assert _first_alarm(step, ps) is None and step.max_statistic <= 1.0
+
+
+def test_plugin_martingale_learns_the_p_value_density():
+    rng = np.random.default_rng(13)
+    m = ShiftMonitor(alpha=0.01, method="plugin", burn_in=10)
+    ps = np.concatenate([rng.uniform(size=30), rng.uniform(0.0, 0.05, size=200)])
+    at = _first_alarm(m, ps)
+    assert at is not None and at >= 30 and m.statistic >= 100
+    null = ShiftMonitor(alpha=0.01, method="plugin", burn_in=10)
+    assert _first_alarm(null, rng.uniform(size=200)) is None
+
+
+def test_online_p_values_are_uniform_when_scores_are_exchangeable_with_the_reference():
+    from scipy.stats import kstest
+
+    rng = np.random.default_rng(14)
+    m = ShiftMonitor(alpha=0.01, method="step-jumper", seed=3)
+    m.reset(rng.normal(size=80).tolist())
+    ps = []
+    for s in rng.normal(size=400):
+        ps.append(m.online_p_value(float(s)))
+        m.update_score(float(s))
+    assert kstest(ps, "uniform").pvalue > 1e-3 and not m.alarm
+    assert m.reference_n == 80 and m.n == 400
+    # a score above every reference score gets p <= 1/(m+1); below every one, p >= m/(m+1)
+    fresh = ShiftMonitor(alpha=0.01)
+    fresh.reset([0.1, 0.2, 0.3])
+    assert 0.0 <= fresh.online_p_value(5.0) <= 0.25 and 0.75 <= fresh.online_p_value(-5.0) <= 1.0
+    # ties are broken at random: p = (#greater + U (#equal + 1)) / (m + 1)
+    p = fresh.online_p_value(0.2)
+    assert 0.25 <= p <= 0.75
+    # the shifted scores (larger = stranger) raise the alarm
+    shifted = ShiftMonitor(alpha=0.01, method="step-jumper")
+    shifted.reset(rng.normal(size=80).tolist())
+    for s in rng.normal(loc=3.0, size=60):
+        shifted.update_score(float(s))
+    assert shifted.alarm and shifted.alarm_at <= 30
+
+
+def test_update_score_bad_values_rebase_and_usage_errors():
+    m = ShiftMonitor(alpha=0.05, method="step-jumper")
+    m.reset([0.1, float("nan"), "x", 0.3])  # type: ignore[list-item]
+    assert m.reference_n == 2 and m.describe()["reference_dropped"] == 2
+    for bad in (None, math.nan, math.inf, True, "0.2"):
+        m.update_score(bad)  # type: ignore[arg-type]
+    assert m.ignored == 5 and m.n == 0 and m.statistic == 1.0
+    m.rebase(np.linspace(0.0, 1.0, 50).tolist())  # new reference, same (initial) wealth
+    assert m.reference_n == 50 and m.statistic == 1.0
+    for i in range(5):  # each stranger than everything before: p <= 1/51
+        m.update_score(10.0 + i)
+    wealth = m.statistic
+    assert wealth > 20.0 and m.alarm and m.alarm_at <= 5
+    m.rebase([0.5] * 40)
+    assert m.statistic == wealth and m.reference_n == 40 and m.n == 5 and m.alarm
+    m.reset()
+    assert m.statistic == 1.0 and m.reference_n == 0 and m.n == 0
+    with pytest.raises(UsageError):
+        m.online_p_value(math.nan)
+    with pytest.raises(UsageError):
+        ShiftMonitor(method="cusum")
+    with pytest.raises(UsageError):
+        ShiftMonitor(method="plugin", burn_in=0)
+    with pytest.raises(UsageError):
+        ShiftMonitor(jump_size=1.0)
+
+
 def test_audit_summary():
     s = audit_summary({"n": 50, "disagreements": 2, "errors": 1})
     assert s["silent_wrong"] == 2 and s["silent_wrong_rate"] == pytest.approx(0.04)
