@@ -429,6 +429,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, se
         say("")
         say(render_compile_summary(results))
         say(f"wrote {Path(out_dir) / 'results.json'}")
+        if results.get("compiled_as") == "refused":
+            sys.exit(3)  # as `auto compile`: ran, but every rung was refused
         return
     if inputs_path is not None or eval_path is not None:
         raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")

@@ -356,8 +356,10 @@ def run_program_gate(
             rate = "n/a" if c["rate"] is None else f"{c['rate']:.3f}"
             low = "n/a" if c["ci95_low"] is None else f"{c['ci95_low']:.3f}"
             reason = (f"program held-out agreement {c['agree']}/{c['n']} = {rate} (95% CP lower bound {low}; "
-                      f"deopts count as disagreement) is below the contract's {contract.program_min_agreement:.2f} "
-                      f"(lower bound {contract.program_min_agreement_ci95_low:.2f})")
+                      f"deopts count as disagreement) does not meet the contract's {contract.program_min_agreement:.2f} "
+                      f"with lower bound {contract.program_min_agreement_ci95_low:.2f}"
+                      + (" (too few held-out inputs for that lower bound)" if c["rate"] is not None
+                         and c["rate"] >= contract.program_min_agreement else ""))
         elif c["name"] == "wasm-matches-python-reference":
             reason = f"WebAssembly and the Python interpreter disagree on {c['mismatches']} inputs"
         else:

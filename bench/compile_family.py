@@ -153,7 +153,9 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
                                      "estimator": (spec.manifest.get("model") or {}).get("estimator"), "reason": spec.reason}
         except GateRefused as e:
             results["specialist"] = {"compiled": False, "reason": e.reason, "eval_run_id": e.eval_run_id}
-        say(f"[beside] specialist: {results['specialist']}")
+        sp = results["specialist"]
+        say("[beside] specialist: " + (f"compiled ({sp['estimator']}), held-out {sp['heldout_agreement']:.3f}, {sp['artifact_bytes']} bytes"
+                                       if sp["compiled"] else f"refused: {sp['reason']}"))
         store.close()
 
         # verify on never-recorded inputs and out-of-distribution probes

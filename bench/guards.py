@@ -561,8 +561,9 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
     for v in VARIANTS:
         if v in variants and v not in live:
             for split in ("heldout", "ood", "stream"):
-                rows.append({"family": family, "guard": v, "split": split, "n": 0, "tier1": 0, "false_proceed": None,
-                             "false_proceed_ci95_high": None, "false_abstain": None, "false_abstain_ci95_high": None,
+                rows.append({"family": family, "guard": v, "split": split, "n": 0, "tier1": 0, "tier1_wrong": 0,
+                             "false_proceed": None, "false_proceed_ci95_high": None, "would_be_correct": 0,
+                             "false_abstain_count": 0, "false_abstain": None, "false_abstain_ci95_high": None,
                              "tier1_share": None, "admitted": None,
                              "notes": f"left out: {semantic_status.get('reason')}"})
     results["rows"] = rows

@@ -96,19 +96,22 @@ def _metered_triage(inp: dict[str, Any]) -> Metered:
 def _read_stream(path: Path, field: str) -> tuple[list[dict[str, Any]], list[str | None]]:
     items: list[dict[str, Any]] = []
     labels: list[str | None] = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise UsageError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-                raise UsageError(f"{path}:{n}: expected an object with a string field {field!r}")
-            items.append({field: obj[field]})
-            lab = obj.get("category", obj.get("label"))
-            labels.append(lab if isinstance(lab, str) else None)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise UsageError(f"{path}:{n}: not JSON ({e})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+            raise UsageError(f"{path}:{n}: expected an object with a string field {field!r}")
+        items.append({field: obj[field]})
+        lab = obj.get("category", obj.get("label"))
+        labels.append(lab if isinstance(lab, str) else None)
     if not items:
         raise UsageError(f"{path}: no items")
     return items, labels

@@ -160,7 +160,7 @@ def compile_program_rung(
     program, guarded = guard_domain(res.program, [items[i][0] for i in train_idx + sel_idx])
     say(f"  synthesized a program of {size(res.program)} nodes: train agreement {res.train_agreement:.3f}"
         + (f", selection {res.heldout_agreement:.3f}" if res.heldout_agreement is not None else "")
-        + (f"; witnessed-domain guard on {len(guarded)} extractor(s)" if guarded else ""))
+        + (f"; witnessed-domain guard on {len(guarded)} extractor(s): {size(program)} nodes with it" if guarded else ""))
 
     t0 = time.perf_counter()
     code = compile_program(program)
