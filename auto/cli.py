@@ -161,7 +161,7 @@ def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path:
     exact-match table); if the specialist fails its gate, an exact-match memo of the witnessed
     inputs (it answers only what was witnessed); otherwise a refusal naming each rung's reason.
     """
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
     from auto.verify import Contract
 
     contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)

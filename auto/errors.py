@@ -18,8 +18,10 @@ runtime is installed everywhere); this module adds the compiler's branches::
     ├── SpendCapExceeded              a paid call would exceed the spend cap (default cap 0)
     ├── CompileError                  no candidate could be built (no witnesses, one label, ...)
     ├── CodegenError                  lowering to WebAssembly text or assembling it failed
-    ├── ContractError                 the contract file is malformed
+    ├── ContractError                 the contract (file or values) is malformed
+    ├── ArgumentError                 a library function was called with invalid arguments
     └── GateRefused                   the gate rejected the candidate (exit code 3)
+        └── RungRefused               one rung of the compile ladder refused (the ladder may go on)
 
 The CLI converts these to messages and exit codes in one place (``auto.cli``): 1 for errors,
 2 for ``UsageError``, 3 for ``GateRefused`` (and for a guard declining with no reference).
@@ -92,6 +94,14 @@ class ContractError(AutoError):
     """The contract (TOML) is malformed or names unknown keys."""
 
 
+class ArgumentError(AutoError, ValueError):
+    """A library function was called with invalid arguments (library misuse).
+
+    :class:`UsageError` is raised by the CLI only; library code raises this instead. It is also a
+    ``ValueError``, so callers that caught ``ValueError`` before keep working.
+    """
+
+
 class GateRefused(AutoError):
     """The gate rejected the candidate; no artifact was emitted (CLI exit code 3).
 
@@ -104,3 +114,24 @@ class GateRefused(AutoError):
         super().__init__(reason)
         self.reason = reason
         self.eval_run_id = eval_run_id
+
+
+class RungRefused(GateRefused):
+    """One rung of the compile ladder refused; the ladder goes on to the next rung unless ``final``.
+
+    Attributes:
+        rung: the rung's name (``"program"``, ``"specialist"``, ``"memo"``).
+        reason: the rung's own one-line reason.
+        eval_run_id: the stored eval run recording the refusal (None when the rung was not
+            attempted and stored nothing).
+        citation: how a later rung's reason cites this refusal (names the rung and the eval run).
+        final: no lower rung may be tried (e.g. every witness has the same output).
+    """
+
+    def __init__(self, rung: str, reason: str, eval_run_id: str | None = None, *, citation: str | None = None,
+                 final: bool = False):
+        super().__init__(reason, eval_run_id)
+        self.rung = rung
+        self.citation = citation if citation is not None else (
+            f"{reason} (eval run {eval_run_id})" if eval_run_id else reason)
+        self.final = final

@@ -68,6 +68,17 @@ class Contract(BaseModel):
     program_min_agreement_ci95_low: float = Field(0.90, ge=0.0, le=1.0)
     seed: int = 0
 
+    def __init__(self, **data: Any) -> None:
+        """Raises:
+            ContractError: an unknown key, or a value of the wrong type or out of range (the
+                message names each offending key).
+        """
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise ContractError("; ".join(f"{'.'.join(map(str, err['loc'])) or 'contract'}: {err['msg']}"
+                                          for err in e.errors())) from None
+
     @model_validator(mode="after")
     def _fractions(self) -> "Contract":
         if self.heldout_fraction + self.calibration_fraction >= 0.8:
@@ -106,9 +117,8 @@ class Contract(BaseModel):
                 raise ContractError(f"contract {p} is for task {body['task']!r}, not {task!r}")
         try:
             return cls(**body)
-        except ValidationError as e:
-            msgs = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'contract'}: {err['msg']}" for err in e.errors())
-            raise ContractError(f"contract {p}: {msgs}") from None
+        except ContractError as e:
+            raise ContractError(f"contract {p}: {e}") from None
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -8,9 +8,9 @@ so the compiler should emit a DSL program, not a model. One run:
 2. **record** — the reference agent answers every input twice under ``auto.recording`` into
    ``store.sqlite`` (the simulator unless ``OPENAI_BASE_URL`` is set);
 3. **census** — witnessed determinism per span site;
-4. **compile** — :func:`auto.pipeline.compile_task` (program → specialist → memo → refusal);
+4. **compile** — :func:`auto.compile.compile_task` (program → specialist → memo → refusal);
 5. **beside it** — the best distilled specialist on the same witnesses and split
-   (:func:`auto.pipeline.compile_specialist`, no memo table in front, so its held-out agreement
+   (:func:`auto.compile.compile_task` with ``programs=False, memo=False``: no memo table in front, so its held-out agreement
    is the model's own), or the reason it was refused;
 6. **verify** — the compiled generation runs through :class:`auto_runtime.TieredTask` on fresh
    inputs never recorded (the corpus's held-out items; ``--eval-inputs FILE`` adds any JSONL file)
@@ -89,7 +89,7 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
     """
     import auto
     from auto.analyze import census
-    from auto.pipeline import compile_specialist, compile_task
+    from auto.compile import compile_task
     from auto.verify import Contract
     from bench.families import get_family
 
@@ -145,7 +145,7 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
         # beside it: the best distilled specialist on the same witnesses and split
         spec = None
         try:
-            spec = compile_specialist(store, fam.task, contract=contract, generation=99, memo=False,
+            spec = compile_task(store, fam.task, contract=contract, generation=99, programs=False, memo=False,
                                       out_path=out_dir / f"{fam.task}.specialist.wasm", reference_model=ref_label)
             sh = (spec.manifest.get("parity") or {}).get("heldout") or {}
             results["specialist"] = {"compiled": True, "heldout_agreement": sh.get("rate"),

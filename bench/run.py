@@ -142,12 +142,12 @@ def offline_generation(data: dict[str, Any], *, out_dir: Path, contract: Any, re
 
     Returns:
         ``(offline_results, outcome)``: the ``results.json`` ``offline`` object (census, task site,
-        compile summary or refusal) and the :class:`~auto.pipeline.CompileOutcome`, or ``None``
+        compile summary or refusal) and the :class:`~auto.compile.CompileOutcome`, or ``None``
         when the gate refused.
     """
     import auto
     from auto.analyze import census
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
     from bench.triage import agent
 
     say = progress or (lambda _m: None)

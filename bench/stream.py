@@ -48,7 +48,7 @@ from typing import Any, Callable
 from auto_runtime import Artifact, TieredTask
 
 from auto.errors import GateRefused
-from auto.pipeline import compile_task
+from auto.compile import compile_task
 from auto.store import Store
 from auto.verify import Contract
 
@@ -149,7 +149,7 @@ def run_stream(
         contract: the gate's contract for every generation.
         compile_every: new witnesses between compile attempts.
         reference_model: provenance label written into every generation's manifest.
-        initial: a :class:`~auto.pipeline.CompileOutcome` to install before the first item (a warm
+        initial: a :class:`~auto.compile.CompileOutcome` to install before the first item (a warm
             start: a generation compiled before deployment); None starts with no artifact.
         progress: optional callback for human-readable progress lines.
         shift_alpha: level of the shift alarm (the martingale alarms at ``1/shift_alpha``;

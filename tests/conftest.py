@@ -47,7 +47,7 @@ def triage_store(tmp_path_factory, sim_env) -> Path:
 @pytest.fixture(scope="session")
 def triage_artifact(tmp_path_factory, triage_store) -> tuple[Path, object]:
     """(path, CompileOutcome) of one compiled generation from :func:`triage_store`."""
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
     from auto.store import Store
 
     out = tmp_path_factory.mktemp("art") / "triage.wasm"

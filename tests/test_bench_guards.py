@@ -184,7 +184,7 @@ def _oracle_reference(inp):
 @pytest.fixture(scope="module")
 def oracle_generation(tmp_path_factory):
     """A store of 500 oracle-labelled training tickets (each witnessed twice) and one generation compiled from it."""
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
     from auto.store import Store
     from bench.triage import corpus
 

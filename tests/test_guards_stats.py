@@ -353,7 +353,7 @@ def test_audit_summary():
 def _compile(store_path, tmp_path, name, **contract_kw):
     import inspect
 
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
     from auto.store import Store
     from auto.verify import Contract
 

@@ -6,7 +6,7 @@ import pytest
 
 from auto.emit import read_manifest
 from auto.errors import GateRefused
-from auto.pipeline import compile_task
+from auto.compile import compile_task
 from auto.store import Store
 from auto.verify import Contract
 

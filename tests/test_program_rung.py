@@ -67,7 +67,7 @@ def _policy(text):
 
 def test_compile_task_emits_a_program_and_inspect_prints_it(tmp_path):
     from auto.cli import main
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
 
     st = _record(tmp_path / "s.sqlite", _requests(200), _policy)
     out = compile_task(st, "route", out_path=tmp_path / "route.wasm")
@@ -86,7 +86,7 @@ def test_ladder_names_every_refused_rung(tmp_path):
     import random
 
     from auto.errors import GateRefused
-    from auto.pipeline import compile_task
+    from auto.compile import compile_task
 
     rng = random.Random(1)
     st = _record(tmp_path / "r.sqlite", _requests(120, seed=3), lambda t: rng.choice(["approve", "review", "reject"]))

@@ -170,7 +170,7 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     from auto_runtime import Artifact, TieredTask
 
     from auto.errors import UsageError
-    from auto.pipeline import compile_memo
+    from auto.compile import compile_memo
     from auto.store import Store
     from auto.verify import Contract
 

@@ -59,6 +59,13 @@ from auto_runtime.schema import SchemaDefinitionError, compile_schema
 
 __all__ = ["Artifact", "Limits", "MAX_ARTIFACT_BYTES", "HostFunctions"]
 
+MEASURE_FUEL = 10**10
+"""Fuel budget of one measured call (:meth:`Artifact.fuel_per_call`): 200x the default call
+budget, so measurement never stops where a real call would still have succeeded."""
+
+MEASURE_TIMEOUT_MS = 60_000.0
+"""Wall-clock backstop of one measured call, in ms (measurement runs off the request path)."""
+
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 """Largest artifact file accepted, in bytes (a specialist is tens of KB to a few MB)."""
 
@@ -304,6 +311,34 @@ class Artifact:
             except Exception as e:  # noqa: BLE001 - never let an internal failure escape unmapped
                 self._sandbox = None
                 raise TrapError(f"artifact call failed unexpectedly: {e!r}") from e
+
+    def fuel_per_call(self, inputs: list[Any], fuel: int = MEASURE_FUEL) -> list[int]:
+        """Fuel one ``run`` call consumes on each input, each on a fresh instance (so the count
+        does not depend on earlier calls' heap), ``alloc`` and the input copy included.
+
+        Args:
+            inputs: task inputs (JSON-encodable).
+            fuel: the budget per measured call (a call needing more raises FuelExhausted).
+
+        Returns:
+            Fuel units (≈ WebAssembly instructions) per input, in order; deterministic on any
+            machine (wasmtime fuel metering).
+
+        Raises:
+            InputSchemaError: an input is not JSON-encodable.
+            FuelExhausted, CallTimeout, MemoryLimitExceeded, TrapError, OutputError: a call failed.
+        """
+        limits = Limits(fuel=fuel, memory_bytes=self.limits.memory_bytes, timeout_ms=MEASURE_TIMEOUT_MS)
+        used = []
+        for x in inputs:
+            try:
+                data = canonical_text(x).encode("utf-8")
+            except (TypeError, ValueError, RecursionError) as e:
+                raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
+            sb = Sandbox(self._engine, self._module, limits, self._externs, call_path="checked",
+                         batch=self.has_run_batch)
+            used.append(sb.fuel_used(data))
+        return used
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary: id, size (bytes), task, generation, imports, exports, guard,

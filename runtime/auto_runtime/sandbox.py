@@ -534,6 +534,26 @@ class Sandbox:
         base = ctypes.cast(self.memory.data_ptr(store), ctypes.c_void_p).value or 0
         return ctypes.string_at(base + optr, olen)
 
+    # ------------------------------------------------------------------ fuel measurement
+
+    def fuel_used(self, data: bytes) -> int:
+        """Fuel (≈ WebAssembly instructions) one ``run`` call on ``data`` consumes, ``alloc``
+        and the input copy included, through the checked path.
+
+        Deterministic for the same module and input on any machine (wasmtime fuel metering),
+        unlike wall-clock latency; the compiler records it in the manifest (``fuel_per_call``).
+        Measure on a fresh Sandbox: the count includes what ``alloc`` does on this instance's heap.
+
+        Returns:
+            Fuel units consumed.
+
+        Raises:
+            FuelExhausted, CallTimeout, MemoryLimitExceeded, TrapError, OutputError: as
+            :meth:`invoke`.
+        """
+        self._invoke_checked(data)
+        return self.limits.fuel_for(budget_units(len(data))) - self.store.get_fuel()
+
 
 def _input_too_large(n: int, limit: int) -> MemoryLimitExceeded:
     return MemoryLimitExceeded(

@@ -1,0 +1,119 @@
+"""The compile ladder: program → specialist → memo → refusal.
+
+:func:`compile_task` compiles one generation of a task from the witnesses in a store. It checks
+the store's integrity once, reads the task's witnesses once (:class:`~auto.compile.witnesses.WitnessSet`),
+and tries the rungs in order; each rung has one signature (:data:`Rung`): it takes the witnesses,
+the contract and the :class:`~auto.compile.context.RungContext`, and returns the emitted
+generation or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is
+the generation. A refusal marked ``final`` stops the ladder (nothing below can help, e.g. every
+witness has the same output). When every rung refuses, the ladder raises
+:class:`~auto.errors.GateRefused` whose reason cites each rung's refusal in order, then the last
+rung's reason, with the last eval run attached.
+
+Rungs (:data:`RUNGS`):
+
+- ``program`` (:mod:`auto.compile.rungs.program`): a synthesized DSL program, gated on held-out
+  inputs;
+- ``specialist`` (:mod:`auto.compile.rungs.specialist`): a distilled classifier with a calibrated
+  guard stack, memo-first unless ``memo=False``;
+- ``memo`` (:mod:`auto.compile.rungs.memo`): an exact-match table of the consistently answered
+  inputs, only with evidence that the task repeats itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from auto.compile.context import RungContext, next_generation
+from auto.compile.generation import CompileOutcome
+from auto.compile.rungs import memo as memo_rung
+from auto.compile.rungs import program as program_rung
+from auto.compile.rungs import specialist as specialist_rung
+from auto.compile.witnesses import WitnessSet
+from auto.errors import ArgumentError, GateRefused, RungRefused
+from auto.verify import Contract
+
+Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
+"""``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
+
+RUNGS: dict[str, Rung] = {
+    program_rung.NAME: program_rung.compile_rung,
+    specialist_rung.NAME: specialist_rung.compile_rung,
+    memo_rung.NAME: memo_rung.compile_rung,
+}
+"""Every rung by name, in ladder order."""
+
+
+def ladder(*, programs: bool = True, memo: bool = True) -> list[str]:
+    """The rung names a compile tries: all of :data:`RUNGS`, without the program rung when
+    ``programs`` is False and without the memo rung when ``memo`` is False."""
+    return [name for name in RUNGS if (programs or name != "program") and (memo or name != "memo")]
+
+
+def compile_task(
+    store: Any,
+    task: str,
+    *,
+    contract: Contract | None = None,
+    generation: int | None = None,
+    out_path: str | Path | None = None,
+    reference_model: str | None = None,
+    memo: bool = True,
+    programs: bool = True,
+    rungs: list[str] | None = None,
+    proposer: Any = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompileOutcome:
+    """Compile one generation of ``task``: the ladder program → specialist → memo → refusal.
+
+    Args:
+        store: an :class:`auto.store.Store` holding the task's witnesses; eval runs and the
+            artifact are stored there.
+        task: the task name as recorded.
+        contract: the gate's contract (default: :meth:`Contract.default_for`).
+        generation: generation number (default: the store's latest for the task + 1).
+        out_path: where to write the ``.wasm`` (default: ``<task>.gen<N>.wasm``).
+        reference_model: label for provenance (default: read from recorded model-call spans).
+        memo: the specialist is memo-first (witnessed inputs answered from an exact-match table)
+            and the memo rung is on the ladder.
+        programs: try the program rung first.
+        rungs: the rung names to try, in order (default :func:`ladder` of ``programs`` / ``memo``).
+        proposer: optional LLM-guided program proposer (:mod:`auto.extract.propose`).
+        progress: optional callback for human-readable progress lines.
+
+    Returns:
+        The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
+        prefixed by the refusals of the rungs tried before.
+
+    Raises:
+        GateRefused: every rung refused (the last rung's eval run is attached; the reason cites
+            each rung's refusal).
+        IntegrityError: a stored digest does not match its content (``auto store verify``).
+        ArgumentError: an unknown rung name.
+        CompileError, CodegenError: a stage failed for a reason other than a gate.
+    """
+    names = ladder(programs=programs, memo=memo) if rungs is None else list(rungs)
+    unknown = [n for n in names if n not in RUNGS]
+    if unknown or not names:
+        raise ArgumentError(f"unknown rung(s) {unknown or names!r}; the rungs are {', '.join(RUNGS)}")
+    contract = contract or Contract.default_for(task)
+    store.verify().raise_for_mismatch()  # never compile from a store whose content no longer matches its digests
+    ws = WitnessSet.of(task, store.witnesses(task))
+    ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
+                      reference_model=reference_model, say=progress or (lambda _m: None), memo_first=memo,
+                      proposer=proposer)
+    for name in names:
+        try:
+            outcome = RUNGS[name](ws, contract, ctx)
+        except RungRefused as r:
+            ctx.prior.append(r)
+            if r.final:
+                break
+            ctx.say(f"  {r.citation}")
+            continue
+        if ctx.prior:
+            outcome.reason = "; ".join([*(r.citation for r in ctx.prior), outcome.reason])
+        return outcome
+    last = ctx.prior[-1]
+    raise GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)

@@ -1,0 +1,91 @@
+"""The one manifest builder: every rung describes its candidate here, on the runtime's constants.
+
+A manifest is canonical JSON in the artifact's ``auto.manifest`` section; the runtime
+(:mod:`auto_runtime.manifest`) owns its format string, the ABI's exports and the checks the loader
+applies. The compiler writes it in two steps:
+
+1. :class:`ManifestDraft` — what the rung knows before the gate: task, generation, what it was
+   compiled as, the interface and the model. :meth:`ManifestDraft.provisional` is the manifest of
+   the *candidate* artifact the gate runs (guard ``none``, ``provisional: true``: it is never
+   written to disk or stored).
+2. :meth:`ManifestDraft.final` — after the gate: the contract, the eval runs it cites,
+   provenance, parity, the guard calibration and the deterministic cost of a call. Every number
+   in it is measured or ``null`` (wall-clock latency is ``null``: it depends on the machine, and
+   the same witnesses must give the same bytes; ``fuel_per_call`` is the machine-independent
+   measure of the compiled path's work).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from auto_runtime.manifest import ABI_EXPORTS, FORMAT
+
+
+@dataclass(frozen=True)
+class ManifestDraft:
+    """A manifest before the gate.
+
+    Attributes:
+        task: the task name.
+        generation: the generation number (1, 2, …).
+        compiled_as: ``"program"``, ``"specialist"``, ``"memo-first"`` or ``"memo"``.
+        interface: ``{"input": <JSON schema>, "output": {...}}``.
+        model: what was compiled (kind, sizes, digests; always ``code_digest``).
+        capabilities: host functions the artifact imports (``{"module", "name"}``); none for a
+            pure artifact.
+    """
+
+    task: str
+    generation: int
+    compiled_as: str
+    interface: dict[str, Any]
+    model: dict[str, Any]
+    capabilities: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    def with_model(self, compiled_as: str | None = None, **model: Any) -> "ManifestDraft":
+        """A copy whose ``model`` is updated with ``model`` (and ``compiled_as`` replaced)."""
+        return replace(self, compiled_as=compiled_as or self.compiled_as, model={**self.model, **model})
+
+    def base(self) -> dict[str, Any]:
+        """The manifest keys known before the gate."""
+        return {
+            "format": FORMAT,
+            "task": self.task,
+            "generation": self.generation,
+            "compiled_as": self.compiled_as,
+            "interface": self.interface,
+            "abi": {"exports": list(ABI_EXPORTS), "encoding": "canonical-json"},
+            "capabilities": [dict(c) for c in self.capabilities],
+            "model": self.model,
+        }
+
+    def provisional(self) -> dict[str, Any]:
+        """The manifest of the candidate the gate runs (no guard; marked provisional)."""
+        return {**self.base(), "guard": {"method": "none"}, "provisional": True}
+
+    def final(self, *, contract: Any, eval_runs: list[str], provenance: dict[str, Any], parity: dict[str, Any],
+              guard: dict[str, Any], fuel_per_call: dict[str, Any] | None) -> dict[str, Any]:
+        """The manifest that is emitted.
+
+        Args:
+            contract: the :class:`auto.verify.Contract` the gate checked (id and fields recorded).
+            eval_runs: the eval run ids the manifest cites (the gate's last).
+            provenance: ``{"trace_ids", "store_digest", "witnesses", "distinct_inputs",
+                "reference_model"}``.
+            parity: agreement figures per split, from the eval run.
+            guard: the guard entry the runtime builds the guard from.
+            fuel_per_call: :func:`auto.compile.measure.fuel_per_call`'s summary, or None.
+        """
+        return {
+            **self.base(),
+            "contract": {"id": contract.id, **contract.model_dump()},
+            "eval_runs": list(eval_runs),
+            "provenance": provenance,
+            "parity": parity,
+            "guard": guard,
+            "latency_us": None,
+            "fuel_per_call": fuel_per_call,
+            "cost_usd_micros_per_call": 0,
+        }

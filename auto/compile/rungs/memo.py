@@ -1,0 +1,175 @@
+"""The memo rung: an exact-match table of what was witnessed, only where the task repeats itself.
+
+The lowest rung generalizes nothing, so it needs no held-out evidence; it needs evidence that
+repeating an observation is sound. Divergent inputs (≥ 2 distinct outputs) are never tabulated.
+The memo is compiled only when the inputs seen more than once were answered consistently at the
+contract's rates — point estimate ≥ ``min_agreement`` *and* 95% Clopper–Pearson lower bound
+≥ ``min_agreement_ci95_low`` (Clopper & Pearson, Biometrika 26(4), 1934) — the census's evidence
+that the task is deterministic; without it (or without any repeated input) the memo is refused.
+
+The artifact answers exactly the witnessed inputs with their outputs and reports nonconformity
+1.0 on anything else; its guard (``exact-match``) deopts every input that was not witnessed. The
+gate (:func:`auto.verify.run_memo_gate`) requires every witnessed output to be repeated exactly
+and every probe (a never-witnessed variant of a witnessed input) to miss.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from auto_runtime import Artifact
+
+from auto.canonical import canonical_json, digest_bytes
+from auto.codegen import TableModel, compile_model
+from auto.compile.context import RungContext, next_generation
+from auto.compile.generation import CompileOutcome, emit_generation
+from auto.compile.manifest import ManifestDraft
+from auto.compile.measure import call_latency_us
+from auto.compile.witnesses import WitnessSet, input_schema
+from auto.emit import emit
+from auto.errors import CompileError, RungRefused
+from auto.verify import Contract, clopper_pearson, run_memo_gate
+
+NAME = "memo"
+
+EXACT_MATCH_GUARD = {
+    "method": "exact-match",
+    "statement": "tier-1 only on inputs byte-identical (canonical JSON) to a witnessed input; every other input deopts",
+}
+
+PROBE_LIMIT = 50
+"""At most this many probes are made from the witnessed inputs."""
+
+
+def probes_for(inputs: Sequence[dict[str, Any]], seen: set[str], limit: int = PROBE_LIMIT) -> list[dict[str, Any]]:
+    """Never-witnessed variants of witnessed inputs (each string field gets a ``" [probe]"``
+    suffix), skipping any variant that is itself in ``seen`` (canonical JSON texts)."""
+    out = []
+    for inp in list(inputs)[:limit]:
+        probe = {k: (v + " [probe]" if isinstance(v, str) else v) for k, v in inp.items()}
+        if canonical_json(probe) not in seen:
+            out.append(probe)
+    return out
+
+
+def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
+    """Tabulate the consistently answered inputs when the repetition evidence allows.
+
+    The eval run of this rung cites the refusal it stands in for (the previous rung's), and the
+    manifest cites the refused specialist's eval run.
+
+    Raises:
+        RungRefused: no repeated input, or too little consistency (eval run stored); a gate
+            check failed.
+    """
+    cited = ctx.prior[-1].citation if ctx.prior else None
+    rep = ws.repetition()
+    low, _ = clopper_pearson(rep.consistent, rep.repeated)
+    evidence = (f"{rep.consistent} of {rep.repeated} repeated inputs answered consistently"
+                + (f" (rate {rep.rate:.3f}, 95% CP lower bound {low:.3f})" if rep.rate is not None else ""))
+    if rep.rate is None or rep.rate < contract.min_agreement or low < contract.min_agreement_ci95_low:
+        own = (f"memo refused: {evidence}, the contract needs {contract.min_agreement:.2f} "
+               f"(lower bound {contract.min_agreement_ci95_low:.2f})" if rep.rate is not None
+               else "memo refused: no input was witnessed twice, so there is no evidence the task repeats itself")
+        r = ctx.refuse(NAME, contract, f"{cited}; {own}" if cited else own,
+                       [{"name": "memo-determinism-evidence", "repeated": rep.repeated, "consistent": rep.consistent,
+                         "rate": rep.rate, "ci95_low": low, "min_agreement": contract.min_agreement, "passed": False}])
+        raise RungRefused(NAME, own, r.eval_run_id)
+    entries = ws.consistent_entries()
+    specialist = ctx.prior_refusal("specialist")
+    ctx.say(f"  {cited + '; ' if cited else ''}compiling the exact-match memo of {len(entries)} consistently answered "
+            f"inputs ({evidence})")
+    return tabulate(ctx, contract, entries, probes=probes_for([e[0] for e in entries], set(ws.groups)),
+                    note=f"memo: {evidence}; {ws.n - len(entries)} divergent inputs left out", cited=cited,
+                    witnesses=ws.witnesses,
+                    evidence={"repeated_inputs": rep.repeated, "consistent": rep.consistent, "rate": rep.rate,
+                              "ci95_low": low, "specialist_eval_run": specialist.eval_run_id if specialist else None})
+
+
+def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str, Any], Any]], *,
+             probes: list[dict[str, Any]], witnesses: Sequence[Any], note: str | None = None, cited: str | None = None,
+             evidence: dict[str, Any] | None = None) -> CompileOutcome:
+    """Compile, gate and emit an exact-match table (``compiled_as: memo``) of ``entries``.
+
+    Args:
+        ctx: the compile's context.
+        contract: the contract (recorded; the memo gate's checks are fixed).
+        entries: ``(input, output)`` pairs, one output per distinct input.
+        probes: inputs that were never witnessed (all must miss).
+        witnesses: every witness of the task (provenance).
+        note: prefix of the gate's reason (the evidence that justified tabulating).
+        cited: the refusal this memo stands in for; prefixed to the stored eval run's reason only.
+        evidence: the repetition evidence (the manifest's ``parity.repetition``; its
+            ``specialist_eval_run``, when set, is cited by the manifest too).
+
+    Returns:
+        The emitted generation; its ``reason`` does not repeat ``cited`` (the ladder prefixes
+        the refusals it went through).
+
+    Raises:
+        RungRefused: a gate check failed (eval run stored). CompileError: no entries.
+    """
+    if not entries:
+        raise CompileError(f"no witnessed inputs to tabulate for task {ctx.task!r}")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    table = TableModel(entries)
+    code = compile_model(table)
+    timings["codegen"] = time.perf_counter() - t0
+    answers = sorted({canonical_json(e[1]) for e in entries})
+    draft = ManifestDraft(
+        task=ctx.task, generation=ctx.generation, compiled_as="memo",
+        interface={"input": input_schema([e[0] for e in entries]),
+                   "output": {"enum": [json.loads(a) for a in answers]}},
+        model={**table.manifest_model(), "code_digest": digest_bytes(code)})
+    art = Artifact.load(emit(code, draft.provisional()))
+    t0 = time.perf_counter()
+    record = run_memo_gate(contract=contract, run_batch=art.call_batch, reference_predict=lambda inp: table.predict(inp).answer,
+                           witnessed=entries, probes=probes, candidate=draft.model, generation=ctx.generation, note=note)
+    own_reason = record["reason"]
+    if cited:
+        record["reason"] = f"{cited}; {own_reason}"
+    lat = call_latency_us(art, [e[0] for e in entries])
+    record["guard"] = EXACT_MATCH_GUARD
+    if evidence is not None:
+        record["repetition_evidence"] = evidence
+    eval_id = ctx.store.put_eval_run(record)
+    timings["gate"] = time.perf_counter() - t0
+    if record["verdict"] != "pass":
+        raise RungRefused(NAME, own_reason, eval_id)
+    checks = {c["name"]: c for c in record["checks"]}
+    wa = checks["witnessed-agreement"]
+    parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
+              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
+              "repetition": evidence}
+    cite = [evidence["specialist_eval_run"]] if evidence and evidence.get("specialist_eval_run") else []
+    return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,
+                           eval_runs=[*cite, eval_id], reason=own_reason, witnesses=witnesses,
+                           distinct_inputs=len(entries), fuel_inputs=[e[0] for e in entries], latency=lat,
+                           timings=timings, model=table)
+
+
+def compile_memo(store: Any, task: str, entries: list[tuple[dict[str, Any], Any]], *, probes: list[dict[str, Any]],
+                 contract: Contract | None = None, generation: int | None = None, out_path: str | Path | None = None,
+                 reference_model: str | None = None, note: str | None = None,
+                 evidence: dict[str, Any] | None = None) -> CompileOutcome:
+    """Compile an exact-match table of given ``entries`` directly (no repetition evidence
+    check: the caller vouches for the entries, e.g. resolved decisions of a domain census).
+
+    Args:
+        store: the :class:`auto.store.Store` (eval run and artifact are stored there).
+        task: the task name.
+        entries, probes, note, evidence: as for :func:`tabulate`.
+        contract: default :meth:`Contract.default_for`; generation: default the store's latest + 1.
+        out_path, reference_model: as for :func:`auto.compile.compile_task`.
+
+    Raises:
+        GateRefused: a gate check failed (eval run stored). CompileError: no entries.
+    """
+    contract = contract or Contract.default_for(task)
+    ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task),
+                      out_path=out_path, reference_model=reference_model)
+    return tabulate(ctx, contract, entries, probes=probes, witnesses=store.witnesses(task), note=note, evidence=evidence)
