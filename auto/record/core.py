@@ -30,7 +30,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from auto.canonical import canonical_json, digest
 from auto.errors import RecordError
@@ -309,6 +310,20 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
     return out
 
 
+@contextmanager
+def _current(scope: SpanScope) -> Iterator[None]:
+    """``scope`` is the innermost open scope inside the block; an exception leaving the block is
+    recorded on it (status ``error``) and propagates."""
+    token = CURRENT.set(scope)
+    try:
+        yield
+    except BaseException as exc:
+        scope.finish_error(exc)
+        raise
+    finally:
+        CURRENT.reset(token)
+
+
 class TaskSpec:
     """What ``auto.task(name)`` returns: a decorator and a (sync or async) context manager.
 
@@ -371,14 +386,8 @@ class TaskSpec:
                 scope = begin(args, kwargs)
                 if scope is None:
                     return await fn(*args, **kwargs)
-                token = CURRENT.set(scope)
-                try:
+                with _current(scope):
                     result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    scope.finish_error(exc)
-                    raise
-                finally:
-                    CURRENT.reset(token)
                 end_ok(scope, result)
                 return result
 
@@ -390,14 +399,8 @@ class TaskSpec:
             scope = begin(args, kwargs)
             if scope is None:
                 return fn(*args, **kwargs)
-            token = CURRENT.set(scope)
-            try:
+            with _current(scope):
                 result = fn(*args, **kwargs)
-            except BaseException as exc:
-                scope.finish_error(exc)
-                raise
-            finally:
-                CURRENT.reset(token)
             end_ok(scope, result)
             return result
 

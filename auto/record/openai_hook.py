@@ -29,7 +29,8 @@ import contextvars
 import importlib.abc
 import sys
 import threading
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from auto.record.core import active_recorder, log
 from auto.record.model_call import Attempt, LogicalCall
@@ -55,32 +56,30 @@ def endpoint_name(request: Any) -> str | None:
 # ----------------------------------------------------------------------------- logical-call layer
 
 
-def _open_call() -> tuple[LogicalCall, contextvars.Token] | None:
-    """A new logical call for this SDK ``request()`` (None: not recording, or already inside one)."""
+@contextmanager
+def _logical_call() -> Iterator[None]:
+    """Around one SDK ``request()``: a new logical call that its attempts join (nothing when not
+    recording, or already inside one); it learns when the request returned or raised."""
     rec = active_recorder()
     if rec is None or _LOGICAL.get() is not None:
-        return None
+        yield
+        return
     call = LogicalCall(rec, rec.current_scope())
-    return call, _LOGICAL.set(call)
-
-
-def _close_call(call: LogicalCall, token: contextvars.Token, exc: BaseException | None) -> None:
+    token = _LOGICAL.set(call)
+    try:
+        yield
+    except BaseException as exc:
+        _LOGICAL.reset(token)
+        call.request_done(exc)
+        raise
     _LOGICAL.reset(token)
-    call.request_done(exc)
+    call.request_done(None)
 
 
 def _wrap_request_sync(orig: Any) -> Any:
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        opened = _open_call()
-        if opened is None:
+        with _logical_call():
             return orig(self, *args, **kwargs)
-        try:
-            result = orig(self, *args, **kwargs)
-        except BaseException as exc:
-            _close_call(*opened, exc)
-            raise
-        _close_call(*opened, None)
-        return result
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return request
@@ -88,16 +87,8 @@ def _wrap_request_sync(orig: Any) -> Any:
 
 def _wrap_request_async(orig: Any) -> Any:
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        opened = _open_call()
-        if opened is None:
+        with _logical_call():
             return await orig(self, *args, **kwargs)
-        try:
-            result = await orig(self, *args, **kwargs)
-        except BaseException as exc:
-            _close_call(*opened, exc)
-            raise
-        _close_call(*opened, None)
-        return result
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return request
@@ -106,15 +97,22 @@ def _wrap_request_async(orig: Any) -> Any:
 # ----------------------------------------------------------------------------- attempt layer
 
 
-def _begin_attempt(client: Any, request: Any) -> tuple[Attempt, LogicalCall | None, contextvars.Token] | None:
-    """``(attempt, ad-hoc logical call or None, _IN_SEND token)``, or None when this send is not
-    recorded (not recording, an inner ``_send_request``, another endpoint, or a recording failure)."""
+def _unrecorded(response: Any) -> Any:
+    return response
+
+
+@contextmanager
+def _attempt(client: Any, request: Any) -> Iterator[Callable[[Any], Any]]:
+    """Around one ``_send_request``: yields ``answered(response) -> response``, to be called with
+    the HTTP response (it records the attempt now, or tees the response stream to record it at
+    its end). An exception leaving the block is recorded on the attempt and propagates. Nothing
+    is recorded when not recording, inside an inner ``_send_request``, for another endpoint, or
+    when recording fails to start (logged)."""
     rec = active_recorder()
-    if rec is None or _IN_SEND.get():
-        return None
-    name = endpoint_name(request)
+    name = endpoint_name(request) if rec is not None and not _IN_SEND.get() else None
     if name is None:
-        return None
+        yield _unrecorded
+        return
     call = _LOGICAL.get()
     adhoc = None
     if call is None or call.rec is not rec:  # _send_request used outside request(): its own logical call
@@ -123,41 +121,37 @@ def _begin_attempt(client: Any, request: Any) -> tuple[Attempt, LogicalCall | No
         attempt = Attempt(call, client, request, name)
     except Exception:  # never break the agent because recording failed
         log.exception("auto: could not start recording a model call")
-        return None
-    return attempt, adhoc, _IN_SEND.set(True)
+        yield _unrecorded
+        return
+    token: contextvars.Token | None = _IN_SEND.set(True)
 
+    def answered(response: Any) -> Any:
+        nonlocal token
+        _IN_SEND.reset(token)
+        token = None
+        try:
+            response = attempt.got_response(response)
+        except Exception:
+            log.exception("auto: could not record a model call")
+        if adhoc is not None:
+            adhoc.request_done(None)
+        return response
 
-def _attempt_failed(attempt: Attempt, adhoc: LogicalCall | None, token: contextvars.Token,
-                    exc: BaseException) -> None:
-    _IN_SEND.reset(token)
-    attempt.fail(exc)
-    if adhoc is not None:
-        adhoc.request_done(exc)
-
-
-def _attempt_answered(attempt: Attempt, adhoc: LogicalCall | None, token: contextvars.Token,
-                      response: Any) -> Any:
-    _IN_SEND.reset(token)
     try:
-        response = attempt.got_response(response)
-    except Exception:
-        log.exception("auto: could not record a model call")
-    if adhoc is not None:
-        adhoc.request_done(None)
-    return response
+        yield answered
+    except BaseException as exc:
+        if token is not None:
+            _IN_SEND.reset(token)
+        attempt.fail(exc)
+        if adhoc is not None:
+            adhoc.request_done(exc)
+        raise
 
 
 def _wrap_send_sync(orig: Any) -> Any:
     def _send_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        begun = _begin_attempt(self, request)
-        if begun is None:
-            return orig(self, request, *args, **kwargs)
-        try:
-            response = orig(self, request, *args, **kwargs)
-        except BaseException as exc:
-            _attempt_failed(*begun, exc)
-            raise
-        return _attempt_answered(*begun, response)
+        with _attempt(self, request) as answered:
+            return answered(orig(self, request, *args, **kwargs))
 
     _send_request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return _send_request
@@ -165,15 +159,8 @@ def _wrap_send_sync(orig: Any) -> Any:
 
 def _wrap_send_async(orig: Any) -> Any:
     async def _send_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        begun = _begin_attempt(self, request)
-        if begun is None:
-            return await orig(self, request, *args, **kwargs)
-        try:
-            response = await orig(self, request, *args, **kwargs)
-        except BaseException as exc:
-            _attempt_failed(*begun, exc)
-            raise
-        return _attempt_answered(*begun, response)
+        with _attempt(self, request) as answered:
+            return answered(await orig(self, request, *args, **kwargs))
 
     _send_request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return _send_request

@@ -12,7 +12,8 @@ checks in the SDK and in ``httpx`` keep passing.
 from __future__ import annotations
 
 import sys
-from typing import Any, Protocol
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
 
 
 class StreamObserver(Protocol):
@@ -25,6 +26,21 @@ class StreamObserver(Protocol):
     def stream_closed(self) -> None: ...
 
     def fail(self, exc: BaseException) -> None: ...
+
+
+@contextmanager
+def _observed(observer: StreamObserver) -> Iterator[None]:
+    """Around reading a stream: the end of the stream is reported as ``stream_eof``, an error as
+    ``fail`` (and propagates); the reader stopping early (``GeneratorExit``) reports nothing (the
+    stream's ``close`` does)."""
+    try:
+        yield
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        observer.fail(exc)
+        raise
+    observer.stream_eof()
 
 
 def _byte_stream_bases(kind: str) -> tuple[type, ...]:
@@ -52,16 +68,10 @@ def _tee_class(kind: str) -> type:
                 self._inner, self._observer = inner, observer
 
             def __iter__(self):  # type: ignore[override]
-                try:
+                with _observed(self._observer):
                     for chunk in self._inner:
                         self._observer.feed(chunk)
                         yield chunk
-                except GeneratorExit:
-                    raise
-                except BaseException as exc:
-                    self._observer.fail(exc)
-                    raise
-                self._observer.stream_eof()
 
             def close(self) -> None:
                 try:
@@ -77,16 +87,10 @@ def _tee_class(kind: str) -> type:
                 self._inner, self._observer = inner, observer
 
             async def __aiter__(self):  # type: ignore[override]
-                try:
+                with _observed(self._observer):
                     async for chunk in self._inner:
                         self._observer.feed(chunk)
                         yield chunk
-                except GeneratorExit:
-                    raise
-                except BaseException as exc:
-                    self._observer.fail(exc)
-                    raise
-                self._observer.stream_eof()
 
             async def aclose(self) -> None:
                 try:

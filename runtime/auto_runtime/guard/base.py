@@ -124,6 +124,14 @@ class Guard:
         p = np.fromiter((math.nan if d[1] is None else d[1] for d in decisions), dtype=float, count=n)
         return passed, p
 
+    def _decision_of_decide(self, out: Any) -> GuardDecision:
+        """:meth:`evaluate_output` built from :meth:`decide_output` and :meth:`reason_output` (for
+        guards whose fast form is the primary one)."""
+        passed, p = self.decide_output(out)
+        if passed:
+            return GuardDecision(True, p, "guard-pass")
+        return GuardDecision(False, p, self.reason_output(out, p))
+
     def _batch_or_deopt(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`Guard.evaluate_batch_outputs`, or every item deopts if that raises (for guards
         that promise never to raise)."""

@@ -65,10 +65,7 @@ class ConformalNovelty(Guard):
         return p > self.alpha, p
 
     def evaluate_output(self, out: Any) -> GuardDecision:
-        passed, p = self.decide_output(out)
-        if passed:
-            return GuardDecision(True, p, "guard-pass")
-        return GuardDecision(False, p, self.reason_output(out, p))
+        return self._decision_of_decide(out)
 
     def reason_output(self, out: Any, p_value: float | None) -> str:
         if p_value is None or p_value != p_value:

@@ -55,10 +55,7 @@ class GuardStack(Guard):
         return ok, p
 
     def evaluate_output(self, out: Any) -> GuardDecision:
-        passed, p = self.decide_output(out)
-        if passed:
-            return GuardDecision(True, p, "guard-pass")
-        return GuardDecision(False, p, self.reason_output(out, p))
+        return self._decision_of_decide(out)
 
     def reason_output(self, out: Any, p_value: float | None) -> str:
         for c in self.components:
