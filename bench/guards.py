@@ -197,20 +197,10 @@ class SemanticNovelty:
 
 
 def _decide(guard: Any, out: Any) -> tuple[bool, float | None]:
-    """The runtime guard's decision on one artifact output (output-based form when available)."""
+    """The runtime guard's decision on one artifact output."""
     if not isinstance(out, dict):
         return False, None
-    fn = getattr(guard, "decide_output", None)
-    if fn is not None:
-        return fn(out)
-    return guard.decide(out.get("nonconformity"))
-
-
-def _reason(guard: Any, out: Any, p: float | None) -> str:
-    fn = getattr(guard, "reason_output", None)
-    if fn is not None:
-        return fn(out, p)
-    return guard.reason(out.get("nonconformity") if isinstance(out, dict) else None, p)
+    return guard.decide_output(out)
 
 
 def _without_novelty(entry: Any) -> tuple[Any, str]:
@@ -296,7 +286,7 @@ class HostGuard(Guard):
                     else f"semantic novelty p={self._p:.4g}<=alpha={self.semantic.alpha:.4g}")
         if self.rest is None:
             return "guard-pass"
-        return _reason(self.rest, out, None if self.mode == "semantic" else p)
+        return self.rest.reason_output(out, None if self.mode == "semantic" else p)
 
     def evaluate_output(self, out: Any) -> GuardDecision:
         passed, p = self.decide_output(out)
@@ -304,16 +294,6 @@ class HostGuard(Guard):
 
     def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError("HostGuard is primed one input at a time; use single calls")
-
-    # score-only forms (runtimes without output-based guards): only the novelty parts apply
-    def evaluate(self, score: Any) -> GuardDecision:
-        return self.evaluate_output({"nonconformity": score})
-
-    def decide(self, score: Any) -> tuple[bool, float | None]:
-        return self.decide_output({"nonconformity": score})
-
-    def reason(self, score: Any, p_value: float | None) -> str:
-        return self.reason_output({"nonconformity": score}, p_value)
 
     def describe(self) -> dict[str, Any]:
         return {"method": self.method, "mode": self.mode, "usable": True, "semantic": self.semantic.describe(),

@@ -85,7 +85,7 @@ def _metered_triage(inp: dict[str, Any]) -> Metered:
     t0 = time.perf_counter()
     label, resp, headers = agent.ask(inp["ticket"])
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    sim_ms = headers.get("x-auto-sim-latency-ms")
+    sim_ms = headers.get("x-auto-latency-ms")
     usage = getattr(resp, "usage", None)
     cost = None
     if usage is not None:

@@ -20,7 +20,7 @@ import pytest
 import auto
 from auto.errors import RecordError, UsageError
 from auto.record import openai_hook, pricing, run_recorded
-from auto.record.openai_hook import template_messages
+from auto.record.template import template_messages
 from auto.sim import SimServer
 from auto.store import Store
 
@@ -94,7 +94,7 @@ def test_sync_task_records_task_and_child_llm_span(client, store_path):
             assert a["gen_ai.response.finish_reasons"] == ["stop"]
             assert a["auto.attempt"] == 0 and a["auto.reference_model.simulated"] is True
             assert a["auto.latency_source"] == "simulated"
-            assert a["auto.latency_ms"] == float(a["auto.response.headers"]["x-auto-sim-latency-ms"])
+            assert a["auto.latency_ms"] == float(a["auto.response.headers"]["x-auto-latency-ms"])
         # the site is the same for both tickets: the ticket became a {ticket} placeholder
         assert llms[0]["site"] == llms[1]["site"]
         assert llms[0]["site"].startswith("triage/chat.completions/sha256:")
@@ -410,6 +410,50 @@ def test_measured_latency_without_sim_header(store_path):
         assert a["auto.latency_source"] == "measured" and a["auto.latency_ms"] >= 0
         assert "auto.reference_model.simulated" not in a
         assert a["auto.cost_usd_micros"] == pytest.approx(10 * 2.5 + 2 * 10.0)
+
+
+def _mock_client(headers: dict[str, str]) -> openai.OpenAI:
+    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+    transport = httpx2.MockTransport(lambda req: httpx2.Response(200, json=body, headers=headers))
+    return openai.OpenAI(base_url="http://mock.invalid/v1", api_key=API_KEY, max_retries=0,
+                         http_client=httpx2.Client(transport=transport))
+
+
+@pytest.mark.parametrize("headers, source, latency, simulated", [
+    ({"x-auto-latency-ms": "12345.5"}, "reported", 12345.5, False),        # a replay: not simulated
+    ({"x-auto-latency-ms": "25000", "x-auto-reference-model": "simulated"}, "simulated", 25000.0, True),
+    ({"x-auto-reference-model": "simulated"}, "measured", None, True),      # no latency reported
+    ({"x-auto-latency-ms": "soon"}, "measured", None, False),               # not a number: ignored
+    ({"x-auto-latency-ms": "-5"}, "measured", None, False),                 # negative: ignored
+    ({"x-auto-latency-ms": "nan"}, "measured", None, False),                # not finite: ignored
+])
+def test_reported_latency_protocol(store_path, headers, source, latency, simulated):
+    c = _mock_client(headers)
+
+    @auto.task("lat")
+    def lat(q: str) -> str:
+        return c.chat.completions.create(model="gpt-4o", messages=msgs(q)).choices[0].message.content
+
+    with auto.recording(store_path):
+        assert lat("q1") == "hi"
+    with Store(store_path) as st:
+        (s,) = llm_spans(st)
+        a = s["attributes"]
+        assert a["auto.latency_source"] == source
+        assert ("auto.reference_model.simulated" in a) is simulated
+        (w,) = st.witnesses("lat")
+        t = w.attributes
+        assert t["auto.latency_source"] == ("simulated" if simulated else source)
+        if latency is None:
+            assert "auto.latency_measured_ms" not in a and 0 <= a["auto.latency_ms"] < 60_000
+        else:
+            assert a["auto.latency_ms"] == latency
+            assert 0 <= a["auto.latency_measured_ms"] < latency  # the wall time, kept beside it
+            # the task span: its own wall time plus (reported - measured) of its model call
+            adjust = a["auto.latency_ms"] - a["auto.latency_measured_ms"]
+            assert adjust - 0.001 <= t["auto.latency_ms"] < latency + 60_000
 
 
 def test_getenv_records_only_a_digest(store_path, monkeypatch):

@@ -10,9 +10,20 @@ Public API::
     getenv(name, default=None)            os.environ.get that records only a digest of the value
     run_recorded(cmd, store, task=None) -> int    run a child process with recording bootstrapped
     pricing.cost_usd_micros(model, input_tokens, output_tokens, cached_input_tokens=0) -> float | None
+    LATENCY_HEADER = "x-auto-latency-ms"  response header of an upstream that reports a call's latency
+    REFERENCE_MODEL_HEADER = "x-auto-reference-model"  ("simulated": the answer is not a real model's)
 
-See :mod:`auto.record.core` (spans and scopes), :mod:`auto.record.openai_hook` (what is patched
-and what each model-call span holds), :mod:`auto.record.bootstrap` (``auto record -- cmd``).
+Modules, in the order a recorded call meets them:
+
+* :mod:`auto.record.session` — start/stop recording (activates a recorder, instruments ``openai``);
+* :mod:`auto.record.core` — the recorder, task/tool span scopes, ``@auto.task``;
+* :mod:`auto.record.openai_hook` — what of the ``openai`` client is patched;
+* :mod:`auto.record.model_call` — the logical call and its attempts: what each ``llm`` span holds;
+* :mod:`auto.record.redact` (secrets), :mod:`auto.record.template` (sites),
+  :mod:`auto.record.body` (content decoding, server-sent events), :mod:`auto.record.tee` (stream
+  tees), :mod:`auto.record.completion` (message assembly), :mod:`auto.record.latency` (the
+  ``x-auto-latency-ms`` reported-latency protocol), :mod:`auto.record.pricing` (the price table);
+* :mod:`auto.record.bootstrap` — ``auto record -- cmd``.
 """
 
 from auto.record import pricing
@@ -24,16 +35,15 @@ from auto.record.core import (
     TaskSpec,
     active_recorder,
     getenv,
-    recording,
-    start_recording,
-    stop_recording,
     task,
     to_jsonable,
     tool,
 )
+from auto.record.latency import LATENCY_HEADER, REFERENCE_MODEL_HEADER
+from auto.record.session import recording, start_recording, stop_recording
 
 __all__ = [
-    "BOOTSTRAP_DIR", "CURRENT", "Recorder", "SpanScope", "TaskSpec", "active_recorder", "getenv",
+    "BOOTSTRAP_DIR", "CURRENT", "LATENCY_HEADER", "REFERENCE_MODEL_HEADER", "Recorder", "SpanScope", "TaskSpec", "active_recorder", "getenv",
     "pricing", "recording", "run_recorded", "start_recording", "stop_recording", "task",
     "to_jsonable", "tool",
 ]

@@ -2,9 +2,9 @@
 
 Model of a recording:
 
-* A :class:`Recorder` is *active* between :func:`start_recording` and :func:`stop_recording`
-  (or inside ``with recording(store):``). It is process-wide: every thread and every asyncio
-  task records into it.
+* A :class:`Recorder` is *active* between :func:`~auto.record.session.start_recording` and
+  :func:`~auto.record.session.stop_recording` (or inside ``with recording(store):``). It is
+  process-wide: every thread and every asyncio task records into it.
 * A :class:`SpanScope` is one open span (a task or tool execution). The innermost open scope of
   the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
   its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
@@ -12,7 +12,8 @@ Model of a recording:
 * A span is written when it **ends**, each in its own short transaction, so a killed process
   loses only its open spans. A trace row is written when its root span ends.
 
-Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float).
+Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float;
+a span's wall time plus what its model calls reported, :mod:`auto.record.latency`).
 Costs: ``auto.cost_usd_micros`` in µ$ (None = unknown).
 """
 
@@ -34,6 +35,7 @@ from typing import Any, Callable, Iterator
 
 from auto.canonical import canonical_json, digest
 from auto.errors import RecordError
+from auto.record.latency import CallLatency, LatencyTally
 from auto.store import Store, new_span_id, new_trace_id
 
 log = logging.getLogger("auto.record")
@@ -42,7 +44,8 @@ CURRENT: contextvars.ContextVar["SpanScope | None"] = contextvars.ContextVar("au
 """The innermost open task/tool scope of the running context (None outside any)."""
 
 _ACTIVE: list["Recorder"] = []
-_ACTIVE_LOCK = threading.RLock()
+ACTIVE_LOCK = threading.RLock()
+"""Guards the stack of active recorders (held while one is activated or deactivated)."""
 
 
 # ----------------------------------------------------------------------------- JSON values
@@ -96,14 +99,16 @@ class Recorder:
 
     Attributes:
         store: the target store.
+        owns_store: the recorder opened the store (from a path) and closes it at stop.
         process_scope: with ``task=T``, the per-process task span that groups model calls made
-            outside any ``@auto.task`` (closed by :func:`stop_recording`).
+            outside any ``@auto.task`` (closed by :meth:`finish`).
         written: spans written; write_errors: failed writes (logged, counted, reported at stop).
+        open_streams: model-call attempts whose response stream is still open.
     """
 
     def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None):
         self.store = store if isinstance(store, Store) else Store(store)
-        self._owns_store = (not isinstance(store, Store)) if owns_store is None else owns_store
+        self.owns_store = (not isinstance(store, Store)) if owns_store is None else owns_store
         self.written = 0
         self.write_errors: list[str] = []
         self._lock = threading.Lock()
@@ -129,97 +134,45 @@ class Recorder:
         """The innermost open scope of this context, else the process scope (or None)."""
         return CURRENT.get() or self.process_scope
 
-
-def active_recorder() -> Recorder | None:
-    """The recorder that is recording now (innermost :func:`recording`), or None."""
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
-def start_recording(store: Store | str | os.PathLike, *, task: str | None = None, instrument: bool = True) -> Recorder:
-    """Activate recording into ``store`` (a path or a :class:`Store`) and instrument ``openai``.
-
-    Args:
-        store: where spans go; a path is opened (and created) and closed again at stop.
-        task: if given, model calls made outside any ``@auto.task`` are grouped under one task
-            span named ``task`` for this process (input ``{"argv": sys.argv}``); otherwise they
-            are recorded as top-level ``llm`` spans, each logical call its own trace.
-        instrument: patch the ``openai`` client (see :mod:`auto.record.openai_hook`).
-
-    Returns:
-        the :class:`Recorder`; pass it to :func:`stop_recording`.
-    """
-    rec = Recorder(store, task=task)
-    with _ACTIVE_LOCK:
-        _ACTIVE.append(rec)
-    if instrument:
-        from auto.record import openai_hook
-
-        openai_hook.instrument()
-    return rec
-
-
-def stop_recording(rec: Recorder | None = None, *, error: BaseException | None = None, at_exit: bool = False) -> None:
-    """Deactivate ``rec`` (default: the innermost recorder): close open streams as incomplete,
-    end the process scope, close a store it opened, and un-instrument when none is left.
-
-    Args:
-        error: the exception that ended the run, recorded on the process scope (if any).
-        at_exit: called from ``atexit``: an uncaught exception (``sys.last_value``) is recorded.
-
-    Raises:
-        RecordError: some spans could not be written (after everything else was done).
-    """
-    with _ACTIVE_LOCK:
-        if rec is None:
-            if not _ACTIVE:
-                return
-            rec = _ACTIVE[-1]
-        if rec not in _ACTIVE:
-            return
-        for attempt in list(rec.open_streams):
+    def finish(self, error: BaseException | None = None) -> None:
+        """End what is still open: streams (recorded as incomplete) and the process scope
+        (status ``error`` with ``error`` when given, else ``ok``)."""
+        for attempt in list(self.open_streams):
             try:
                 attempt.finish_incomplete("recording stopped before the stream was closed")
             except Exception:  # pragma: no cover - best effort
                 log.exception("auto: could not finish an open stream")
-        if rec.process_scope is not None:
-            scope, rec.process_scope = rec.process_scope, None
-            exc = error if error is not None else (getattr(sys, "last_value", None) if at_exit else None)
-            if exc is not None:
-                scope.finish_error(exc)
+        if self.process_scope is not None:
+            scope, self.process_scope = self.process_scope, None
+            if error is not None:
+                scope.finish_error(error)
             else:
                 scope.finish_ok(None)
-        _ACTIVE.remove(rec)
-        if not _ACTIVE:
-            from auto.record import openai_hook
-
-            openai_hook.uninstrument()
-    if rec._owns_store:
-        rec.store.close()
-    if rec.write_errors:
-        raise RecordError(f"{len(rec.write_errors)} span write(s) failed; first: {rec.write_errors[0]}")
 
 
-@contextmanager
-def recording(store: Store | str | os.PathLike, *, task: str | None = None) -> Iterator[Recorder]:
-    """Context manager form of :func:`start_recording` / :func:`stop_recording`.
+def active_recorder() -> Recorder | None:
+    """The recorder that is recording now (innermost :func:`~auto.record.session.recording`), or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
-    Example::
 
-        with auto.recording("traces/triage.db"):
-            for t in tickets:
-                triage(t)
-    """
-    rec = start_recording(store, task=task)
-    try:
-        yield rec
-    except BaseException as exc:
-        try:
-            stop_recording(rec, error=exc if rec.process_scope is not None else None)
-        except RecordError:
-            pass  # the original exception matters more
-        raise
-    else:
-        stop_recording(rec)
+def activate(rec: Recorder) -> None:
+    """Make ``rec`` the innermost active recorder."""
+    with ACTIVE_LOCK:
+        _ACTIVE.append(rec)
+
+
+def is_active(rec: Recorder) -> bool:
+    """Whether ``rec`` is active (at any depth)."""
+    with ACTIVE_LOCK:
+        return rec in _ACTIVE
+
+
+def deactivate(rec: Recorder) -> int:
+    """Remove ``rec`` from the active recorders; returns how many stay active."""
+    with ACTIVE_LOCK:
+        if rec in _ACTIVE:
+            _ACTIVE.remove(rec)
+        return len(_ACTIVE)
 
 
 # ----------------------------------------------------------------------------- scopes
@@ -254,8 +207,7 @@ class SpanScope:
         self.llm_attempts = 0
         self.cost_micros: float | None = 0.0
         self.cost_known = True
-        self.simulated = False
-        self.sim_adjust_ms = 0.0  # Σ (simulated − measured) latency of children
+        self.latency = LatencyTally()  # what the model calls below reported about latency
 
     @classmethod
     def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
@@ -281,8 +233,7 @@ class SpanScope:
 
     # -- children report here ------------------------------------------------------------
 
-    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, simulated: bool,
-                        sim_adjust_ms: float) -> None:
+    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, latency: CallLatency) -> None:
         """Called when a child model-call attempt ends (cost counted for successful attempts)."""
         with self._lock:
             self.llm_calls.add(logical_id)
@@ -292,8 +243,7 @@ class SpanScope:
                     self.cost_known = False
                 elif self.cost_micros is not None:
                     self.cost_micros += cost
-            self.simulated = self.simulated or simulated
-            self.sim_adjust_ms += sim_adjust_ms
+        self.latency.add_call(latency)
 
     def _absorb(self, child: "SpanScope") -> None:
         with self._lock:
@@ -303,8 +253,7 @@ class SpanScope:
                 self.cost_known = False
             elif self.cost_micros is not None and child.cost_micros is not None:
                 self.cost_micros += child.cost_micros
-            self.simulated = self.simulated or child.simulated
-            self.sim_adjust_ms += child.sim_adjust_ms
+        self.latency.absorb(child.latency)
 
     # -- ending --------------------------------------------------------------------------
 
@@ -325,13 +274,7 @@ class SpanScope:
         attrs["auto.llm_calls"] = len(self.llm_calls)
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
-        if self.simulated:
-            attrs["auto.reference_model.simulated"] = True
-            attrs["auto.latency_ms"] = round(max(0.0, wall_ms + self.sim_adjust_ms), 3)
-            attrs["auto.latency_source"] = "simulated"
-        else:
-            attrs["auto.latency_ms"] = round(wall_ms, 3)
-            attrs["auto.latency_source"] = "measured"
+        attrs.update(self.latency.attributes(wall_ms))
         span = {
             "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
             "name": self.name, "kind": self.kind, "task": self.task, "site": None,
@@ -365,6 +308,20 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
         out[k] = to_jsonable(v, f"{name}: argument {k!r}")
     canonical_json(out)
     return out
+
+
+@contextmanager
+def _current(scope: SpanScope) -> Iterator[None]:
+    """``scope`` is the innermost open scope inside the block; an exception leaving the block is
+    recorded on it (status ``error``) and propagates."""
+    token = CURRENT.set(scope)
+    try:
+        yield
+    except BaseException as exc:
+        scope.finish_error(exc)
+        raise
+    finally:
+        CURRENT.reset(token)
 
 
 class TaskSpec:
@@ -429,14 +386,8 @@ class TaskSpec:
                 scope = begin(args, kwargs)
                 if scope is None:
                     return await fn(*args, **kwargs)
-                token = CURRENT.set(scope)
-                try:
+                with _current(scope):
                     result = await fn(*args, **kwargs)
-                except BaseException as exc:
-                    scope.finish_error(exc)
-                    raise
-                finally:
-                    CURRENT.reset(token)
                 end_ok(scope, result)
                 return result
 
@@ -448,14 +399,8 @@ class TaskSpec:
             scope = begin(args, kwargs)
             if scope is None:
                 return fn(*args, **kwargs)
-            token = CURRENT.set(scope)
-            try:
+            with _current(scope):
                 result = fn(*args, **kwargs)
-            except BaseException as exc:
-                scope.finish_error(exc)
-                raise
-            finally:
-                CURRENT.reset(token)
             end_ok(scope, result)
             return result
 

@@ -56,7 +56,7 @@ from auto.sim import families
 
 MODEL = "auto-sim-1"
 FINGERPRINT = "auto-sim"
-LATENCY_HEADER = "x-auto-sim-latency-ms"
+LATENCY_HEADER = "x-auto-latency-ms"
 REFERENCE_HEADER = "x-auto-reference-model"
 FAIL_HEADER = "x-auto-sim-fail-attempts"
 DEFAULT_TEMPERATURE = 1.0  # OpenAI's default when a request gives none

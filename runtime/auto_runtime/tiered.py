@@ -13,7 +13,11 @@ One call (:meth:`TieredTask.__call__`):
    tier-1 answer, reason ``"guard-pass"``; otherwise deopt with the guard's reason
    (``"novelty p=0.01<=alpha=0.05"``, ``"confidence 0.12 < threshold 0.42 (selective risk
    eps=0.05, delta=0.1)"``, ``"program deopt"``, ``"guard-unusable: ..."``, ``"no-score: ..."``,
-   ``"shift alarm: ..."`` while tightened).
+   ``"shift alarm: ..."`` while tightened). A guard that raises while deciding (a bug in a
+   custom guard; built-in guards never raise) deopts with ``"guard-error: <type>: <message>"``:
+   the failure is logged and counted (:attr:`TieredTask.guard_errors`), never propagated, and
+   the call is answered by the reference like any other deopt. :meth:`TieredTask.batch` treats a
+   raising batch decision the same way, for every item of its chunk.
 
 Deopt: call ``reference(input)``, return its answer as tier 0, then call ``capture`` with
 ``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}``. A capture
@@ -39,6 +43,7 @@ pays for the selection (an RNG draw, and a JSON snapshot of the selected input a
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -182,6 +187,8 @@ class TieredTask:
         self._task = task
         self.batch_chunk = batch_chunk
         self._swap_lock = threading.Lock()
+        self._errors_lock = threading.Lock()
+        self._guard_errors = 0
         self._gen = self._make_generation(artifact)
 
     # ------------------------------------------------------------------ generations
@@ -251,6 +258,22 @@ class TieredTask:
         return self._audit.close(timeout_s)
 
     @property
+    def guard_errors(self) -> int:
+        """How many guard decisions raised (each deopted; see the module docstring). 0 unless a
+        guard is broken."""
+        return self._guard_errors
+
+    def _guard_failed(self, g: _Generation, exc: Exception) -> str:
+        """The one place a guard failure in the request path goes: log it (the first one with
+        its traceback), count it, and return the deopt reason."""
+        with self._errors_lock:
+            self._guard_errors += 1
+            first = self._guard_errors == 1
+        log.warning("guard %s of artifact %s raised, deopting: %s: %s", g.guard.method,
+                    g.artifact_id, type(exc).__name__, exc, exc_info=first)
+        return f"guard-error: {type(exc).__name__}: {exc}"
+
+    @property
     def artifact(self) -> Artifact | None:
         """The artifact currently installed."""
         return self._gen.artifact
@@ -296,17 +319,20 @@ class TieredTask:
         if "answer" not in out:
             return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0)
         guard = g.guard
-        passed, p = guard.decide_output(out)
+        try:
+            passed, p = guard.decide_output(out)
+            reason = "guard-pass" if passed else guard.reason_output(out, p)
+        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+            passed, p, reason = False, None, self._guard_failed(g, e)
         if passed:
             answer = out["answer"]
             audit = self._audit
             if audit.active:
                 audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id,
                             generation=g.generation)
-            return CallResult(answer, TIER_1, "guard-pass", out.get("nonconformity"), p,
+            return CallResult(answer, TIER_1, reason, out.get("nonconformity"), p,
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
-        return self._deopt(input_obj, g, guard.reason_output(out, p), out.get("nonconformity"),
-                           p, t0, 0.0)
+        return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0)
 
     def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
                t0: int, base_us: float) -> CallResult:
@@ -365,15 +391,14 @@ class TieredTask:
                 else:
                     ok.append(i)
             chunk = self.batch_chunk
-            guard = g.guard
             gen, aid = g.generation, g.artifact_id
             for start in range(0, len(ok), chunk):
                 idx = ok[start:start + chunk]
                 outs = self._run_chunk(art, [items[i] for i in idx])
-                passed, pvals = guard.evaluate_batch_outputs(outs)
-                for i, o, ok_j, p in zip(idx, outs, passed.tolist(), pvals.tolist()):
+                passed, pvals, failed = self._decide_chunk(g, outs)
+                for i, o, ok_j, p in zip(idx, outs, passed, pvals):
                     score = o.get("nonconformity") if o.__class__ is dict else None
-                    if ok_j:  # passed implies a dict output
+                    if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
                         if "answer" in o:
                             results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
                                                     None if p != p else p, 0.0, gen, aid)
@@ -386,7 +411,7 @@ class TieredTask:
                         deopts.append((i, f"artifact-error: {o.get('error')}", None, None))
                     else:
                         p = None if p != p else p
-                        deopts.append((i, guard.reason_output(o, p), score, p))
+                        deopts.append((i, failed or self._reason(g, o, p), score, p))
             audit = self._audit
             if audit.active:
                 for i, r in enumerate(results):
@@ -401,6 +426,27 @@ class TieredTask:
         for i, reason, score, p in deopts:
             results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item)
         return results  # type: ignore[return-value]
+
+    def _decide_chunk(self, g: _Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:
+        """``(passed, p-values (nan = none), failure reason or None)`` of the guard's batch
+        decision on one chunk; a guard that raises (or answers for another number of items)
+        deopts the whole chunk."""
+        try:
+            passed, pvals = g.guard.evaluate_batch_outputs(outs)
+            passed, pvals = passed.tolist(), pvals.tolist()
+            if len(passed) != len(outs) or len(pvals) != len(outs):
+                raise ValueError(f"the batch decision has {len(passed)} verdicts and {len(pvals)} "
+                                 f"p-values for {len(outs)} outputs")
+            return passed, pvals, None
+        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+            return [False] * len(outs), [math.nan] * len(outs), self._guard_failed(g, e)
+
+    def _reason(self, g: _Generation, out: Any, p: float | None) -> str:
+        """The guard's deopt reason for ``out``, or the failure reason if asking for it raises."""
+        try:
+            return g.guard.reason_output(out, p)
+        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+            return self._guard_failed(g, e)
 
     @staticmethod
     def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:

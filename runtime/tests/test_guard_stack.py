@@ -1,5 +1,5 @@
 """Output-based guards: the stack, selective-risk and program methods, malformed stack entries,
-the output-based forms of the old methods, and the tightened wrapper."""
+the score-based methods through outputs, custom methods, and the tightened wrapper."""
 
 from __future__ import annotations
 
@@ -131,13 +131,16 @@ def test_stack_batch_matches_single():
             assert g.reason_output(o, None if math.isnan(pv) else pv) == d.reason
 
 
-def test_stack_score_based_forms_decline():
+def test_stack_declines_an_output_with_only_a_score():
+    # there is no score API: a bare score is an output without the confidence the stack needs
     g = build_guard(stack())
-    d = g.evaluate(0.5)
-    assert not d.passed and d.reason.startswith("needs-output")
-    assert g.decide(0.5) == (False, None)
-    passed, p = g.evaluate_batch([0.5, 0.6])
-    assert passed.tolist() == [False, False] and np.isnan(p).all()
+    for name in ("evaluate", "decide", "evaluate_batch", "reason"):
+        assert not hasattr(g, name)
+    d = g.evaluate_output({"nonconformity": 0.5})
+    assert not d.passed and d.p_value == 7 / 11 and d.reason.startswith("no-confidence")
+    assert g.decide_output({"nonconformity": 0.5}) == (False, 7 / 11)
+    passed, p = g.evaluate_batch_outputs([{"nonconformity": 0.5}, {"nonconformity": 0.6}])
+    assert passed.tolist() == [False, False] and p.tolist() == [7 / 11, 6 / 11]
 
 
 # ---- malformed stack entries ------------------------------------------------------------------------
@@ -235,34 +238,42 @@ def test_program_guard(o, passed, reason):
     assert d.passed is passed and d.p_value is None and d.reason.startswith(reason)
     ps, p = g.evaluate_batch_outputs([o, {"answer": 1, "deopt": False}])
     assert ps.tolist() == [passed, True] and np.isnan(p).all()
-    assert not g.evaluate(0.0).passed  # a bare score says nothing about a program
+    assert not g.evaluate_output(out(0.0, 1.0)).passed  # a score says nothing about a program
 
 
-# ---- old methods through the output-based forms -----------------------------------------------------
+# ---- score-based methods through outputs ---------------------------------------------------------
 
-def test_old_methods_output_forms_match_score_forms():
+def test_score_methods_forms_agree():
     rng = random.Random(4)
     scores = [rng.random() * 1.2 for _ in range(100)] + [0.0, 0, 1, None, "x", float("nan"), 10**400]
     outs = [{"answer": 1, "margin": 1.0, "nonconformity": s} for s in scores]
+    nov = build_guard(novelty())
+    for s, o in zip(scores, outs):  # the novelty p-value is the formula's on the output's score
+        finite = not isinstance(s, (str, type(None))) and s == s and s < 10**300
+        assert nov.decide_output(o) == ((nov.p_value(s) > 0.1, nov.p_value(s)) if finite else (False, None))
     for entry in (novelty(), {"method": "exact-match"}, {"method": "none"}):
         g = build_guard(entry)
-        for s, o in zip(scores, outs):
-            assert g.decide_output(o) == g.decide(s)
-            assert g.evaluate_output(o).passed == g.decide_output(o)[0]
+        for o in outs:
+            d = g.evaluate_output(o)
+            assert g.decide_output(o) == (d.passed, d.p_value)
+            if not d.passed:
+                assert g.reason_output(o, d.p_value) == d.reason
         ps, p = g.evaluate_batch_outputs(outs)
         assert ps.tolist() == [g.decide_output(o)[0] for o in outs]
+        assert [None if math.isnan(x) else x for x in p.tolist()] == [g.decide_output(o)[1] for o in outs]
     assert isinstance(build_guard(novelty()), ConformalNovelty)
     assert isinstance(build_guard({"method": "exact-match"}), ExactMatch)
     assert build_guard({"method": "exact-match"}).evaluate_output({"answer": 1}).reason.startswith("no-score")
 
 
-def test_custom_method_gets_output_forms_by_default():
-    class Below(Guard):
+def test_custom_method_gets_the_other_forms_by_default():
+    class Below(Guard):  # implements evaluate_output only
         method = "test-below"
 
-        def evaluate(self, score):
+        def evaluate_output(self, o):
+            score = o.get("nonconformity") if isinstance(o, dict) else None
             ok = isinstance(score, float) and score < 0.3
-            return GuardDecision(ok, None, "guard-pass" if ok else "too high")
+            return GuardDecision(ok, 0.5 if ok else None, "guard-pass" if ok else "too high")
 
     @register_guard("test-below")
     def make(e):
@@ -270,10 +281,12 @@ def test_custom_method_gets_output_forms_by_default():
 
     try:
         g = build_guard({"method": "test-below"})
-        assert g.decide_output(out(0.2)) == (True, None)
+        assert g.decide_output(out(0.2)) == (True, 0.5)
         assert g.evaluate_output(out(0.4)).reason == "too high"
         assert g.reason_output(out(0.4), None) == "too high"
-        assert g.evaluate_batch_outputs([out(0.2), out(0.4), None])[0].tolist() == [True, False, False]
+        passed, p = g.evaluate_batch_outputs([out(0.2), out(0.4), None])
+        assert passed.tolist() == [True, False, False] and p[0] == 0.5 and np.isnan(p[1:]).all()
+        assert g.describe() == {"method": "test-below", "usable": True}
         # a registered method may be a stack component
         s = build_guard(stack(novelty(), {"method": "test-below"}))
         assert isinstance(s, GuardStack)
@@ -295,7 +308,20 @@ def test_tightened_guard_declines_but_keeps_p():
     assert g.reason_output(out(), 0.5) == "shift alarm: martingale 140 >= 100"
     assert g.describe()["inner"]["method"] == "stack"
     n = TightenedGuard(build_guard(novelty()), "x")
-    assert n.decide(0.5) == (False, 7 / 11) and n.evaluate(0.5).reason == "shift alarm: x"
+    assert n.decide_output(out(0.5)) == (False, 7 / 11)
+    assert n.evaluate_output(out(0.5)).reason == "shift alarm: x"
+
+    class Broken(Guard):
+        def evaluate_output(self, o):
+            raise RuntimeError("boom")
+
+        def evaluate_batch_outputs(self, outs):
+            raise RuntimeError("boom")
+
+    b = TightenedGuard(Broken(), "y")  # a raising inner guard: still "deopt", no p-value
+    assert b.evaluate_output(out()) == GuardDecision(False, None, "shift alarm: y")
+    passed, p = b.evaluate_batch_outputs([out(), out()])
+    assert passed.tolist() == [False, False] and np.isnan(p).all()
 
 
 def test_new_methods_never_raise_on_weird_outputs():

@@ -64,6 +64,7 @@ def test_guard_pass_is_tier_1(passing):
     assert res.latency_us > 0
     assert r.ref_calls == [] and r.captured == []
     assert task.task == "echo" and task.generation == 1
+    assert task.guard_errors == 0
 
 
 def test_novel_input_deopts_and_captures(novel):
@@ -78,6 +79,7 @@ def test_novel_input_deopts_and_captures(novel):
     assert set(rec) == CAPTURE_KEYS
     assert rec["task"] == "echo" and rec["output"] == "REF" and rec["reason"] == res.reason
     assert rec["artifact_id"] == novel.id and rec["generation"] == 1
+    assert task.guard_errors == 0
     assert rec["input"] == {"ticket": "something new"} and rec["latency_us"] == res.latency_us
 
 
@@ -232,6 +234,7 @@ def test_batch_mixed(passing):
         TieredTask(art, None).batch(inputs)
     declined = TieredTask(art, None).batch([inputs[0], inputs[1]])
     assert [x.tier for x in declined] == ["tier-1", "declined"]
+    assert task.guard_errors == 0
 
 
 def test_batch_without_artifact():
@@ -256,3 +259,4 @@ def test_batch_item_failures_deopt_individually():
     task = TieredTask(load(LOOP_WAT), r.reference, r.capture)
     res = task.batch([{"ticket": "a"}, {"ticket": "b"}])
     assert [(x.tier, x.reason) for x in res] == [("tier-0", "limit: fuel")] * 2
+    assert task.guard_errors == 0  # an artifact failure is not a guard failure

@@ -10,6 +10,7 @@ import pytest
 
 from auto_runtime import Artifact, Limits, TieredTask
 from auto_runtime.audit import AUDIT_REASON, ShadowAudit
+from auto_runtime.guard import Guard, GuardDecision
 
 from .wasm_fixtures import CALIBRATION, build, const_output_wat, echo_wat, manifest
 
@@ -78,6 +79,7 @@ def test_stack_guard_in_tiered_task():
         assert [(x.tier, x.reason, x.p_value, x.score) for x in b] == \
                [(x.tier, x.reason, x.p_value, x.score) for x in s]
     assert [x.tier for x in confident.batch(inputs)] == ["tier-1", "tier-0", "tier-0", "tier-1"]
+    assert confident.guard_errors == 0 and unsure.guard_errors == 0
 
 
 def test_malformed_stack_deopts_every_call():
@@ -100,6 +102,7 @@ def test_program_guard_in_tiered_task(text, tier, reason):
         assert (res.tier, res.reason) == (tier, reason)
         assert res.score is None and res.p_value is None
         assert res.answer == ("A" if tier == "tier-1" else "REF")
+    assert task.guard_errors == 0
 
 
 # ---- tighten / swap ---------------------------------------------------------------------------------
@@ -136,6 +139,88 @@ def test_tighten_then_swap():
     assert task(SHORT).reason == "no-artifact" and task.tightened == "x"
     task.swap(echo())
     assert task(SHORT).tier == "tier-1"
+    assert task.guard_errors == 0
+
+
+# ---- a guard that raises ----------------------------------------------------------------------------
+
+class RaisingGuard(Guard):
+    """A broken custom guard: ``where`` says which form raises."""
+
+    method = "test-raising"
+
+    def __init__(self, where):
+        self.where = where
+
+    def evaluate_output(self, out):
+        if "evaluate" in self.where:
+            raise ZeroDivisionError("boom")
+        return GuardDecision(False, None, "declined")
+
+    def decide_output(self, out):
+        if "decide" in self.where:
+            raise ZeroDivisionError("boom")
+        return (out.get("nonconformity") == 0.05), None
+
+    def evaluate_batch_outputs(self, outs):
+        if "batch" in self.where:
+            raise ZeroDivisionError("boom")
+        if "short" in self.where:  # a verdict missing
+            return super().evaluate_batch_outputs(outs[1:])
+        return super().evaluate_batch_outputs(outs)
+
+
+def with_guard(guard):
+    art = echo()
+    art.guard = guard
+    return art
+
+
+ERR = "guard-error: ZeroDivisionError: boom"
+
+
+@pytest.mark.parametrize("where, single, single_errors, batch, batch_errors", [
+    # decide_output raises (so does the default batch form built on it): everything deopts
+    ("decide", [("tier-0", ERR), ("tier-0", ERR)], 2, [("tier-0", ERR)] * 3, 1),
+    # the decision works, asking for the reason of a declined output raises
+    ("evaluate", [("tier-1", "guard-pass"), ("tier-0", ERR)], 1,
+     [("tier-1", "guard-pass"), ("tier-0", ERR), ("tier-1", "guard-pass")], 1),
+    # only the batch decision raises: single calls are fine, the whole chunk deopts
+    ("batch", [("tier-1", "guard-pass"), ("tier-0", "declined")], 0, [("tier-0", ERR)] * 3, 1),
+])
+def test_raising_guard_deopts_is_logged_and_counted(where, single, single_errors, batch, batch_errors,
+                                                    caplog):
+    r = Recorder(answer="REF")
+    task = TieredTask(with_guard(RaisingGuard(where)), r.reference, r.capture, batch_chunk=8)
+    with caplog.at_level("WARNING", logger="auto_runtime.tiered"):
+        res = [task(SHORT), task(LONG)]
+        assert [(x.tier, x.reason) for x in res] == single
+        assert task.guard_errors == single_errors
+        out = task.batch([SHORT, LONG, SHORT])
+    assert [(x.tier, x.reason) for x in out] == batch
+    assert task.guard_errors == single_errors + batch_errors
+    for x in res + out:  # no answer is lost: a guard error is answered by the reference
+        assert x.answer == ({"ticket": "hi"} if x.tier == "tier-1" else "REF")
+    assert [c["reason"] for c in r.captured] == [x.reason for x in res + out if x.tier == "tier-0"]
+    logged = [rec for rec in caplog.records if "raised, deopting" in rec.getMessage()]
+    assert len(logged) == task.guard_errors
+    assert [bool(rec.exc_info) for rec in logged] == [i == 0 for i in range(len(logged))]  # one traceback
+
+
+def test_batch_decision_of_the_wrong_length_is_a_guard_error():
+    task = TieredTask(with_guard(RaisingGuard("short")), lambda x: "REF")
+    out = task.batch([SHORT, SHORT])
+    assert [(x.tier, x.answer) for x in out] == [("tier-0", "REF")] * 2
+    assert out[0].reason == "guard-error: ValueError: the batch decision has 1 verdicts and 1 " \
+                            "p-values for 2 outputs"
+    assert task.guard_errors == 1
+
+
+def test_raising_guard_without_reference_is_declined_not_raised():
+    task = TieredTask(with_guard(RaisingGuard("decide batch")), None)
+    assert task(SHORT).tier == "declined" and task(SHORT).reason.startswith("guard-error: ")
+    assert [x.tier for x in task.batch([SHORT, SHORT])] == ["declined"] * 2
+    assert task.guard_errors == 3  # two single calls, one batch chunk
 
 
 # ---- shadow audit -----------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def _auto_start_recording():
     try:
         import atexit
 
-        from auto.record.core import start_recording, stop_recording
+        from auto.record.session import start_recording, stop_recording
 
         rec = start_recording(store, task=os.environ.get("AUTO_RECORD_TASK") or None)
         _auto_status(started=True, stopped=False, error=None)

@@ -1,0 +1,317 @@
+"""Model-call spans: one ``llm`` span per HTTP attempt of an OpenAI SDK call.
+
+A :class:`LogicalCall` is one SDK call (around the SDK's retry loop); each of its HTTP attempts
+is an :class:`Attempt`, written as one ``llm`` span when it ends (the body read, the stream
+exhausted or closed, or the request failed). Recorded per attempt (``POST …/chat/completions``):
+
+* ``input``: the request body (JSON) — model, messages, temperature, tools, response_format…
+* ``output``: see :mod:`auto.record.completion`; None on error.
+* ``attributes``: ``gen_ai.*`` (OpenTelemetry GenAI semantic conventions), ``server.*``,
+  ``url.full`` (without the query string), ``http.response.status_code``, ``auto.attempt`` (the
+  SDK's ``x-stainless-retry-count`` header), ``auto.logical_call_id``, ``auto.stream``,
+  ``auto.usage`` (``"reported"``/``"unknown"``: token counts are None, never 0, when the API did
+  not report them), ``auto.cost_usd_micros`` (µ$, from reported usage only; None if unknown),
+  ``auto.latency_ms`` + ``auto.latency_source`` (:mod:`auto.record.latency`),
+  ``auto.template_digest`` and the span's ``site`` (:mod:`auto.record.template`),
+  ``auto.env_reads`` (digests of ``OPENAI_BASE_URL``/``_ORG_ID``/``_PROJECT_ID``, never values),
+  sanitized request/response headers.
+* Secrets are removed before the span is written (:mod:`auto.record.redact`).
+
+Inside a task/tool scope the attempts are children of that scope and report their cost and
+latency to it; outside any scope a logical call gets its own trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+from auto.canonical import digest, digest_bytes
+from auto.record import pricing
+from auto.record.body import ContentDecoder, SSEParser
+from auto.record.completion import assemble_chunks, assemble_completion
+from auto.record.core import Recorder, SpanScope, error_json
+from auto.record.latency import call_latency
+from auto.record.redact import sanitize_headers, scrub, secrets_of
+from auto.record.tee import tee_stream
+from auto.record.template import site, template_digest
+from auto.store import new_span_id, new_trace_id
+
+ENV_READS = ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
+"""Environment variables the SDK reads; their digests (never values) are recorded."""
+
+REQUEST_ATTRS = {
+    "model": "gen_ai.request.model",
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "n": "gen_ai.request.choice.count",
+}
+"""Request body field -> OpenTelemetry GenAI attribute."""
+
+
+class LogicalCall:
+    """One SDK call (``request()``), spanning its HTTP attempts (SDK retries).
+
+    Inside a task/tool scope the attempts are children of that scope. Outside any scope the
+    logical call gets its own trace; its trace row is written once the call is over (request
+    returned or raised, and no attempt stream is still open).
+    """
+
+    def __init__(self, rec: Recorder, scope: SpanScope | None) -> None:
+        self.rec = rec
+        self.scope = scope
+        self.id = new_span_id()
+        self.started_ns = time.time_ns()
+        self.own_trace = scope is None
+        self.trace_id = new_trace_id() if scope is None else scope.trace_id
+        self._lock = threading.Lock()
+        self.attempts = 0
+        self.open_attempts = 0
+        self.returned = False
+        self.done = False
+        self.status = "ok"
+        self.name = "llm"
+        self.ended_ns = self.started_ns
+
+    def attempt_started(self) -> int:
+        with self._lock:
+            self.attempts += 1
+            self.open_attempts += 1
+            return self.attempts - 1
+
+    def attempt_ended(self, status: str, name: str, ended_ns: int) -> None:
+        with self._lock:
+            self.open_attempts -= 1
+            self.status, self.name, self.ended_ns = status, name, max(self.ended_ns, ended_ns)
+        self._maybe_finalize()
+
+    def request_done(self, exc: BaseException | None) -> None:
+        with self._lock:
+            self.returned = True
+            if exc is not None:
+                self.status = "error"
+        self._maybe_finalize()
+
+    def _maybe_finalize(self) -> None:
+        with self._lock:
+            if self.done or not self.returned or self.open_attempts > 0 or self.attempts == 0:
+                return
+            self.done = True
+        if self.own_trace:
+            self.rec.write([], [{
+                "trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                "ended_ns": self.ended_ns, "status": self.status,
+                "attributes": {"auto.root_kind": "llm", "auto.logical_call_id": self.id, "auto.attempts": self.attempts},
+            }])
+
+
+class Attempt:
+    """One HTTP attempt of a model call; written as one ``llm`` span when it ends."""
+
+    def __init__(self, call: LogicalCall, client: Any, request: Any, name: str) -> None:
+        self.call = call
+        self.name = name
+        self.started_ns = time.time_ns()
+        self._t0 = time.perf_counter()
+        self.index = call.attempt_started()
+        self._lock = threading.Lock()
+        self._done = False
+        self.secrets = secrets_of(request, client)
+        try:
+            raw = request.content
+        except Exception:  # a streaming request body that was not read
+            raw = b""
+        text = scrub(raw.decode("utf-8", "replace"), self.secrets) if raw else ""
+        try:
+            body = json.loads(text) if text else None
+        except ValueError:
+            body = {"_body_digest": digest_bytes(raw)}
+        self.body = body if isinstance(body, dict) else {"_body": body}
+        hdr = request.headers
+        try:
+            self.attempt_no = int(hdr.get("x-stainless-retry-count", self.index))
+        except ValueError:
+            self.attempt_no = self.index
+        url = request.url
+        self.server = {"server.address": url.host, "server.port": url.port or (443 if url.scheme == "https" else 80)}
+        self.url = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
+        self.request_headers = sanitize_headers(hdr)
+        self.response: Any = None
+        self._sse: SSEParser | None = None
+        self._raw: list[bytes] = []
+        self._decoder: ContentDecoder | None = None
+
+    # -- response arrival ----------------------------------------------------------------
+
+    def got_response(self, response: Any) -> Any:
+        """Record now (body already read) or wrap the response stream to record at its end."""
+        self.response = response
+        if hasattr(response, "_content"):
+            self._finish_body(response.content, complete=True)
+            return response
+        self._decoder = ContentDecoder(response.headers.get("content-encoding", ""))
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            self._sse = SSEParser()
+        response.stream = tee_stream(response.stream, self)
+        self.call.rec.open_streams.add(self)
+        return response
+
+    def feed(self, chunk: bytes) -> None:
+        data = self._decoder.decode(chunk) if self._decoder else chunk
+        if self._sse is not None:
+            self._sse.feed(data)
+        else:
+            self._raw.append(data)
+
+    def stream_eof(self) -> None:
+        self._finish_stream(complete=True)
+
+    def stream_closed(self) -> None:
+        self._finish_stream(complete=False)
+
+    def finish_incomplete(self, why: str) -> None:
+        self._finish_stream(complete=False, why=why)
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        self.call.rec.open_streams.discard(self)
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        if self._claim():
+            self._write("error", None, error_json(exc), {}, None)
+
+    def _finish_stream(self, complete: bool, why: str = "stream closed before completion") -> None:
+        if not self._claim():
+            return
+        if self._decoder is not None and not self._decoder.ok:
+            self._write(self._status_of(), None, self._http_error(None) if self._is_http_error() else None,
+                        {"auto.body": "undecodable"}, None)
+            return
+        if self._sse is not None:
+            self._sse.close()
+            errors = [e for ev, e in self._sse.events if ev == "error" or (isinstance(e, dict) and "error" in e and "choices" not in e)]
+            chunks = [e for ev, e in self._sse.events if isinstance(e, dict) and "choices" in e]
+            output, meta = assemble_chunks(chunks)
+            # the SDK stops reading at "data: [DONE]" and closes: that is a complete stream
+            complete = complete or self._sse.done
+            extra = {"auto.stream": True, "auto.stream.complete": complete}
+            if self._is_http_error():
+                self._write("error", None, self._http_error(None), extra, meta)
+            elif errors:
+                err = errors[0].get("error", errors[0]) if isinstance(errors[0], dict) else errors[0]
+                self._write("error", output, {"type": "stream_error", "message": str(err.get("message") if isinstance(err, dict) else err)}, extra, meta)
+            elif not complete:
+                self._write("error", output, {"type": "stream_incomplete", "message": why}, extra, meta)
+            else:
+                self._write("ok", output, None, extra, meta)
+            return
+        self._finish_body(b"".join(self._raw), complete=complete, streamed=True)
+
+    def _finish_body(self, content: bytes, complete: bool, streamed: bool = False) -> None:
+        if not streamed and not self._claim():
+            return
+        extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
+        try:
+            body = json.loads(content) if content else None
+        except ValueError:
+            body = None
+        if self._is_http_error():
+            self._write("error", None, self._http_error(body), extra, None)
+            return
+        if not isinstance(body, dict) or "choices" not in body:
+            self._write("error" if not complete else "ok", None,
+                        None if complete else {"type": "stream_incomplete", "message": "body not fully read"},
+                        {**extra, "auto.body": "unrecognized"}, None)
+            return
+        output, meta = assemble_completion(body)
+        self._write("ok", output, None, extra, meta)
+
+    def _is_http_error(self) -> bool:
+        return self.response is not None and self.response.status_code >= 400
+
+    def _status_of(self) -> str:
+        return "error" if self._is_http_error() else "ok"
+
+    def _http_error(self, body: Any) -> dict:
+        err = body.get("error") if isinstance(body, dict) else None
+        out = {"type": "http_status", "status_code": self.response.status_code,
+               "message": (err.get("message") if isinstance(err, dict) else None) or self.response.reason_phrase}
+        if isinstance(err, dict):
+            out["error_type"] = err.get("type")
+            out["code"] = err.get("code")
+        return out
+
+    def _write(self, status: str, output: Any, error: dict | None, extra: dict, meta: dict | None) -> None:
+        ended = time.time_ns()
+        measured_ms = round((time.perf_counter() - self._t0) * 1000.0, 3)
+        call = self.call
+        scope = call.scope
+        body = self.body
+        attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
+        for k, a in REQUEST_ATTRS.items():
+            if body.get(k) is not None:
+                attrs[a] = body[k]
+        if body.get("stop") is not None:
+            attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
+        attrs.update(self.server)
+        attrs["url.full"] = self.url
+        attrs["auto.attempt"] = self.attempt_no
+        attrs["auto.logical_call_id"] = call.id
+        attrs["auto.request.headers"] = self.request_headers
+        resp_headers: dict[str, str] = {}
+        if self.response is not None:
+            attrs["http.response.status_code"] = self.response.status_code
+            resp_headers = sanitize_headers(self.response.headers)
+            attrs["auto.response.headers"] = resp_headers
+        meta = meta or {}
+        usage = meta.get("usage")
+        in_tok, out_tok, cached = pricing.usage_tokens(usage)
+        resp_model = meta.get("model")
+        attrs["gen_ai.response.model"] = resp_model
+        attrs["gen_ai.response.id"] = meta.get("id")
+        attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
+        if meta.get("system_fingerprint") is not None:
+            attrs["gen_ai.openai.response.system_fingerprint"] = meta["system_fingerprint"]
+        attrs["gen_ai.usage.input_tokens"] = in_tok
+        attrs["gen_ai.usage.output_tokens"] = out_tok
+        if cached is not None:
+            attrs["gen_ai.usage.cached_input_tokens"] = cached
+        attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
+        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if status == "ok" or usage else None
+        attrs["auto.cost_usd_micros"] = cost
+        latency = call_latency(resp_headers, measured_ms)
+        attrs.update(latency.attributes())
+        env = {n: digest(os.environ[n]) for n in ENV_READS if n in os.environ}
+        if env:
+            attrs["auto.env_reads"] = env
+        attrs.update(extra)
+        task = scope.task if scope is not None else None
+        task_input = scope.task_input if scope is not None else {}
+        tdigest = template_digest(body.get("messages"), task_input)
+        attrs["auto.template_digest"] = tdigest
+        span = {
+            "trace_id": call.trace_id, "span_id": new_span_id(),
+            "parent_span_id": scope.span_id if scope is not None else None,
+            "name": self.name, "kind": "llm", "task": task, "site": site(task, self.name, tdigest),
+            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
+            "input": body, "output": output, "error": error, "attributes": attrs,
+        }
+        span = scrub(span, self.secrets)
+        call.rec.write([span])
+        if scope is not None:
+            scope.add_llm_attempt(call.id, status == "ok", cost, latency)
+        call.attempt_ended(status, self.name, ended)

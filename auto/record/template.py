@@ -1,0 +1,90 @@
+"""Sites: which prompt template a model call used, so calls made from one place group together.
+
+A model call's *site* is ``f"{task}/{span name}/{template digest}"`` (:func:`site`), where the
+template digest is :func:`auto.canonical.digest` of the request's messages with the enclosing
+task's string input values replaced by ``{param}`` placeholders and tool-call ids by
+``{tool_call_N}`` (:func:`template_messages`); ``task`` is ``""`` outside any task. Two calls of
+one task that differ only in the task's inputs therefore share a site.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from auto.canonical import digest
+
+
+def _flatten_strings(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted path, value)`` of every string in a JSON value."""
+    out: list[tuple[str, str]] = []
+    if isinstance(obj, str):
+        out.append((prefix, obj))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out.extend(_flatten_strings(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out.extend(_flatten_strings(v, f"{prefix}.{i}" if prefix else str(i)))
+    return out
+
+
+def template_messages(messages: Any, task_input: dict) -> Any:
+    """``messages`` with the task's string input values replaced by ``{param}`` placeholders.
+
+    A string equal to a value becomes its placeholder; values of ≥ 4 characters are also
+    replaced inside longer strings where they are not glued to surrounding word characters.
+    Tool-call ids (``tool_calls[].id``, ``tool_call_id``) become ``{tool_call_N}`` by first
+    appearance, since they are random per run. ``role`` and ``type`` values are kept as they are.
+    """
+    subs = [(v, "{" + k + "}") for k, v in _flatten_strings(task_input) if v]
+    subs.sort(key=lambda kv: len(kv[0]), reverse=True)
+    patterns = []
+    for v, ph in subs:
+        if len(v) >= 4:
+            pre = r"(?<!\w)" if re.match(r"\w", v[0]) else ""
+            post = r"(?!\w)" if re.match(r"\w", v[-1]) else ""
+            patterns.append((re.compile(pre + re.escape(v) + post), ph))
+    ids: dict[str, str] = {}
+
+    def tc_id(v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        return ids.setdefault(v, "{tool_call_%d}" % len(ids))
+
+    def sub(s: str) -> str:
+        for v, ph in subs:
+            if s == v:
+                return ph
+        for pat, ph in patterns:
+            s = pat.sub(lambda _m, ph=ph: ph, s)
+        return s
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, str):
+            return sub(obj)
+        if isinstance(obj, list):
+            return [walk(v) for v in obj]
+        if isinstance(obj, dict):
+            out = {}
+            for k, v in obj.items():
+                if k == "tool_call_id" or (k == "id" and "function" in obj):
+                    out[k] = tc_id(v)
+                elif k in ("role", "type"):
+                    out[k] = v
+                else:
+                    out[k] = walk(v)
+            return out
+        return obj
+
+    return walk(messages)
+
+
+def template_digest(messages: Any, task_input: dict) -> str:
+    """``digest(template_messages(messages, task_input))`` (``"sha256:<hex>"``)."""
+    return digest(template_messages(messages, task_input))
+
+
+def site(task: str | None, name: str, tdigest: str) -> str:
+    """The site of a model call: ``f"{task or ''}/{name}/{tdigest}"``."""
+    return f"{task or ''}/{name}/{tdigest}"

@@ -1,0 +1,156 @@
+"""One SQLite connection to a store file: opening, WAL, busy retries, transactions, forks.
+
+* **WAL + busy timeout.** The file is opened in WAL mode with ``busy_timeout`` =
+  :data:`BUSY_TIMEOUT_MS`, and every write transaction (``BEGIN IMMEDIATE``) is retried on
+  ``SQLITE_BUSY`` with jittered exponential backoff (5 ms doubling to 250 ms) until that deadline,
+  so several processes can record into one store at once and lose nothing.
+* **Schema on open.** A file that is not an SQLite database, or an SQLite database that is not an
+  Auto store, is refused before anything is changed in it; an older store is migrated
+  (:mod:`auto.store.schema`).
+* **Threads and forks.** One connection guarded by a lock; a child process reopens the file on
+  first use (a connection is never shared across processes).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import sqlite_utils
+
+from auto.errors import NotAStore, StoreError
+from auto.store.schema import SCHEMA_VERSION, SQLITE_MAGIC, migrate, read_version
+
+BUSY_TIMEOUT_MS = 30_000
+"""SQLite ``busy_timeout`` and the deadline of the retry loop on ``SQLITE_BUSY`` (ms)."""
+
+
+def _is_busy(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+def retry_busy(fn: Callable[[], Any]) -> Any:
+    """Run ``fn``, retrying on SQLITE_BUSY/locked with jittered backoff for up to
+    :data:`BUSY_TIMEOUT_MS`; other errors (and busy past the deadline) propagate."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.25)
+
+
+class Connection:
+    """The store file's connection (created if missing).
+
+    Raises (from the constructor):
+        NotAStore: the file is a directory, not an SQLite database, or one that holds other tables.
+        SchemaTooNew: ``meta.schema_version`` is newer than :data:`~auto.store.schema.SCHEMA_VERSION`.
+        StoreError: the file cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._db: sqlite_utils.Database | None = None
+        self._check_file()
+        self._open()
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _check_file(self) -> None:
+        p = self.path
+        if p.is_dir():
+            raise NotAStore(f"{p} is a directory, not an Auto store (an SQLite file)")
+        if p.exists() and p.stat().st_size > 0:
+            with open(p, "rb") as fh:
+                head = fh.read(16)
+            if head != SQLITE_MAGIC:
+                raise NotAStore(f"{p} is not an Auto store: not an SQLite database file (bad header)")
+
+    def _open(self) -> None:
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        conn.isolation_level = None  # we issue BEGIN/COMMIT ourselves
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._db = sqlite_utils.Database(conn, execute_plugins=False)
+            self._migrate()  # refuses a foreign database before anything is changed in it
+            retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise NotAStore(f"{self.path} is not an Auto store: {exc}") from None
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._pid = os.getpid()
+
+    def _migrate(self) -> None:
+        """Create or upgrade the schema (one transaction) when the stored version is older."""
+        db = self._db
+        assert db is not None
+        if retry_busy(lambda: read_version(db, self.path)) == SCHEMA_VERSION:
+            return
+        retry_busy(lambda: self._transaction(db, lambda d: migrate(d, self.path)))
+
+    def _database(self) -> sqlite_utils.Database:
+        if self._db is None:
+            raise StoreError(f"store {self.path} is closed")
+        if os.getpid() != self._pid:  # forked: never share a connection across processes
+            self._db = None
+            self._open()
+        assert self._db is not None
+        return self._db
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._db is not None and os.getpid() == self._pid:
+                self._db.conn.close()
+            self._db = None
+
+    # -- transactions --------------------------------------------------------------------
+
+    @staticmethod
+    def _transaction(db: sqlite_utils.Database, fn: Callable[[sqlite_utils.Database], Any]) -> Any:
+        """``fn(db)`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back if it raises)."""
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(db)
+            db.conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if db.conn.in_transaction:
+                db.conn.execute("ROLLBACK")
+            raise
+
+    def write(self, fn: Callable[[sqlite_utils.Database], Any]) -> Any:
+        """Run ``fn(db)`` inside one ``BEGIN IMMEDIATE`` transaction (retried on busy); all of it
+        is written or none."""
+        with self._lock:
+            db = self._database()
+            return retry_busy(lambda: self._transaction(db, fn))
+
+    def read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+        """The rows of one query as dicts (column name -> value), retried on busy."""
+        with self._lock:
+            db = self._database()
+            cur = retry_busy(lambda: db.execute(sql, list(params)))
+            cols = [c[0] for c in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]

@@ -1,0 +1,144 @@
+"""The store's layout: tables, indexes, immutability triggers, row counters and migrations.
+
+Tables (also in ``docs/architecture.md``)::
+
+    meta       key TEXT PK, value TEXT                       (schema_version, format, row counters)
+    traces     trace_id PK, name, started_ns, ended_ns, status, attributes JSON, digest
+    spans      span_id PK, trace_id, parent_span_id, name, kind (task/llm/tool), task, site,
+               started_ns, ended_ns, status (ok/error), input JSON, output JSON, error JSON,
+               attributes JSON, digest
+    eval_runs  id PK (digest of the canonical record), task, created_ns, verdict, record JSON
+    artifacts  id PK ("sha256:" of the wasm bytes), task, generation, created_ns, manifest JSON,
+               wasm BLOB
+
+``meta.schema_version`` names the layout; :data:`MIGRATIONS` lists the steps that bring an older
+store up to :data:`SCHEMA_VERSION` (:func:`migrate`). ``meta.format`` = :data:`STORE_FORMAT`
+marks the file as an Auto store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import sqlite_utils
+
+from auto.errors import NotAStore, SchemaTooNew
+
+SCHEMA_VERSION = 1
+"""The store layout this version of Auto writes (``meta.schema_version``)."""
+
+STORE_FORMAT = "auto.store"
+"""``meta.format``: marks an SQLite file as an Auto store."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite 3 database file (SQLite file format, "The Database Header")."""
+
+IMMUTABLE_TABLES = ("traces", "spans")
+"""Tables whose rows SQLite triggers keep insert-only."""
+
+COUNTED_TABLES = {"span_count": "spans", "trace_count": "traces"}
+"""``meta`` row counter -> the table whose ingested rows it counts."""
+
+
+def immutability_triggers() -> list[tuple[str, str, str]]:
+    """``(table, operation, trigger name)`` of the triggers that refuse ``UPDATE``/``DELETE`` on
+    :data:`IMMUTABLE_TABLES`."""
+    return [(table, op, f"{table}_no_{op.lower()}") for table in IMMUTABLE_TABLES for op in ("UPDATE", "DELETE")]
+
+
+def _migrate_v1(db: sqlite_utils.Database) -> None:
+    """Version 1: the five tables, their indexes and the immutability triggers."""
+    db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+    db["traces"].create(
+        {"trace_id": str, "name": str, "started_ns": int, "ended_ns": int, "status": str,
+         "attributes": str, "digest": str},
+        pk="trace_id", not_null={"digest"}, if_not_exists=True,
+    )
+    db["spans"].create(
+        {"span_id": str, "trace_id": str, "parent_span_id": str, "name": str, "kind": str,
+         "task": str, "site": str, "started_ns": int, "ended_ns": int, "status": str,
+         "input": str, "output": str, "error": str, "attributes": str, "digest": str},
+        pk="span_id", not_null={"trace_id", "digest"}, if_not_exists=True,
+    )
+    db["eval_runs"].create(
+        {"id": str, "task": str, "created_ns": int, "verdict": str, "record": str},
+        pk="id", if_not_exists=True,
+    )
+    db["artifacts"].create(
+        {"id": str, "task": str, "generation": int, "created_ns": int, "manifest": str, "wasm": bytes},
+        pk="id", if_not_exists=True,
+    )
+    db["spans"].create_index(["trace_id"], if_not_exists=True)
+    db["spans"].create_index(["task", "kind", "started_ns"], if_not_exists=True)
+    db["artifacts"].create_index(["task", "generation"], if_not_exists=True)
+    for table, op, name in immutability_triggers():
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {op} ON {table} "
+            f"BEGIN SELECT RAISE(ABORT, '{table} are immutable (insert-only)'); END"
+        )
+
+
+MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
+    (1, _migrate_v1),
+]
+"""``(version, step)`` in order; ``step`` brings a store at ``version - 1`` to ``version``.
+To add version 2: append ``(2, _migrate_v2)`` and bump :data:`SCHEMA_VERSION`."""
+
+
+def read_version(db: sqlite_utils.Database, path: Path) -> int:
+    """The stored schema version (0 for an empty database).
+
+    Raises:
+        NotAStore: the database holds other tables, or has no (or a foreign) format marker, or an
+            unreadable version.
+        SchemaTooNew: the version is newer than :data:`SCHEMA_VERSION`.
+    """
+    tables = set(db.table_names())
+    if "meta" not in tables:
+        if tables:
+            raise NotAStore(
+                f"{path} is an SQLite database but not an Auto store "
+                f"(it holds other tables: {', '.join(sorted(tables)[:5])})"
+            )
+        return 0
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    if row is None or fmt is None or fmt[0] != STORE_FORMAT:
+        raise NotAStore(f"{path} is an SQLite database but not an Auto store (no format marker)")
+    try:
+        version = int(row[0])
+    except ValueError:
+        raise NotAStore(f"{path}: unreadable schema_version {row[0]!r}") from None
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{path} has schema version {version}; this Auto understands up to "
+            f"{SCHEMA_VERSION}: upgrade Auto to read it"
+        )
+    return version
+
+
+def migrate(db: sqlite_utils.Database, path: Path) -> None:
+    """Bring the store up to :data:`SCHEMA_VERSION`, inside the caller's write transaction (the
+    version is re-read under the lock). Raises as :func:`read_version`."""
+    version = read_version(db, path)
+    for v, step in MIGRATIONS:
+        if v > version:
+            step(db)
+            db["meta"].upsert({"key": "schema_version", "value": str(v)}, pk="key")
+            db["meta"].upsert({"key": "format", "value": STORE_FORMAT}, pk="key")
+
+
+def bump_counter(db: sqlite_utils.Database, key: str, n: int) -> None:
+    """Add ``n`` to the row counter ``key`` (:data:`COUNTED_TABLES`) in ``meta``, inside the
+    caller's transaction.
+
+    The counters let :meth:`~auto.store.Store.verify` detect deleted rows, which digests alone
+    cannot; a store written before the counters existed starts counting from its current rows.
+    """
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    if row is None:
+        current = db.execute(f"SELECT count(*) FROM {COUNTED_TABLES[key]}").fetchone()[0]
+        db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, str(current)])
+    else:
+        db.execute("UPDATE meta SET value = ? WHERE key = ?", [str(int(row[0]) + n), key])
