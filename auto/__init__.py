@@ -11,20 +11,23 @@ bootstrap stays cheap)::
     auto.census(store.spans())               # the determinism census -> Census
     auto.Contract(task=..., ...)             # what the gate checks
     auto.compile_task(store, task, contract=None, ...) -> CompileOutcome   # one generation
+    served = auto.ratchet(triage, store="traces.sqlite")   # serve + learn from every deopt
 
 Errors are one tree rooted at :class:`auto.errors.AutoError`.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["CompileOutcome", "Contract", "Store", "census", "compile_task", "recording", "start_recording",
-           "stop_recording", "task", "tool"]
+__all__ = ["CompileOutcome", "Contract", "Ratchet", "Store", "census", "compile_task", "ratchet", "recording",
+           "start_recording", "stop_recording", "task", "tool"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from auto.analyze import census
     from auto.compile import CompileOutcome, compile_task
+    from auto.ratchet import Ratchet, ratchet
     from auto.record import recording, start_recording, stop_recording, task, tool
     from auto.store import Store
     from auto.verify import Contract
@@ -35,6 +38,15 @@ def __getattr__(name: str) -> Any:
         from auto import record as module
     elif name in ("compile_task", "CompileOutcome"):
         from auto import compile as module
+    elif name in ("ratchet", "Ratchet"):
+        # the package is callable, so auto.ratchet(fn, store=...) works whether this attribute
+        # is the package (set by importing it) or looked up here
+        import auto.ratchet.core  # noqa: F401
+
+        module = sys.modules["auto.ratchet"]
+        if name == "ratchet":
+            globals()[name] = module
+            return module
     elif name == "census":
         from auto import analyze as module
     elif name == "Store":

@@ -34,8 +34,19 @@ class Contract(BaseModel):
     Attributes:
         task: the task name the contract applies to.
         output: output property; ``witnessed-label`` = answers must be witnessed labels.
-        min_agreement: held-out agreement point estimate required (0–1).
-        min_agreement_ci95_low: 95% Clopper–Pearson lower bound required on held-out agreement.
+        min_agreement: the memo rung's bar: the share of repeated inputs answered consistently
+            (point estimate, 0–1); also the bar of the ``agreement`` gate.
+        min_agreement_ci95_low: the memo rung's 95% Clopper–Pearson lower bound on that share; also
+            the ``agreement`` gate's bound.
+        gate: what a specialist must show. ``selective`` (default): its guard certifies selective
+            risk <= ``epsilon`` at ``delta`` with some coverage; overall agreement is reported, not
+            required. ``agreement``: held-out agreement >= ``min_agreement`` with its lower bound
+            >= ``min_agreement_ci95_low`` as well.
+        calibration: how the specialist's guard is calibrated. ``cross-fit`` (default): out-of-fold
+            predictions over ``folds`` folds, so every witness trains and calibrates
+            (cross-conformal strength, see :mod:`auto.compile.crossfit`); ``split``: disjoint
+            training / calibration / held-out splits (split-conformal strength).
+        folds: K of the cross-fit.
         heldout_fraction: share of distinct witnessed inputs held out from training (0–0.5).
         calibration_fraction: share held out for model selection and guard calibration (0–0.5).
         alpha: level of the conformal novelty guard (expected deopt rate on exchangeable inputs).
@@ -64,6 +75,9 @@ class Contract(BaseModel):
     epsilon: float = Field(0.05, gt=0.0, lt=1.0)
     delta: float = Field(0.1, gt=0.0, lt=1.0)
     min_witnesses: int = Field(40, ge=4)
+    gate: Literal["selective", "agreement"] = "selective"
+    calibration: Literal["cross-fit", "split"] = "cross-fit"
+    folds: int = Field(5, ge=2, le=20)
     program_min_agreement: float = Field(0.97, ge=0.0, le=1.0)
     program_min_agreement_ci95_low: float = Field(0.90, ge=0.0, le=1.0)
     seed: int = 0
@@ -237,6 +251,97 @@ def run_gate(
             reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
         else:
             reason = f"check {c['name']} failed"
+    return eval_record(contract, generation, candidate, checks, reason)
+
+
+def run_selective_gate(
+    *,
+    contract: Contract,
+    run_batch: Callable[[list[dict]], list[dict]],
+    reference_predict: Callable[[dict], Any],
+    witnessed: Sequence[tuple[dict, Any]],
+    labels: Sequence[Any],
+    guard: dict[str, Any],
+    estimate: dict[str, Any],
+    candidate: dict[str, Any],
+    generation: int,
+    heldout: Sequence[tuple[dict, Any]] = (),
+) -> dict[str, Any]:
+    """The gate of a guarded specialist: what its guard lets answer must be certified.
+
+    Checks (the first three as in :func:`run_gate`, over the witnessed and held-out inputs):
+    ``runs-without-error``, ``output-is-witnessed-label``, ``wasm-matches-python-reference``;
+    ``witnessed-agreement`` and ``overall-agreement`` (the out-of-fold or held-out agreement of
+    the specialist with the witnessed answers, with its 95% Clopper–Pearson interval) are
+    informational; ``guard-certified`` passes when the guard stack has no fallback reason and its
+    selective-risk component certified a threshold that lets a positive share of the
+    calibration inputs through. With ``contract.gate == "agreement"`` the held-out agreement
+    thresholds of :func:`run_gate` apply as well (``overall-agreement`` then counts).
+
+    Args:
+        witnessed: every (input, modal witnessed output) pair.
+        heldout: held-out pairs (the ``split`` calibration), else empty.
+        guard: the calibrated guard stack entry (:func:`auto.guards.stack.calibrate_stack`).
+        estimate: ``{"method", "n", "agree"}`` of the specialist's out-of-sample agreement.
+        Others: as for :func:`run_gate`.
+
+    Returns:
+        The eval-run record (same shape as :func:`run_gate`).
+    """
+    allowed = {canonical_json(x) for x in labels}
+    pairs = list(witnessed) + list(heldout)
+    outs = run_batch([p[0] for p in pairs]) if pairs else []
+    answers = [o.get("answer") if "error" not in o else {"__error__": o["error"]} for o in outs]
+    checks: list[dict[str, Any]] = []
+    errors = sum(1 for o in outs if "error" in o)
+    checks.append({"name": "runs-without-error", "errors": errors, "n": len(outs), "passed": errors == 0})
+    bad = sum(1 for a in answers if canonical_json(a) not in allowed)
+    checks.append({"name": "output-is-witnessed-label", "violations": bad, "passed": bad == 0})
+    mism = sum(1 for a, p in zip(answers, pairs) if canonical_json(a) != canonical_json(reference_predict(p[0])))
+    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    wa = agreement(answers[:len(witnessed)], [p[1] for p in witnessed])
+    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
+    n, k = int(estimate["n"]), int(estimate["agree"])
+    low, high = clopper_pearson(k, n)
+    est = {"name": "overall-agreement", "method": estimate["method"], "n": n, "agree": k,
+           "rate": k / n if n else None, "ci95_low": low, "ci95_high": high}
+    if contract.gate == "agreement":
+        est.update(min_agreement=contract.min_agreement, min_agreement_ci95_low=contract.min_agreement_ci95_low,
+                   passed=est["rate"] is not None and est["rate"] >= contract.min_agreement
+                   and low is not None and low >= contract.min_agreement_ci95_low)
+    else:
+        est.update(passed=True, informational=True)
+    checks.append(est)
+    risk = next((c for c in guard.get("components") or [] if c.get("method") == "selective-risk"), None)
+    cov = (risk or {}).get("calibration_coverage")
+    certified = guard.get("fallback_reason") is None and risk is not None and risk.get("threshold") is not None \
+        and cov is not None and cov > 0
+    checks.append({"name": "guard-certified", "fallback_reason": guard.get("fallback_reason"),
+                   "threshold": (risk or {}).get("threshold"), "coverage": cov,
+                   "selective_risk": (risk or {}).get("calibration_selective_risk"),
+                   "epsilon": contract.epsilon, "delta": contract.delta, "passed": certified})
+    failed = [c for c in checks if not c["passed"]]
+    rate = "n/a" if est["rate"] is None else f"{est['rate']:.3f}"
+    lows = "n/a" if low is None else f"{low:.3f}"
+    overall = f"{est['method']} agreement {k}/{n} = {rate} (95% CP lower bound {lows})"
+    if not failed:
+        reason = (f"selective risk certified: tier-1 when {risk['confidence_field']} >= {risk['threshold']:.6g}, "
+                  f"{cov:.3f} of the {risk['n']} calibration inputs answered at risk {risk['calibration_selective_risk']:.3f} "
+                  f"(epsilon {contract.epsilon:g}, delta {contract.delta:g}); overall {overall}")
+    else:
+        c = failed[0]
+        if c["name"] == "guard-certified":
+            why = guard.get("fallback_reason") or (risk or {}).get("reason") or "no calibration input proceeds"
+            reason = f"the guard would deopt every input outside the table: {why}; overall {overall}"
+        elif c["name"] == "overall-agreement":
+            reason = (f"{overall} is below the contract's {contract.min_agreement:.2f} (lower bound "
+                      f"{contract.min_agreement_ci95_low:.2f})")
+        elif c["name"] == "output-is-witnessed-label":
+            reason = f"{c['violations']} answers are not witnessed labels"
+        elif c["name"] == "wasm-matches-python-reference":
+            reason = f"WebAssembly and the Python reference disagree on {c['mismatches']} inputs"
+        else:
+            reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
     return eval_record(contract, generation, candidate, checks, reason)
 
 

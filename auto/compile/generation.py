@@ -92,7 +92,7 @@ def reference_model_label(store: Any, task: str) -> str:
 
 def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, code: bytes, candidate: Any, *,
                     guard: dict[str, Any], parity: dict[str, Any], eval_runs: list[str], reason: str,
-                    witnesses: Sequence[Any], distinct_inputs: int, fuel_inputs: Sequence[dict[str, Any]],
+                    witnesses: Sequence[Any], store_digest: str | None, distinct_inputs: int, fuel_inputs: Sequence[dict[str, Any]],
                     latency: Sequence[float], timings: dict[str, float], model: Any = None,
                     estimator: Any = None) -> CompileOutcome:
     """Finish the manifest, emit the ``.wasm``, store it, and write the file atomically.
@@ -107,6 +107,7 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
         eval_runs: eval run ids to cite, the gate's last.
         reason: the gate's verdict.
         witnesses: every witness the compile read (provenance).
+        store_digest: the task's store digest read with them (None: read it now).
         distinct_inputs: how many distinct inputs the candidate was built from.
         fuel_inputs: inputs fuel is measured on.
         latency: ``Artifact.call`` samples in µs (the outcome's ``latency_us``).
@@ -121,7 +122,7 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
     store = ctx.store
     provenance = {
         "trace_ids": sorted({w.trace_id for w in witnesses}),
-        "store_digest": store.digest(ctx.task),
+        "store_digest": store_digest or store.digest(ctx.task),
         "witnesses": len(witnesses),
         "distinct_inputs": distinct_inputs,
         "reference_model": ctx.reference_model or reference_model_label(store, ctx.task),

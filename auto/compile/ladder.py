@@ -99,7 +99,7 @@ def compile_task(
         raise ArgumentError(f"unknown rung(s) {unknown or names!r}; the rungs are {', '.join(RUNGS)}")
     contract = contract or Contract.default_for(task)
     store.verify().raise_for_mismatch()  # never compile from a store whose content no longer matches its digests
-    ws = WitnessSet.of(task, store.witnesses(task))
+    ws = WitnessSet.read(store, task)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model, say=progress or (lambda _m: None), memo_first=memo,
                       proposer=proposer)

@@ -56,6 +56,8 @@ class WitnessSet:
         groups: canonical input text → canonical output texts, in witness order.
         inputs: canonical input text → the input object.
         items: the distinct inputs (:data:`Item`), sorted by canonical input.
+        store_digest: the store digest of the task as read together with the witnesses
+            (provenance), or None.
     """
 
     task: str
@@ -63,9 +65,16 @@ class WitnessSet:
     groups: dict[str, list[str]]
     inputs: dict[str, dict[str, Any]]
     items: tuple[Item, ...]
+    store_digest: str | None = None
 
     @classmethod
-    def of(cls, task: str, witnesses: Sequence[Any]) -> "WitnessSet":
+    def read(cls, store: Any, task: str) -> "WitnessSet":
+        """The task's witnesses and the store digest, from one snapshot of ``store``."""
+        ws, d = store.task_witnesses(task)
+        return cls.of(task, ws, store_digest=d)
+
+    @classmethod
+    def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None) -> "WitnessSet":
         """Group ``witnesses`` (objects with ``.input`` and ``.output``) by distinct input."""
         groups: dict[str, list[str]] = defaultdict(list)
         inputs: dict[str, dict[str, Any]] = {}
@@ -78,7 +87,8 @@ class WitnessSet:
             outs = Counter(groups[key])
             modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
             items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
-        return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items))
+        return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items),
+                   store_digest=store_digest)
 
     @property
     def n(self) -> int:

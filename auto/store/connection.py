@@ -147,6 +147,31 @@ class Connection:
             db = self._database()
             return retry_busy(lambda: self._transaction(db, fn))
 
+    def snapshot(self, fn: Callable[[Callable[..., list[dict]]], Any]) -> Any:
+        """Run ``fn(query)`` where every ``query(sql, params)`` reads one consistent snapshot of
+        the file (one read transaction: in WAL mode writers keep committing, and none of their
+        commits after the first read is seen). Retried on busy."""
+        with self._lock:
+            db = self._database()
+
+            def query(sql: str, params: Iterable[Any] = ()) -> list[dict]:
+                cur = db.execute(sql, list(params))
+                cols = [c[0] for c in cur.description]
+                return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+            def attempt() -> Any:
+                db.conn.execute("BEGIN")  # deferred: the snapshot is taken at the first read
+                try:
+                    result = fn(query)
+                    db.conn.execute("COMMIT")
+                    return result
+                except BaseException:
+                    if db.conn.in_transaction:
+                        db.conn.execute("ROLLBACK")
+                    raise
+
+            return retry_busy(attempt)
+
     def read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         """The rows of one query as dicts (column name -> value), retried on busy."""
         with self._lock:

@@ -10,6 +10,8 @@ Tables (also in ``docs/architecture.md``)::
     eval_runs  id PK (digest of the canonical record), task, created_ns, verdict, record JSON
     artifacts  id PK ("sha256:" of the wasm bytes), task, generation, created_ns, manifest JSON,
                wasm BLOB
+    ratchet_events  id PK (autoincrement), task, kind, generation, artifact_id, created_ns,
+               detail JSON                                  (version 2; insert-only)
 
 ``meta.schema_version`` names the layout; :data:`MIGRATIONS` lists the steps that bring an older
 store up to :data:`SCHEMA_VERSION` (:func:`migrate`). ``meta.format`` = :data:`STORE_FORMAT`
@@ -25,7 +27,7 @@ import sqlite_utils
 
 from auto.errors import NotAStore, SchemaTooNew
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The store layout this version of Auto writes (``meta.schema_version``)."""
 
 STORE_FORMAT = "auto.store"
@@ -34,7 +36,7 @@ STORE_FORMAT = "auto.store"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite 3 database file (SQLite file format, "The Database Header")."""
 
-IMMUTABLE_TABLES = ("traces", "spans")
+IMMUTABLE_TABLES = ("traces", "spans", "ratchet_events")
 """Tables whose rows SQLite triggers keep insert-only."""
 
 COUNTED_TABLES = {"span_count": "spans", "trace_count": "traces"}
@@ -45,6 +47,15 @@ def immutability_triggers() -> list[tuple[str, str, str]]:
     """``(table, operation, trigger name)`` of the triggers that refuse ``UPDATE``/``DELETE`` on
     :data:`IMMUTABLE_TABLES`."""
     return [(table, op, f"{table}_no_{op.lower()}") for table in IMMUTABLE_TABLES for op in ("UPDATE", "DELETE")]
+
+
+def _create_triggers(db: sqlite_utils.Database, tables: tuple[str, ...]) -> None:
+    for table, op, name in immutability_triggers():
+        if table in tables:
+            db.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {op} ON {table} "
+                f"BEGIN SELECT RAISE(ABORT, '{table} are immutable (insert-only)'); END"
+            )
 
 
 def _migrate_v1(db: sqlite_utils.Database) -> None:
@@ -72,15 +83,23 @@ def _migrate_v1(db: sqlite_utils.Database) -> None:
     db["spans"].create_index(["trace_id"], if_not_exists=True)
     db["spans"].create_index(["task", "kind", "started_ns"], if_not_exists=True)
     db["artifacts"].create_index(["task", "generation"], if_not_exists=True)
-    for table, op, name in immutability_triggers():
-        db.execute(
-            f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {op} ON {table} "
-            f"BEGIN SELECT RAISE(ABORT, '{table} are immutable (insert-only)'); END"
-        )
+    _create_triggers(db, ("traces", "spans"))
+
+
+def _migrate_v2(db: sqlite_utils.Database) -> None:
+    """Version 2: the ratchet's log (``ratchet_events``), insert-only."""
+    db["ratchet_events"].create(
+        {"id": int, "task": str, "kind": str, "generation": int, "artifact_id": str, "created_ns": int,
+         "detail": str},
+        pk="id", not_null={"task", "kind", "detail"}, if_not_exists=True,
+    )
+    db["ratchet_events"].create_index(["task", "kind", "id"], if_not_exists=True)
+    _create_triggers(db, ("ratchet_events",))
 
 
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _migrate_v1),
+    (2, _migrate_v2),
 ]
 """``(version, step)`` in order; ``step`` brings a store at ``version - 1`` to ``version``.
 To add version 2: append ``(2, _migrate_v2)`` and bump :data:`SCHEMA_VERSION`."""

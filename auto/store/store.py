@@ -242,12 +242,27 @@ class Store:
         By default only successful executions (status ``ok``: a *witness* in the architecture's
         words); ``include_errors=True`` adds failed ones (``output`` None, ``error`` set).
         """
+        return self._witness_rows(self._conn.read(self._witness_sql(include_errors), [task]))
+
+    def task_witnesses(self, task: str) -> tuple[list[Witness], str]:
+        """``(witnesses, store digest of the task)`` read from one snapshot, so the digest a
+        compile records is the digest of exactly the witnesses it read (recorders may commit
+        meanwhile)."""
+        dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
+        rows, digests = self._conn.snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
+        return self._witness_rows(rows), digest([r["digest"] for r in digests])
+
+    @staticmethod
+    def _witness_sql(include_errors: bool) -> str:
         sql = "SELECT * FROM spans WHERE kind = 'task' AND task = ?"
         if not include_errors:
             sql += " AND status = 'ok'"
-        sql += " ORDER BY started_ns, span_id"
+        return sql + " ORDER BY started_ns, span_id"
+
+    @staticmethod
+    def _witness_rows(rows: list[dict]) -> list[Witness]:
         out = []
-        for r in self._conn.read(sql, [task]):
+        for r in rows:
             s = span_from_row(r)
             out.append(Witness(
                 input=s["input"] if isinstance(s["input"], dict) else {},
@@ -316,6 +331,44 @@ class Store:
         return StoredArtifact(id=r["id"], task=r["task"], generation=r["generation"], created_ns=r["created_ns"],
                               manifest=json.loads(r["manifest"]), wasm=bytes(r["wasm"]))
 
+    # -- the ratchet's log ---------------------------------------------------------------
+
+    def add_ratchet_event(self, task: str, kind: str, *, generation: int | None = None,
+                          artifact_id: str | None = None, detail: dict | None = None) -> int:
+        """Append one row to the ratchet log (insert-only, like spans); returns its id.
+
+        Kinds written by :mod:`auto.ratchet`: ``compile`` (an attempt: ``detail.verdict`` pass /
+        refuse / error / timeout / crashed / skipped, its trigger and evidence), ``install`` (a
+        generation was swapped in; ``detail.parent``), ``rollback`` (a generation was taken out;
+        ``detail.to`` the generation installed instead, or None), ``alarm``, ``install-failed``.
+
+        Raises:
+            IngestError: ``detail`` is not canonical JSON.
+        """
+        try:
+            text = canonical_json(detail or {})
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"ratchet event detail is not JSON: {exc}") from None
+        return self._conn.write(lambda db: db.execute(
+            "INSERT INTO ratchet_events (task, kind, generation, artifact_id, created_ns, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?)", [task, kind, generation, artifact_id, time.time_ns(), text]).lastrowid)
+
+    def ratchet_events(self, task: str) -> list[dict]:
+        """The ratchet log of ``task``, oldest first: ``{id, task, kind, generation,
+        artifact_id, created_ns, detail}`` (detail parsed)."""
+        rows = self._conn.read("SELECT * FROM ratchet_events WHERE task = ? ORDER BY id", [task])
+        return [{**r, "detail": json.loads(r["detail"])} for r in rows]
+
+    def installed_generation(self, task: str) -> tuple[int, str] | None:
+        """``(generation, artifact id)`` the ratchet log says is installed now (the last
+        ``install``, unless a later ``rollback`` took it out), or None."""
+        rows = self._conn.read(
+            "SELECT kind, generation, artifact_id, detail FROM ratchet_events WHERE task = ? "
+            "AND kind IN ('install', 'rollback') ORDER BY id DESC LIMIT 1", [task])
+        if not rows or rows[0]["kind"] != "install" or rows[0]["artifact_id"] is None:
+            return None
+        return int(rows[0]["generation"]), rows[0]["artifact_id"]
+
     # -- provenance ----------------------------------------------------------------------
 
     def digest(self, task: str | None = None) -> str:
@@ -344,25 +397,28 @@ class Store:
             if d != stored:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
 
-        spans = self._conn.read("SELECT * FROM spans ORDER BY started_ns, span_id")
+        def read_all(q: Callable[..., list[dict]]) -> tuple[list[dict], ...]:
+            return (q("SELECT * FROM spans ORDER BY started_ns, span_id"), q("SELECT * FROM traces"),
+                    q("SELECT id, record FROM eval_runs"), q("SELECT id, wasm FROM artifacts"),
+                    q("SELECT key, value FROM meta"), q("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
+
+        # one snapshot: a recorder committing meanwhile can never look like a deleted row
+        spans, traces, evals, arts, meta_rows, trigger_rows = self._conn.snapshot(read_all)
+        meta = {r["key"]: r["value"] for r in meta_rows}
         for r in spans:
             check("spans", r["span_id"], r["digest"], lambda r=r: span_digest(span_from_row(r)))
-        traces = self._conn.read("SELECT * FROM traces")
         for r in traces:
             check("traces", r["trace_id"], r["digest"], lambda r=r: trace_digest(trace_from_row(r)))
-        evals = self._conn.read("SELECT id, record FROM eval_runs")
         for r in evals:
             check("eval_runs", r["id"], r["id"], lambda r=r: digest(json.loads(r["record"])))
-        arts = self._conn.read("SELECT id, wasm FROM artifacts")
         for r in arts:
             check("artifacts", r["id"], r["id"], lambda r=r: digest_bytes(bytes(r["wasm"])))
         # rows deleted behind the store's back: the counters kept at ingest no longer match
         for key, table, n in (("span_count", "spans", len(spans)), ("trace_count", "traces", len(traces))):
-            row = self._conn.read("SELECT value FROM meta WHERE key = ?", [key])
-            if row and int(row[0]["value"]) != n:
-                mismatches.append({"table": table, "id": "*", "stored": f"{row[0]['value']} rows ingested",
+            if key in meta and int(meta[key]) != n:
+                mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
                                    "derived": f"{n} rows present"})
-        triggers = {r["name"] for r in self._conn.read("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        triggers = {r["name"] for r in trigger_rows}
         for table, _op, name in immutability_triggers():
             if name not in triggers:
                 mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",

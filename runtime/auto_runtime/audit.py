@@ -24,7 +24,7 @@ audit.
 Capture: an audited reference answer goes to the task's ``capture`` callback like a deopt's,
 with the same keys (``task``, ``input``, ``output``, ``reason`` = ``"shadow-audit"``,
 ``artifact_id``, ``generation``, ``latency_us``) plus ``"audit": True``, ``"tier1_answer"`` and
-``"agree"`` — deopt records carry no ``"audit"`` key, so ``rec.get("audit")`` tells them apart.
+``"agree"`` and ``"tier1_score"`` (the answer's nonconformity as offered) — deopt records carry no ``"audit"`` key, so ``rec.get("audit")`` tells them apart.
 The callback runs on the audit thread. A reference that raises is recorded (``errors``, a record
 with ``"error"``) and nothing is captured; a capture failure is logged. Nothing the audit does
 raises into the request path.
@@ -32,6 +32,7 @@ raises into the request path.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import math
@@ -90,6 +91,9 @@ class ShadowAudit:
         max_audits: at most this many answers are selected for audit (``None``: no cap).
         queue_size: audits waiting for the worker at most (>= 1); further selections are
             ``skipped``.
+        max_records: at most this many of the latest records are kept in :attr:`records`
+            (``None``: all; the counters always count everything). A long-running deployment
+            bounds its memory with it.
 
     Raises:
         ValueError: ``rate`` not a finite number in [0, 1], ``max_audits`` negative,
@@ -104,7 +108,7 @@ class ShadowAudit:
     def __init__(self, reference: Callable[[Any], Any] | None,
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  rate: float = 0.0, seed: int = 0, max_audits: int | None = None,
-                 queue_size: int = DEFAULT_AUDIT_QUEUE) -> None:
+                 queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None) -> None:
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
                 math.isfinite(rate) and 0.0 <= rate <= 1.0):
             raise ValueError(f"audit rate must be a number in [0, 1], got {rate!r}")
@@ -135,15 +139,19 @@ class ShadowAudit:
         self.disagreements = 0
         self.errors = 0
         self.pending = 0
-        self._records: list[dict[str, Any]] = []
+        self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
         self.active = reference is not None and self.rate > 0.0 and max_audits != 0
         """Whether offers may still be selected (the request path checks only this)."""
 
     # ------------------------------------------------------------------ request path
 
     def offer(self, input_obj: Any, answer: Any, *, task: str | None = None,
-              artifact_id: str | None = None, generation: int | None = None) -> bool:
+              artifact_id: str | None = None, generation: int | None = None,
+              score: Any = None) -> bool:
         """Consider one tier-1 answer for audit; never blocks on the reference, never raises.
+
+        ``score`` (the answer's nonconformity, e.g. 0 for an exact-match table hit) is passed
+        through to the record and the capture as ``tier1_score``.
 
         Returns:
             ``True`` when the answer was queued for audit.
@@ -160,7 +168,7 @@ class ShadowAudit:
                 self.selected += 1
                 if self.max_audits is not None and self.selected >= self.max_audits:
                     self.active = False
-                item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation)
+                item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score)
                 try:
                     self._queue.put_nowait(item)
                 except queue.Full:
@@ -196,7 +204,8 @@ class ShadowAudit:
                     self._done.notify_all()
 
     def _audit_one(self, inp_snap: tuple[str | None, Any], ans_snap: tuple[str | None, Any],
-                   task: str | None, artifact_id: str | None, generation: int | None) -> None:
+                   task: str | None, artifact_id: str | None, generation: int | None,
+                   score: Any = None) -> None:
         input_obj = _restore(inp_snap)
         tier1 = _restore(ans_snap)
         ref = self._reference
@@ -211,7 +220,8 @@ class ShadowAudit:
                 self._records.append({
                     "input": input_obj, "tier1_answer": tier1, "reference_answer": None,
                     "agree": None, "error": f"{type(e).__name__}: {e}", "latency_us": latency,
-                    "task": task, "artifact_id": artifact_id, "generation": generation})
+                    "task": task, "artifact_id": artifact_id, "generation": generation,
+                    "tier1_score": score})
             log.warning("shadow audit: the reference raised %s: %s", type(e).__name__, e)
             return
         latency = (perf_counter_ns() - t0) / 1000.0
@@ -223,13 +233,13 @@ class ShadowAudit:
             self._records.append({
                 "input": input_obj, "tier1_answer": tier1, "reference_answer": answer,
                 "agree": agree, "error": None, "latency_us": latency, "task": task,
-                "artifact_id": artifact_id, "generation": generation})
+                "artifact_id": artifact_id, "generation": generation, "tier1_score": score})
         cap = self._capture
         if cap is not None:
             try:
                 cap({"task": task, "input": input_obj, "output": answer, "reason": AUDIT_REASON,
                      "artifact_id": artifact_id, "generation": generation, "latency_us": latency,
-                     "audit": True, "tier1_answer": tier1, "agree": agree})
+                     "audit": True, "tier1_answer": tier1, "agree": agree, "tier1_score": score})
             except Exception:  # noqa: BLE001 - a capture failure must not lose the record
                 log.exception("capture hook failed for a shadow audit of task %s", task)
 
@@ -240,8 +250,8 @@ class ShadowAudit:
         """A copy of the audit records, in completion order: dicts with ``input``,
         ``tier1_answer``, ``reference_answer`` (``None`` on error), ``agree`` (``None`` on
         error), ``error`` (``"Type: message"`` or ``None``), ``latency_us`` (reference wall time,
-        µs), ``task``, ``artifact_id``, ``generation``. All records are kept (bound them with
-        ``max_audits`` on long runs)."""
+        µs), ``task``, ``artifact_id``, ``generation``, ``tier1_score``. The latest
+        ``max_records`` are kept (all when it is ``None``)."""
         with self._lock:
             return list(self._records)
 

@@ -20,7 +20,9 @@ One call (:meth:`TieredTask.__call__`):
    raising batch decision the same way, for every item of its chunk.
 
 Deopt: call ``reference(input)``, return its answer as tier 0, then call ``capture`` with
-``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}``. A capture
+``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us",
+"artifact_output"}`` (``artifact_output``: the artifact's would-be output when it ran, else
+``None``: every deopt is a labeled point for the installed generation). A capture
 failure is logged and never loses the answer; an exception from the reference propagates (it is
 the application's own code). Without a reference the result is tier ``"declined"`` with
 ``answer=None`` (the CLI maps that to exit status 3).
@@ -92,6 +94,9 @@ class CallResult:
             its items and each deopted item adds its own reference time.
         generation: the artifact's manifest generation (``None`` without an artifact).
         artifact_id: the artifact's ``sha256:`` id (``None`` without an artifact).
+        output: the artifact's whole output object for this input (``{"answer", "margin",
+            "nonconformity", ...}``) when it ran and answered, also when the guard deopted (its
+            would-be answer); ``None`` otherwise.
     """
 
     answer: Any
@@ -102,6 +107,7 @@ class CallResult:
     latency_us: float
     generation: int | None
     artifact_id: str | None
+    output: Any = None
 
 
 class _Generation(NamedTuple):
@@ -156,6 +162,7 @@ class TieredTask:
         audit_seed: seed of the audit's selection RNG (same seed and same sequence of tier-1
             answers -> same audited answers).
         audit_max: at most this many answers are audited (``None``: no cap).
+        audit_max_records: the audit keeps at most this many latest records (``None``: all).
         audit_queue: audits that may wait for the audit thread; when full, a selected answer
             is skipped (counted in ``audit.skipped``) rather than delaying the request.
 
@@ -174,14 +181,15 @@ class TieredTask:
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK,
                  audit_rate: float = 0.0, audit_seed: int = 0, audit_max: int | None = None,
-                 audit_queue: int = DEFAULT_AUDIT_QUEUE) -> None:
+                 audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None) -> None:
         if batch_chunk < 1:
             raise ValueError("batch_chunk must be >= 1")
         if reference is None and not isinstance(audit_rate, bool) and \
                 isinstance(audit_rate, (int, float)) and audit_rate > 0:
             raise ValueError("a shadow audit (audit_rate > 0) needs a reference to ask")
         self._audit = ShadowAudit(reference, capture, rate=audit_rate, seed=audit_seed,
-                                  max_audits=audit_max, queue_size=audit_queue)
+                                  max_audits=audit_max, queue_size=audit_queue,
+                                  max_records=audit_max_records)
         self._reference = reference
         self._capture = capture
         self._task = task
@@ -327,19 +335,20 @@ class TieredTask:
         if passed:
             answer = out["answer"]
             audit = self._audit
+            score = out.get("nonconformity")
             if audit.active:
                 audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id,
-                            generation=g.generation)
-            return CallResult(answer, TIER_1, reason, out.get("nonconformity"), p,
-                              (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
-        return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0)
+                            generation=g.generation, score=score)
+            return CallResult(answer, TIER_1, reason, score, p,
+                              (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
+        return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out)
 
     def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
-               t0: int, base_us: float) -> CallResult:
+               t0: int, base_us: float, out: Any = None) -> CallResult:
         ref = self._reference
         if ref is None:
             return CallResult(None, DECLINED, reason, score, p,
-                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id)
+                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         answer = ref(input_obj)
         latency = base_us + (perf_counter_ns() - t0) / 1000.0
         cap = self._capture
@@ -347,10 +356,10 @@ class TieredTask:
             try:
                 cap({"task": g.task, "input": input_obj, "output": answer, "reason": reason,
                      "artifact_id": g.artifact_id, "generation": g.generation,
-                     "latency_us": latency})
+                     "latency_us": latency, "artifact_output": out})
             except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
                 log.exception("capture hook failed for task %s (answer kept)", g.task)
-        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id)
+        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id, out)
 
     # ------------------------------------------------------------------ batches
 
@@ -375,9 +384,9 @@ class TieredTask:
         art = g.artifact
         results: list[CallResult | None] = [None] * n
         # (index, reason, score, p) for items to deopt after the artifact work
-        deopts: list[tuple[int, str, Any, float | None]] = []
+        deopts: list[tuple[int, str, Any, float | None, Any]] = []
         if art is None:
-            deopts = [(i, "no-artifact", None, None) for i in range(n)]
+            deopts = [(i, "no-artifact", None, None, None) for i in range(n)]
         else:
             ok: list[int] = []
             validate = g.validate
@@ -387,7 +396,7 @@ class TieredTask:
                 except InputSchemaError as e:
                     if self._reference is None:
                         raise
-                    deopts.append((i, f"input-schema: {e}", None, None))
+                    deopts.append((i, f"input-schema: {e}", None, None, None))
                 else:
                     ok.append(i)
             chunk = self.batch_chunk
@@ -401,30 +410,30 @@ class TieredTask:
                     if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
                         if "answer" in o:
                             results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
-                                                    None if p != p else p, 0.0, gen, aid)
+                                                    None if p != p else p, 0.0, gen, aid, o)
                             continue
                     if o.__class__ is not dict:  # the AutoError of a per-item retry
                         if isinstance(o, InputSchemaError) and self._reference is None:
                             raise o
-                        deopts.append((i, failure_reason(o), None, None))
+                        deopts.append((i, failure_reason(o), None, None, None))
                     elif "answer" not in o:
-                        deopts.append((i, f"artifact-error: {o.get('error')}", None, None))
+                        deopts.append((i, f"artifact-error: {o.get('error')}", None, None, None))
                     else:
                         p = None if p != p else p
-                        deopts.append((i, failed or self._reason(g, o, p), score, p))
+                        deopts.append((i, failed or self._reason(g, o, p), score, p, o))
             audit = self._audit
             if audit.active:
                 for i, r in enumerate(results):
                     if r is not None and audit.active:
                         audit.offer(items[i], r.answer, task=g.task, artifact_id=aid,
-                                    generation=gen)
+                                    generation=gen, score=r.score)
         per_item = (perf_counter_ns() - t0) / 1000.0 / n
         for r in results:
             if r is not None:
                 r.latency_us = per_item
         deopts.sort(key=lambda d: d[0])
-        for i, reason, score, p in deopts:
-            results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item)
+        for i, reason, score, p, o in deopts:
+            results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item, o)
         return results  # type: ignore[return-value]
 
     def _decide_chunk(self, g: _Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:

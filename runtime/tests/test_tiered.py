@@ -21,7 +21,7 @@ from .wasm_fixtures import (
 )
 
 SMALL = Limits(fuel=2_000_000, memory_bytes=4 * 1024 * 1024, timeout_ms=2000)
-CAPTURE_KEYS = {"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}
+CAPTURE_KEYS = {"task", "input", "output", "reason", "artifact_id", "generation", "latency_us", "artifact_output"}
 
 
 def load(wat: str, limits: Limits | None = None, **manifest_overrides) -> Artifact:
@@ -81,6 +81,9 @@ def test_novel_input_deopts_and_captures(novel):
     assert rec["artifact_id"] == novel.id and rec["generation"] == 1
     assert task.guard_errors == 0
     assert rec["input"] == {"ticket": "something new"} and rec["latency_us"] == res.latency_us
+    # the deopt is a labeled point for the installed generation: its would-be output comes along
+    assert rec["artifact_output"]["nonconformity"] == 0.99 and "answer" in rec["artifact_output"]
+    assert res.output == rec["artifact_output"]
 
 
 def test_declined_without_reference(novel):

@@ -15,7 +15,7 @@ from auto_runtime.guard import Guard, GuardDecision
 from .wasm_fixtures import CALIBRATION, build, const_output_wat, echo_wat, manifest
 
 SMALL = Limits(fuel=2_000_000, memory_bytes=4 * 1024 * 1024, timeout_ms=2000)
-DEOPT_KEYS = {"task", "input", "output", "reason", "artifact_id", "generation", "latency_us"}
+DEOPT_KEYS = {"task", "input", "output", "reason", "artifact_id", "generation", "latency_us", "artifact_output"}
 
 NOVELTY = {"method": "conformal-novelty", "alpha": 0.1, "n": len(CALIBRATION),
            "calibration_scores": CALIBRATION}
@@ -271,7 +271,7 @@ def test_audit_rate_one_audits_every_tier1_answer_and_counts_disagreements():
     assert len(audits) == 10 and len(deopts) == 1
     assert set(deopts[0]) == DEOPT_KEYS and deopts[0]["input"] == LONG
     for c in audits:
-        assert set(c) == DEOPT_KEYS | {"audit", "tier1_answer", "agree"}
+        assert set(c) == (DEOPT_KEYS - {"artifact_output"}) | {"audit", "tier1_answer", "agree", "tier1_score"}
         assert c["reason"] == AUDIT_REASON and c["task"] == "echo"
         assert c["agree"] is (c["input"]["ticket"] not in wrong)
     assert a.stats()["disagreements"] == 2

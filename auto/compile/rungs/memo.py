@@ -84,13 +84,14 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
             f"inputs ({evidence})")
     return tabulate(ctx, contract, entries, probes=probes_for([e[0] for e in entries], set(ws.groups)),
                     note=f"memo: {evidence}; {ws.n - len(entries)} divergent inputs left out", cited=cited,
-                    witnesses=ws.witnesses,
+                    witnesses=ws.witnesses, store_digest=ws.store_digest,
                     evidence={"repeated_inputs": rep.repeated, "consistent": rep.consistent, "rate": rep.rate,
                               "ci95_low": low, "specialist_eval_run": specialist.eval_run_id if specialist else None})
 
 
 def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str, Any], Any]], *,
-             probes: list[dict[str, Any]], witnesses: Sequence[Any], note: str | None = None, cited: str | None = None,
+             probes: list[dict[str, Any]], witnesses: Sequence[Any], store_digest: str | None = None,
+             note: str | None = None, cited: str | None = None,
              evidence: dict[str, Any] | None = None) -> CompileOutcome:
     """Compile, gate and emit an exact-match table (``compiled_as: memo``) of ``entries``.
 
@@ -99,7 +100,7 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
         contract: the contract (recorded; the memo gate's checks are fixed).
         entries: ``(input, output)`` pairs, one output per distinct input.
         probes: inputs that were never witnessed (all must miss).
-        witnesses: every witness of the task (provenance).
+        witnesses: every witness of the task (provenance); store_digest: read with them.
         note: prefix of the gate's reason (the evidence that justified tabulating).
         cited: the refusal this memo stands in for; prefixed to the stored eval run's reason only.
         evidence: the repetition evidence (the manifest's ``parity.repetition``; its
@@ -147,7 +148,7 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
               "repetition": evidence}
     cite = [evidence["specialist_eval_run"]] if evidence and evidence.get("specialist_eval_run") else []
     return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,
-                           eval_runs=[*cite, eval_id], reason=own_reason, witnesses=witnesses,
+                           eval_runs=[*cite, eval_id], reason=own_reason, witnesses=witnesses, store_digest=store_digest,
                            distinct_inputs=len(entries), fuel_inputs=[e[0] for e in entries], latency=lat,
                            timings=timings, model=table)
 
@@ -172,4 +173,6 @@ def compile_memo(store: Any, task: str, entries: list[tuple[dict[str, Any], Any]
     contract = contract or Contract.default_for(task)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task),
                       out_path=out_path, reference_model=reference_model)
-    return tabulate(ctx, contract, entries, probes=probes, witnesses=store.witnesses(task), note=note, evidence=evidence)
+    ws, sdigest = store.task_witnesses(task)
+    return tabulate(ctx, contract, entries, probes=probes, witnesses=ws, store_digest=sdigest, note=note,
+                    evidence=evidence)

@@ -147,5 +147,5 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
               for split, name in (("witnessed", "witnessed-agreement"), ("heldout", "heldout-agreement"))}
     parity["selection"] = {"n": len(sel_idx), "rate": res.heldout_agreement}
     return emit_generation(ctx, contract, draft, code, art, guard=guard, parity=parity, eval_runs=[eval_id],
-                           reason=record["reason"], witnesses=ws.witnesses, distinct_inputs=len(items),
+                           reason=record["reason"], witnesses=ws.witnesses, store_digest=ws.store_digest, distinct_inputs=len(items),
                            fuel_inputs=held_inputs, latency=lat, timings=timings, model=program)

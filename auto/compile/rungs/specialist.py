@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from auto_runtime import Artifact
 
@@ -38,6 +39,7 @@ from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
 from auto.codegen.table import HIT_MARGIN
 from auto.compile.context import RungContext
+from auto.compile.crossfit import choose_config, cross_fit, fit
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
@@ -46,9 +48,22 @@ from auto.distill import distill
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
 from auto.guards.stack import calibrate_stack, without_scores
-from auto.verify import Contract, run_gate
+from auto.verify import Contract, run_selective_gate
 
 NAME = "specialist"
+
+EPSILON_MEANING = (
+    "epsilon bounds P(tier-1 answer != the reference's answer on a fresh call | the specialist answers), on inputs "
+    "exchangeable with the witnesses; the witnessed answers it is calibrated against are single reference calls, so "
+    "the reference's own disagreement with itself is counted against the specialist. Table hits repeat a witnessed "
+    "reference answer: their disagreement with a fresh reference answer equals the reference's disagreement with "
+    "itself on that input (zero excess) as long as the reference's behaviour on an input does not change.")
+
+CROSSFIT_NOTE = (
+    "calibrated on {k}-fold out-of-fold predictions (cross-fit): the Learn-then-Test and conformal statements hold "
+    "exactly for the fold models; for the deployed model, trained on every witness, they hold under the assumption "
+    "that refitting on all witnesses does not make its admitted answers worse (cross-conformal strength, weaker than "
+    "split-conformal)")
 
 
 def _not_attempted(ctx: RungContext, contract: Contract, reason: str, checks: list[dict[str, Any]]) -> RungRefused:
@@ -89,13 +104,18 @@ def calibrate_guard_stack(cal_out: list[dict[str, Any]], cal_reference: list[Any
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
     """Distill, calibrate, gate and emit a specialist generation (memo-first with ``ctx.memo_first``).
 
+    The guard is calibrated by cross-fitting (``contract.calibration == "cross-fit"``, the default:
+    every distinct input trains the deployed model and calibrates the guard through its
+    out-of-fold prediction) or on a calibration split (``"split"``: train / calibration /
+    held-out). The gate (:func:`auto.verify.run_selective_gate`) requires the guard to certify the
+    selective risk of the answers it lets through; overall agreement is reported.
+
     Raises:
         RungRefused: too few witnesses, open-ended outputs (both: the memo rung may follow), a
             single label or too few witnesses per label to split (final: nothing below helps), or
             the gate refused (the eval run is stored and cited either way).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
-    timings: dict[str, float] = {}
     items = list(ws.items)
     n = len(items)
     if n < contract.min_witnesses:
@@ -115,98 +135,154 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                   "witnessed labels cannot generalize (open-ended outputs need the program rung)")
         raise _not_attempted(ctx, contract, reason,
                              [{"name": "outputs-are-labels", "labels": len(labels), "n": n, "passed": False}])
-
-    train_idx, cal_idx, held_idx = split_three([it[1] for it in items], contract.heldout_fraction,
-                                               contract.calibration_fraction, contract.seed, max_strata=None)
-    if not held_idx or not cal_idx:
-        raise ctx.refuse(NAME, contract, "too few witnesses per label to hold out a calibration and a held-out set",
-                         [{"name": "splits-nonempty", "heldout": len(held_idx), "calibration": len(cal_idx),
-                           "passed": False}], final=True)
-    ctx.say(f"  {n} distinct inputs, {len(labels)} labels: train {len(train_idx)}, calibration {len(cal_idx)}, "
-            f"held-out {len(held_idx)}")
-
-    # distill (selection on the calibration set)
-    t0 = time.perf_counter()
-    dres = distill([items[i] for i in train_idx], heldout=[items[i] for i in cal_idx], seed=contract.seed)
-    model = dres.model
-    timings["distill"] = time.perf_counter() - t0
-    ctx.say(f"  distilled: {dres.selected.model} over {model.features.n_min}-{model.features.n_max}-grams, "
-            f"calibration agreement {dres.selected.heldout_agreement:.3f}")
-
-    # codegen → sandbox
+    fit_ = _cross_fitted if contract.calibration == "cross-fit" else _split_calibrated
+    s = fit_(items, label_keys, labels, contract, ctx)
+    model = s.model
+    timings = s.timings
     t0 = time.perf_counter()
     code = compile_model(model)
-    timings["codegen"] = time.perf_counter() - t0
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="specialist",
         interface={"input": input_schema([it[0] for it in items]), "output": {"enum": [json.loads(x) for x in labels]}},
         model={"kind": model.kind, "estimator": model.estimator, "classes": [json.loads(c) for c in model.classes],
-               "features": model.features.to_dict(), "prototypes": int(model.P.shape[0]), "code_digest": digest_bytes(code)})
+               "features": model.features.to_dict(), "prototypes": int(model.P.shape[0]), "code_digest": digest_bytes(code),
+               "calibration": s.calibration})
     provisional = Artifact.load(emit(code, draft.provisional()))
-
-    # calibrate the guard stack (scores, margins and answers computed by the artifact itself)
+    timings["codegen"] = time.perf_counter() - t0
+    guard = s.guard(provisional)
     t0 = time.perf_counter()
-    cal_out = provisional.call_batch([items[i][0] for i in cal_idx])
-    if any("error" in o for o in cal_out):
-        raise CompileError("the candidate returned errors on calibration inputs")
     if ctx.memo_first:
-        # the table holds train + calibration witnesses; calibration scores above came from the
-        # specialist alone, which is exactly the path a new (non-table) input takes
-        table = TableModel([(items[i][0], items[i][1]) for i in sorted(train_idx + cal_idx)], fallback=model)
+        table = TableModel([(items[i][0], items[i][1]) for i in s.table_idx], fallback=model)
         code = compile_model(table)
         predictor: Any = table
         draft = draft.with_model(table.compiled_as, kind=table.compiled_as, table_entries=len(table),
                                  specialist_kind=model.kind, code_digest=digest_bytes(code))
         candidate = Artifact.load(emit(code, draft.provisional()))
+        if guard["fallback_reason"] is None:
+            thr = guard["components"][-1]["threshold"]
+            if thr is not None and thr > HIT_MARGIN:  # a table hit reports HIT_MARGIN (docs/architecture.md)
+                note = (f"the certified margin threshold {thr:.9g} exceeds the margin {HIT_MARGIN} a table hit reports, "
+                        "so witnessed (table) inputs deopt as well")
+                guard["components"][-1]["notes"].append(note)
+                guard["statement"] = f"{guard['statement']}; {note}"
     else:
         predictor = model
         candidate = provisional
-    # held-out inputs are never in the table, so the specialist alone answers them in both forms
-    held_out = provisional.call_batch([items[i][0] for i in held_idx])
-    missing = sorted(set(labels) - {label_keys[i] for i in cal_idx})
-    # A label absent from the calibration split is recorded, not fatal: the certificate is marginal
-    # over inputs exchangeable with the calibration inputs, which a rare label does not invalidate;
-    # making it fatal would make every task with one rare label always deopt.
-    guard = calibrate_guard_stack(
-        cal_out, [items[i][1] for i in cal_idx], held_out, [items[i][1] for i in held_idx], contract,
-        notes=[f"{len(missing)} witnessed label(s) never occur in the calibration split ({', '.join(missing[:3])}"
-               f"{', ...' if len(missing) > 3 else ''}): the certificate is marginal over all inputs and says nothing "
-               "about answers of those labels in particular"] if missing else None)
-    if ctx.memo_first and guard["fallback_reason"] is None:
-        thr = guard["components"][-1]["threshold"]
-        if thr is not None and thr > HIT_MARGIN:  # a table hit reports HIT_MARGIN (docs/architecture.md)
-            note = (f"the certified margin threshold {thr:.9g} exceeds the margin {HIT_MARGIN} a table hit reports, so witnessed "
-                    "(table) inputs deopt as well")
-            guard["components"][-1]["notes"].append(note)
-            guard["statement"] = f"{guard['statement']}; {note}"
-    timings["calibrate"] = time.perf_counter() - t0
+    guard["epsilon_refers_to"] = EPSILON_MEANING
+    timings["codegen"] = timings.get("codegen", 0.0) + time.perf_counter() - t0
 
-    # the gate, as WebAssembly
     t0 = time.perf_counter()
-    record = run_gate(
+    held = [(items[i][0], items[i][1]) for i in s.held_idx]
+    record = run_selective_gate(
         contract=contract,
         run_batch=candidate.call_batch,
         reference_predict=lambda inp: predictor.predict(inp).answer,
         witnessed=[(it[0], it[1]) for it in items],
-        heldout=[(items[i][0], items[i][1]) for i in held_idx],
+        heldout=held,
         labels=[json.loads(x) for x in labels],
-        candidate={**draft.model, "sklearn_agreement": dres.sklearn_agreement,
+        guard=guard,
+        estimate=s.estimate,
+        candidate={**draft.model, "sklearn_agreement": s.distilled.sklearn_agreement,
                    "candidates": [{"model": c.model, "features": c.features.to_dict(), "train_agreement": c.train_agreement,
-                                   "calibration_agreement": c.heldout_agreement} for c in dres.candidates]},
+                                   "calibration_agreement": c.heldout_agreement} for c in s.candidates]},
         generation=ctx.generation,
     )
-    held_inputs = [items[i][0] for i in held_idx]
-    lat = call_latency_us(candidate, held_inputs)
+    timed = [p[0] for p in held] or [items[i][0] for i in s.table_idx]
+    lat = call_latency_us(candidate, timed)
     record["guard"] = without_scores(guard)
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
     if record["verdict"] != "pass":
         raise RungRefused(NAME, record["reason"], eval_id,
                           citation=f"specialist refused (eval run {eval_id}: {record['reason']})")
-
     checks = {c["name"]: c for c in record["checks"]}
-    parity = {split: {k: checks[name][k] for k in ("n", "agree", "rate", "ci95_low")}
-              for split, name in (("witnessed", "witnessed-agreement"), ("heldout", "heldout-agreement"))}
+    ov = checks["overall-agreement"]
+    parity = {"witnessed": {k: checks["witnessed-agreement"][k] for k in ("n", "agree", "rate", "ci95_low")},
+              "heldout": {"method": ov["method"], **{k: ov[k] for k in ("n", "agree", "rate", "ci95_low")}}}
     return emit_generation(ctx, contract, draft, code, candidate, guard=guard, parity=parity, eval_runs=[eval_id],
-                           reason=record["reason"], witnesses=ws.witnesses, distinct_inputs=n, fuel_inputs=held_inputs,
-                           latency=lat, timings=timings, model=model, estimator=dres.estimator)
+                           reason=record["reason"], witnesses=ws.witnesses, store_digest=ws.store_digest, distinct_inputs=n, fuel_inputs=timed,
+                           latency=lat, timings=timings, model=model, estimator=s.distilled.estimator)
+
+
+@dataclass
+class _Fitted:
+    """What a calibration mode hands to the common part of the rung."""
+
+    model: Any
+    distilled: Any
+    candidates: list[Any]
+    calibration: dict[str, Any]
+    guard: Callable[[Any], dict[str, Any]]
+    table_idx: list[int]
+    held_idx: list[int]
+    estimate: dict[str, Any]
+    timings: dict[str, float]
+
+
+def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
+                  ctx: RungContext) -> _Fitted:
+    t0 = time.perf_counter()
+    config, selection = choose_config(items, contract.seed)
+    cf = cross_fit(items, config, folds=min(contract.folds, len(items)), seed=contract.seed)
+    final = fit(items, config, contract.seed)
+    timings = {"distill": time.perf_counter() - t0}
+    ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: {config.model} over "
+            f"{config.features.n_min}-{config.features.n_max}-grams, {cf.folds}-fold cross-fit agreement "
+            f"{cf.agreement:.3f}")
+
+    def guard(_art: Any) -> dict[str, Any]:
+        t1 = time.perf_counter()
+        g = calibrate_stack(list(cf.scores), list(cf.margins), list(cf.correct), [], [], [], alpha=contract.alpha,
+                            epsilon=contract.epsilon, delta=contract.delta, notes=[CROSSFIT_NOTE.format(k=cf.folds)])
+        timings["calibrate"] = time.perf_counter() - t1
+        return g
+
+    return _Fitted(model=final.model, distilled=final, candidates=list(selection.candidates),
+                   calibration={"method": "cross-fit", "folds": cf.folds, "selected_by": "agreement on a 25% selection split"},
+                   guard=guard, table_idx=list(range(len(items))), held_idx=[],
+                   estimate={"method": f"{cf.folds}-fold out-of-fold", "n": len(items), "agree": sum(cf.correct)},
+                   timings=timings)
+
+
+def _split_calibrated(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
+                      ctx: RungContext) -> _Fitted:
+    train_idx, cal_idx, held_idx = split_three([it[1] for it in items], contract.heldout_fraction,
+                                               contract.calibration_fraction, contract.seed, max_strata=None)
+    if not held_idx or not cal_idx:
+        raise ctx.refuse(NAME, contract, "too few witnesses per label to hold out a calibration and a held-out set",
+                         [{"name": "splits-nonempty", "heldout": len(held_idx), "calibration": len(cal_idx),
+                           "passed": False}], final=True)
+    ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: train {len(train_idx)}, calibration {len(cal_idx)}, "
+            f"held-out {len(held_idx)}")
+    t0 = time.perf_counter()
+    dres = distill([items[i] for i in train_idx], heldout=[items[i] for i in cal_idx], seed=contract.seed)
+    timings = {"distill": time.perf_counter() - t0}
+    ctx.say(f"  distilled: {dres.selected.model} over {dres.model.features.n_min}-{dres.model.features.n_max}-grams, "
+            f"calibration agreement {dres.selected.heldout_agreement:.3f}")
+    held_answers = [dres.model.predict(items[i][0]).label for i in held_idx]
+
+    def guard(art: Any) -> dict[str, Any]:
+        # calibrate on the artifact's own outputs (scores, margins and answers computed in WebAssembly)
+        t1 = time.perf_counter()
+        cal_out = art.call_batch([items[i][0] for i in cal_idx])
+        if any("error" in o for o in cal_out):
+            raise CompileError("the candidate returned errors on calibration inputs")
+        held_out = art.call_batch([items[i][0] for i in held_idx])
+        missing = sorted(set(labels) - {label_keys[i] for i in cal_idx})
+        # A label absent from the calibration split is recorded, not fatal: the certificate is
+        # marginal over inputs exchangeable with the calibration inputs, which a rare label does
+        # not invalidate; making it fatal would make every task with one rare label always deopt.
+        g = calibrate_guard_stack(
+            cal_out, [items[i][1] for i in cal_idx], held_out, [items[i][1] for i in held_idx], contract,
+            notes=[f"{len(missing)} witnessed label(s) never occur in the calibration split ({', '.join(missing[:3])}"
+                   f"{', ...' if len(missing) > 3 else ''}): the certificate is marginal over all inputs and says nothing "
+                   "about answers of those labels in particular"] if missing else None)
+        timings["calibrate"] = time.perf_counter() - t1
+        return g
+
+    agree = sum(1 for i, a in zip(held_idx, held_answers) if a == label_keys[i])
+    return _Fitted(model=dres.model, distilled=dres, candidates=list(dres.candidates),
+                   calibration={"method": "split", "train": len(train_idx), "calibration": len(cal_idx),
+                                "heldout": len(held_idx)},
+                   guard=guard, table_idx=sorted(train_idx + cal_idx), held_idx=held_idx,
+                   estimate={"method": "held-out", "n": len(held_idx), "agree": agree}, timings=timings)

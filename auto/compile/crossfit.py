@@ -1,0 +1,138 @@
+"""Cross-fitting: every witness serves both training and calibration.
+
+A fixed 60/20/20 split spends 40% of a small witness set on evaluation. Cross-fitting instead
+assigns the distinct witnessed inputs to ``K`` folds (stratified by answer, seeded:
+``sklearn.model_selection.StratifiedKFold``) and, for each fold, trains the chosen candidate on
+the other ``K - 1`` folds and predicts the fold's inputs. Every input then has an *out-of-fold*
+prediction (answer, margin, nonconformity) from a model that never saw it; the deployed model is
+trained on all inputs.
+
+What holds at which strength (stated in every manifest that uses it):
+
+- Each out-of-fold prediction is a genuine out-of-sample prediction of *a fold model*, so the
+  out-of-fold agreement estimates the fold models' agreement on fresh inputs (slightly
+  pessimistic for the deployed model, which trained on ``K/(K-1)`` times as many inputs).
+- Calibrating the guard on out-of-fold scores is cross-conformal calibration (Vovk, "Cross-
+  conformal predictors", Annals of Mathematics and Artificial Intelligence 74, 2015): its
+  guarantee is weaker than split-conformal's and holds for the deployed model only under a
+  stability assumption (refitting on all inputs does not make the admitted answers worse). The
+  finite-sample Learn-then-Test statement is exact for the fold models, not for the deployed one.
+  The ratchet's online monitor of audited tier-1 answers is valid without that assumption.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sklearn.model_selection import StratifiedKFold
+
+from auto.canonical import canonical_json
+from auto.distill import CompiledModel, DistillResult, distill
+from auto.features import FeatureSpec
+
+DEFAULT_FOLDS = 5
+"""K of the K-fold cross-fit: 80% of the inputs train each fold model."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One distillation candidate: estimator name and feature spec."""
+
+    model: str
+    features: FeatureSpec
+
+
+@dataclass(frozen=True)
+class CrossFit:
+    """Out-of-fold predictions for every distinct input, in input order.
+
+    Attributes:
+        folds: K.
+        config: the candidate every fold model (and the deployed model) uses.
+        answers: out-of-fold answers (JSON values).
+        margins: out-of-fold margins (top-1 minus top-2 score).
+        scores: out-of-fold nonconformity scores.
+        correct: whether each out-of-fold answer equals the witnessed (modal) answer.
+    """
+
+    folds: int
+    config: Config
+    answers: tuple[Any, ...]
+    margins: tuple[float, ...]
+    scores: tuple[float, ...]
+    correct: tuple[bool, ...]
+
+    @property
+    def agreement(self) -> float | None:
+        """Out-of-fold agreement with the witnessed answers (None without inputs)."""
+        return sum(self.correct) / len(self.correct) if self.correct else None
+
+
+def choose_config(items: Sequence[tuple[dict[str, Any], Any, float]], seed: int,
+                  selection_fraction: float = 0.25) -> tuple[Config, DistillResult]:
+    """Select the candidate (estimator × n-gram range) by agreement on a stratified selection
+    split (:func:`auto.distill.distill` over its default grid).
+
+    Raises:
+        CompileError: as :func:`auto.distill.distill`.
+    """
+    res = distill(list(items), heldout_fraction=selection_fraction, seed=seed)
+    return Config(res.selected.model, res.selected.features), res
+
+
+def fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config, seed: int) -> DistillResult:
+    """Train ``config`` on every item (no held-out).
+
+    Raises:
+        CompileError: as :func:`auto.distill.distill`.
+    """
+    return distill(list(items), [config.features], heldout=[], seed=seed, models=(config.model,))
+
+
+def fold_assignment(labels: Sequence[str], folds: int, seed: int) -> list[int]:
+    """Fold id (0..K-1) per item, stratified by label (``StratifiedKFold(shuffle=True,
+    random_state=seed)``); a label with fewer items than K is spread over as many folds as it
+    has items."""
+    out = [0] * len(labels)
+    skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "the least populated class has only m members": expected
+        for k, (_, test) in enumerate(skf.split([[0]] * len(labels), list(labels))):
+            for i in test:
+                out[int(i)] = k
+    return out
+
+
+def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config, *, folds: int = DEFAULT_FOLDS,
+              seed: int = 0) -> CrossFit:
+    """Out-of-fold predictions of ``config`` for every item.
+
+    Args:
+        items: distinct inputs ``(input, modal answer, share)``; the share is the sample weight.
+        config: the candidate to fit in every fold.
+        folds: K (2 <= K <= len(items)).
+        seed: fold assignment and estimator seed.
+
+    Raises:
+        CompileError: a fold's training set cannot be fitted (e.g. a single label in it).
+    """
+    labels = [canonical_json(it[1]) for it in items]
+    fold = fold_assignment(labels, folds, seed)
+    preds: list[Any] = [None] * len(items)
+    for k in range(folds):
+        train = [items[i] for i in range(len(items)) if fold[i] != k]
+        test = [i for i in range(len(items)) if fold[i] == k]
+        if not test:
+            continue
+        model: CompiledModel = fit(train, config, seed).model
+        for i in test:
+            preds[i] = model.predict(items[i][0])
+    return CrossFit(folds=folds, config=config,
+                    answers=tuple(p.answer for p in preds), margins=tuple(float(p.margin) for p in preds),
+                    scores=tuple(float(p.nonconformity) for p in preds),
+                    correct=tuple(p.label == lab for p, lab in zip(preds, labels)))
+
+
+__all__ = ["DEFAULT_FOLDS", "Config", "CrossFit", "choose_config", "cross_fit", "fit", "fold_assignment"]

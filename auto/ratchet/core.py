@@ -1,0 +1,530 @@
+"""The ratchet: a task served through the tiered runtime that compiles itself from its own deopts.
+
+A :class:`Ratchet` wraps a task's reference implementation (tier-0), a store and a contract.
+
+Request path (:meth:`Ratchet.call`): the input goes through :class:`auto_runtime.TieredTask`. The
+installed generation answers at tier-1 when its guard admits the input; otherwise the call deopts
+to the reference, whose answer is returned and written to the store as a witness (the trace the
+next compile learns from). A reference that raises makes the call raise the same exception, and
+nothing is captured. The request path never compiles and never waits for a compile.
+
+Background (one thread per ratchet, plus a child process per compile): after each deopt or audit
+the :class:`~auto.ratchet.policy.CompilePolicy` reads the counters and may name a trigger; the
+compile then runs off the request path (:mod:`auto.ratchet.worker`). A generation that passed
+its gate is loaded (its id checked against the store), its guard built, and swapped in atomically
+(a call in flight finishes on the generation it started with). A refused, failed, timed-out or
+crashed compile keeps the current generation; every attempt, install, rollback and alarm is a row
+of the store's ratchet log, with its trigger and evidence.
+
+Online evidence (:mod:`auto.ratchet.evidence`): every deopt is scored against the installed
+generation's would-be answer; shadow audits re-ask a seeded share of tier-1 answers in the
+background. An anytime-valid risk monitor on the audited specialist answers rolls a generation
+back (to its parent, or to none) when the audits reject its certificate; an exchangeability
+monitor on the nonconformity scores (:class:`auto.guards.shift.ShiftMonitor`) tightens the
+installed generation (every call deopts) until the next one is installed.
+
+Restart: a new Ratchet on the same store loads the generation the log says is installed (the
+artifact's bytes are in the store, checked by id), never a half-written file. Several ratchets on
+one store (one per process or host) share its witnesses; a lock file beside the store lets one
+of them compile at a time, and each picks up generations the others installed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import inspect
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from auto_runtime import Artifact, TieredTask
+from auto_runtime.tiered import TIER_1
+
+from auto.canonical import canonical_json
+from auto.errors import ArgumentError, AutoError
+from auto.guards.shift import ShiftMonitor
+from auto.ratchet.evidence import GenerationEvidence
+from auto.ratchet.policy import CompilePolicy, PolicyState
+from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
+from auto.store import Store
+from auto.verify import Contract
+
+log = logging.getLogger("auto.ratchet")
+
+DEFAULT_AUDIT_RATE = 0.05
+"""Share of tier-1 answers re-asked at tier-0 by the shadow audit. Each audit costs one reference
+call, so the steady-state cost per item is at least this share of the reference's; 5% keeps the
+audit's cost a twentieth of the all-reference cost while giving the risk monitor ~50 audits per
+1,000 tier-1 answers."""
+
+POLL_INTERVAL_S = 1.0
+"""How often (at most) a ratchet looks in the store for a generation another ratchet installed."""
+
+SCORE_BATCH = 32
+"""Nonconformity scores of tier-1 answers are fed to the shift monitor in batches of this many
+(or at the next deopt), keeping the monitor's work off most tier-1 calls."""
+
+
+class _CompileLock:
+    """An exclusive, non-blocking lock on ``<store>.compile.lock`` (``fcntl.flock``): released
+    when the holder closes it or its process dies, so a killed compiler never blocks the others."""
+
+    def __init__(self, store_path: str) -> None:
+        self.path = f"{store_path}.compile.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class Ratchet:
+    """A task answered by its latest verified generation, compiling the next from its deopts.
+
+    Args:
+        reference: the task's reference implementation, ``reference(input_obj) -> answer``
+            (``input_obj`` is the dict of the task's named arguments; the answer must be JSON).
+        store: path of the store file (created if missing); it must be a file a child process can
+            open (the compile runs there).
+        task: the task name (the compilation unit's name in the store).
+        contract: the gate's contract (default :meth:`Contract.default_for`).
+        audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
+        audit_seed: the audit's selection seed.
+        policy: when to compile (:class:`CompilePolicy`).
+        shift_alpha: level of the exchangeability monitor (None: off).
+        risk_alpha: level of the online risk monitor (P(a false rollback) per generation).
+        worker: ``"process"`` (default: a spawned child per compile) or ``"thread"``.
+        compile_timeout_s: a compile running longer is killed and recorded as ``timeout``.
+        reference_model: provenance label for manifests (None: read from recorded spans).
+        programs: try the program rung (the ladder's first).
+        load: load the installed generation from the store's ratchet log (a restart).
+        progress: optional callback for human-readable lines (installs, refusals, alarms).
+        signature: the task function's signature (``__call__`` then takes the task's own
+            arguments); None: ``__call__`` takes one input dict.
+
+    Raises:
+        ArgumentError: a bad setting (audit rate outside [0, 1], unknown worker mode).
+        StoreError: the store cannot be opened.
+    """
+
+    def __init__(self, reference: Callable[[dict[str, Any]], Any], store: str | os.PathLike, task: str, *,
+                 contract: Contract | None = None, audit_rate: float = DEFAULT_AUDIT_RATE, audit_seed: int = 0,
+                 policy: CompilePolicy | None = None, shift_alpha: float | None = 0.05, risk_alpha: float = 0.05,
+                 worker: str = "process", compile_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 reference_model: str | None = None, programs: bool = True, load: bool = True,
+                 progress: Callable[[str], None] | None = None, signature: inspect.Signature | None = None) -> None:
+        if not callable(reference):
+            raise ArgumentError("the reference must be callable")
+        if isinstance(audit_rate, bool) or not isinstance(audit_rate, (int, float)) or not 0.0 <= audit_rate <= 1.0:
+            raise ArgumentError(f"audit_rate must be in [0, 1], got {audit_rate!r}")
+        if worker not in ("process", "thread"):
+            raise ArgumentError(f"worker must be 'process' or 'thread', got {worker!r}")
+        self.task = task
+        self.store_path = str(store)
+        self.contract = contract or Contract.default_for(task)
+        self.policy = policy or CompilePolicy()
+        self.worker = worker
+        self.compile_timeout_s = compile_timeout_s
+        self.reference_model = reference_model
+        self.programs = programs
+        self._say = progress or (lambda _m: None)
+        self._reference = reference
+        self._signature = signature
+        self._store = Store(self.store_path)
+        self._state_lock = threading.RLock()
+        self._compile_lock = _CompileLock(self.store_path)
+        self._compiling: threading.Thread | None = None
+        self._closed = False
+        self._last_poll = 0.0
+        self._events: list[dict[str, Any]] = []
+        self.capture_errors = 0
+        self._risk_alpha = risk_alpha
+        self._shift_alpha = shift_alpha
+        self._shift = ShiftMonitor(alpha=shift_alpha, method="step-jumper", jump_size=0.02, seed=audit_seed) \
+            if shift_alpha is not None else None
+        self._pending_scores: list[float] = []
+        self._labels: set[str] = set()
+        self._seen: dict[str, str] = {}
+        self._state = PolicyState()
+        self._installed_id: str | None = None
+        self._parent: dict[int, int | None] = {}
+        self._evidence = GenerationEvidence(None, self.contract.epsilon, risk_alpha)
+        self._tiered = TieredTask(None, reference=self._tier0, capture=self._capture, task=task,
+                                  audit_rate=audit_rate, audit_seed=audit_seed)
+        self._count_witnesses()
+        if load:
+            self._load_installed()
+
+    # ------------------------------------------------------------------ request path
+
+    def call(self, input_obj: dict[str, Any]) -> Any:
+        """Answer one input (a dict of the task's named arguments); returns the answer.
+
+        Raises:
+            Exception: whatever the reference raises on a deopt (nothing is captured then).
+            InputSchemaError: the input is not JSON-encodable.
+        """
+        return self.call_result(input_obj).answer
+
+    def call_result(self, input_obj: dict[str, Any]) -> Any:
+        """Like :meth:`call`, returning the :class:`auto_runtime.CallResult` (tier, reason, score,
+        latency, generation)."""
+        res = self._tiered(input_obj)
+        ev = self._evidence
+        ev.calls += 1
+        if res.tier is TIER_1:
+            ev.tier1 += 1
+            s = res.score
+            if s == 0:
+                ev.table_hits += 1
+            elif s is not None and self._shift is not None:
+                self._pending_scores.append(s)
+                if len(self._pending_scores) >= SCORE_BATCH:
+                    self._feed_scores()
+        return res
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call with the task's own signature (when the ratchet was made from a function by
+        :func:`ratchet`), or with one input dict."""
+        sig = self._signature
+        if sig is None:
+            if len(args) != 1 or kwargs or not isinstance(args[0], dict):
+                raise TypeError("this ratchet takes one input dict (made without a function signature)")
+            return self.call(args[0])
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return self.call(dict(bound.arguments))
+
+    def _tier0(self, input_obj: dict[str, Any]) -> Any:
+        return self._reference(input_obj)
+
+    def _capture(self, rec: dict[str, Any]) -> None:
+        """Deopt and audit records from the runtime: write the witness, update the evidence,
+        consult the policy (runs on the request thread for deopts, the audit thread for audits)."""
+        inp, out = rec["input"], rec["output"]
+        try:
+            key = canonical_json(inp)
+            out_key = canonical_json(out)
+        except (TypeError, ValueError):
+            self.capture_errors += 1
+            log.warning("task %s: a reference answer that is not JSON was not captured", self.task)
+            return
+        attrs = {"auto.deopt.reason": rec.get("reason"), "auto.deopt.artifact_id": rec.get("artifact_id"),
+                 "auto.deopt.generation": rec.get("generation")}
+        if rec.get("audit"):
+            attrs["auto.audit"] = True
+        try:
+            self._store.add_witness(task=self.task, input=inp, output=out, attributes=attrs)
+        except AutoError as e:
+            self.capture_errors += 1
+            log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
+            return
+        alarm = False
+        with self._state_lock:
+            st = self._state
+            prev = self._seen.get(key)
+            if prev is None:
+                st.witnesses += 1
+                self._seen[key] = out_key
+            elif prev == out_key:
+                st.repeats_consistent += 1
+            if out_key not in self._labels:
+                st.new_labels[out_key] = st.new_labels.get(out_key, 0) + 1
+            if st.alarm is not None:
+                st.new_since_alarm += 1
+            ev = self._evidence
+            if rec.get("audit"):
+                alarm = ev.audited(not rec.get("agree", True), table_hit=rec.get("tier1_score") == 0)
+            else:
+                ev.deopts += 1
+                wb = rec.get("artifact_output")
+                if isinstance(wb, dict) and "answer" in wb:
+                    ev.would_be_answered += 1
+                    ev.would_be_correct += int(canonical_json(wb["answer"]) == out_key)
+        if alarm:
+            self._rollback(f"risk alarm: audits reject the certificate ({self._evidence.monitor.describe()})")
+        if not rec.get("audit"):
+            self._feed_scores()
+        self._maybe_compile()
+
+    def _feed_scores(self) -> None:
+        mon = self._shift
+        if mon is None:
+            return
+        with self._state_lock:
+            scores, self._pending_scores = self._pending_scores, []
+            if self._tiered.tightened is not None or self._installed_id is None:
+                return
+            for s in scores:
+                if mon.update_score(s):
+                    why = f"exchangeability martingale {mon.statistic:.3g} >= 1/alpha = {1.0 / self._shift_alpha:.3g}"
+                    self._tiered.tighten(why)
+                    self._state.alarm, self._state.new_since_alarm = "shift-alarm", 0
+                    self._log("alarm", generation=self._state.installed, detail={"monitor": "shift", "reason": why})
+                    self._say(f"  shift alarm ({why}): every call deopts until the next generation")
+                    break
+
+    # ------------------------------------------------------------------ compiles
+
+    def _maybe_compile(self) -> None:
+        self._poll_store()
+        with self._state_lock:
+            if self._closed or (self._compiling is not None and self._compiling.is_alive()):
+                return
+            trig = self.policy.trigger(self._state)
+            if trig is None:
+                return
+            st = self._state
+            st.attempts += 1
+            st.witnesses_at_attempt = st.witnesses
+            st.repeats_at_attempt = st.repeats_consistent
+            st.new_labels = {}
+            if st.alarm is not None:
+                st.alarm = None
+            th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
+            self._compiling = th
+            th.start()
+
+    def _compile(self, trigger: dict[str, Any]) -> None:
+        if not self._compile_lock.acquire():
+            self._log("compile", detail={"verdict": "skipped", "reason": "another process holds the compile lock",
+                                         "trigger": trigger})
+            return
+        try:
+            latest = self._store.latest_artifact(self.task)
+            generation = (latest.generation + 1) if latest else 1
+            req = CompileRequest(store_path=self.store_path, task=self.task, contract=self.contract.model_dump(),
+                                 generation=generation, out_path=default_out_path(self.store_path, self.task, generation),
+                                 reference_model=self.reference_model, programs=self.programs)
+            res = run_compile(req, timeout_s=self.compile_timeout_s, mode=self.worker)
+            self._finish(res, trigger)
+        except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
+            log.exception("task %s: compile thread failed", self.task)
+            self._log("compile", detail={"verdict": "error", "reason": f"{type(e).__name__}: {e}", "trigger": trigger})
+        finally:
+            self._compile_lock.release()
+
+    def _finish(self, res: CompileResult, trigger: dict[str, Any]) -> None:
+        detail = {"verdict": res.verdict, "reason": res.reason, "trigger": trigger, "seconds": round(res.seconds, 3),
+                  "compiled_as": res.compiled_as, "eval_run_id": res.eval_run_id,
+                  "evidence": self._evidence.describe()}
+        self._log("compile", generation=res.generation, artifact_id=res.artifact_id, detail=detail)
+        if res.verdict != "pass" or res.artifact_id is None:
+            self._say(f"  compile of generation {res.generation} ({trigger['kind']}): {res.verdict}: {res.reason}")
+            return
+        try:
+            self._install(res.artifact_id, res.generation, parent=self._state.installed, trigger=trigger)
+        except AutoError as e:
+            self._log("install-failed", generation=res.generation, artifact_id=res.artifact_id,
+                      detail={"reason": f"{type(e).__name__}: {e}"})
+            self._say(f"  generation {res.generation} could not be installed: {e}")
+
+    def _install(self, artifact_id: str, generation: int, *, parent: int | None, trigger: dict[str, Any] | None,
+                 record: bool = True) -> None:
+        stored = self._store.get_artifact(artifact_id)
+        if stored is None:
+            raise AutoError(f"artifact {artifact_id} is not in the store")
+        art = Artifact.load(stored.wasm, expected_id=artifact_id)
+        labels = {canonical_json(a) for a in ((art.manifest.get("interface") or {}).get("output") or {}).get("enum") or []}
+        with self._state_lock:
+            self._tiered.swap(art)
+            self._installed_id = artifact_id
+            self._parent.setdefault(generation, parent)
+            self._state.installed = generation
+            self._labels = labels
+            self._evidence = GenerationEvidence(generation, self.contract.epsilon, self._risk_alpha)
+            if self._shift is not None:
+                self._shift.reset(_calibration_scores(art.manifest))
+                self._pending_scores = []
+            if record:
+                self._log("install", generation=generation, artifact_id=artifact_id,
+                          detail={"parent": parent, "trigger": trigger, "compiled_as": art.manifest.get("compiled_as")})
+        self._say(f"  generation {generation} installed, compiled as {art.manifest.get('compiled_as')}"
+                  + (f" (trigger: {trigger['kind']})" if trigger else ""))
+
+    def _rollback(self, reason: str) -> None:
+        with self._state_lock:
+            gen = self._state.installed
+            parent = self._parent.get(gen) if gen is not None else None
+            target = None
+            if parent is not None:
+                row = next((e for e in reversed(self._store.ratchet_events(self.task))
+                            if e["kind"] == "install" and e["generation"] == parent), None)
+                target = row["artifact_id"] if row else None
+            self._log("rollback", generation=gen, detail={"reason": reason, "to": parent if target else None,
+                                                            "evidence": self._evidence.describe()})
+            self._state.alarm, self._state.new_since_alarm = "risk-alarm", 0
+        if target is not None and parent is not None:
+            self._install(target, parent, parent=self._parent.get(parent), trigger={"kind": "rollback"}, record=True)
+        else:
+            with self._state_lock:
+                self._tiered.swap(None)
+                self._installed_id = None
+                self._state.installed = None
+                self._evidence = GenerationEvidence(None, self.contract.epsilon, self._risk_alpha)
+        self._say(f"  generation {gen} rolled back: {reason}")
+
+    # ------------------------------------------------------------------ store
+
+    def _log(self, kind: str, *, generation: int | None = None, artifact_id: str | None = None,
+             detail: dict[str, Any] | None = None) -> None:
+        row = {"kind": kind, "generation": generation, "artifact_id": artifact_id, "detail": detail or {},
+               "calls": self._evidence.calls}
+        self._events.append(row)
+        try:
+            self._store.add_ratchet_event(self.task, kind, generation=generation, artifact_id=artifact_id,
+                                          detail=detail or {})
+        except AutoError as e:
+            log.warning("task %s: ratchet event %s not stored: %s", self.task, kind, e)
+
+    def _count_witnesses(self) -> None:
+        for w in self._store.witnesses(self.task):
+            try:
+                key, out = canonical_json(w.input), canonical_json(w.output)
+            except (TypeError, ValueError):
+                continue
+            prev = self._seen.get(key)
+            if prev is None:
+                self._seen[key] = out
+            elif prev == out:
+                self._state.repeats_consistent += 1
+        self._state.witnesses = len(self._seen)
+
+    def _load_installed(self) -> None:
+        cur = self._store.installed_generation(self.task)
+        if cur is None:
+            return
+        gen, aid = cur
+        try:
+            self._install(aid, gen, parent=None, trigger=None, record=False)
+            self._state.witnesses_at_attempt = self._state.witnesses
+        except AutoError as e:
+            self._say(f"  the installed generation {gen} could not be loaded ({e}); starting with none")
+
+    def _poll_store(self) -> None:
+        now = time.monotonic()
+        if now - self._last_poll < POLL_INTERVAL_S:
+            return
+        self._last_poll = now
+        if self._compiling is not None and self._compiling.is_alive():
+            return
+        cur = self._store.installed_generation(self.task)
+        if cur is not None and cur[1] != self._installed_id and (self._state.installed or 0) < cur[0]:
+            try:
+                self._install(cur[1], cur[0], parent=self._state.installed, trigger={"kind": "installed elsewhere"},
+                              record=False)
+            except AutoError as e:
+                log.warning("task %s: generation %s installed by another ratchet could not be loaded: %s",
+                            self.task, cur[0], e)
+
+    # ------------------------------------------------------------------ control
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Wait until queued audits are done and no compile is running (benchmarks call this to
+        make a run reproducible; serving code never needs to). Returns True when idle."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._tiered.audit.wait(left)
+            th = self._compiling
+            if th is not None and th.is_alive():
+                th.join(left)
+            if th is not None and th.is_alive():
+                return False
+            if self._compiling is th:  # the audits may have triggered another compile
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def close(self, timeout_s: float | None = 30.0) -> None:
+        """Stop compiling, wait for a running compile and the audits, close the store."""
+        self._closed = True
+        th = self._compiling
+        if th is not None:
+            th.join(timeout_s)
+        self._tiered.close(timeout_s)
+        self._store.close()
+
+    def __enter__(self) -> "Ratchet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def generation(self) -> int | None:
+        """The installed generation, or None."""
+        return self._state.installed
+
+    @property
+    def tiered(self) -> TieredTask:
+        """The runtime object answering calls."""
+        return self._tiered
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """This ratchet's log rows, in order (also in the store: ``Store.ratchet_events``)."""
+        return list(self._events)
+
+    def status(self) -> dict[str, Any]:
+        """JSON-able state: installed generation, counters, the installed generation's evidence."""
+        with self._state_lock:
+            st = self._state
+            return {"task": self.task, "generation": st.installed, "artifact_id": self._installed_id,
+                    "witnesses": st.witnesses, "compile_attempts": st.attempts,
+                    "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,
+                    "evidence": self._evidence.describe(),
+                    "shift_monitor": self._shift.describe() if self._shift is not None else None}
+
+
+def _calibration_scores(manifest: dict[str, Any]) -> list[float] | None:
+    guard = manifest.get("guard") or {}
+    for e in [guard] + [c for c in guard.get("components") or [] if isinstance(c, dict)]:
+        if e.get("method") == "conformal-novelty" and isinstance(e.get("calibration_scores"), list):
+            return list(e["calibration_scores"])
+    return None
+
+
+def ratchet(fn: Callable[..., Any], store: str | os.PathLike, task: str | None = None, **options: Any) -> Ratchet:
+    """A :class:`Ratchet` serving the task function ``fn``: the result is called exactly like
+    ``fn`` (its named arguments are the task's input), and ``fn(**input)`` is the reference.
+
+    Args:
+        fn: the task function (plain, or decorated with ``@auto.task``; its arguments and result
+            must be JSON values).
+        store: the store file.
+        task: the task name (default: the ``@auto.task`` name, else ``fn.__name__``).
+        options: the other :class:`Ratchet` arguments.
+
+    Raises:
+        ArgumentError: ``fn`` is not callable or has no usable name.
+    """
+    if not callable(fn):
+        raise ArgumentError(f"auto.ratchet() wraps a function, got {type(fn).__name__}")
+    name = task or getattr(fn, "__auto_task__", None) or getattr(fn, "__name__", None)
+    if not isinstance(name, str) or not name or name == "<lambda>":
+        raise ArgumentError("give the task a name (task=...)")
+    target = inspect.unwrap(fn)
+    sig = inspect.signature(target)
+
+    def reference(inp: dict[str, Any]) -> Any:
+        return target(**inp)
+
+    return Ratchet(reference, store, name, signature=sig, **options)
+
+
+__all__ = ["DEFAULT_AUDIT_RATE", "Ratchet", "ratchet"]

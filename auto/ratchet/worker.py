@@ -1,0 +1,168 @@
+"""Compiles off the request path: one compile at a time, in a child process with a time limit.
+
+A compile runs :func:`auto.compile.compile_task` on the ratchet's store in a *spawned* child
+process (``multiprocessing``'s ``spawn`` start method: a fresh interpreter, no state inherited
+from the serving process). The child writes its eval runs and the artifact into the store and
+sends back one summary; the serving process never waits for it on a request. A child process
+rather than a thread keeps the compile's CPU work out of the serving interpreter (no GIL
+contention on the request path) and lets a hung compile be killed.
+
+Outcomes (:class:`CompileResult.verdict`): ``pass`` (a generation was stored), ``refuse`` (every
+rung refused: the gate said no), ``error`` (the compile raised), ``timeout`` (it ran past the limit
+and was killed), ``crashed`` (the child died without answering, e.g. killed). Only ``pass``
+changes what is served; every outcome is recorded by the ratchet.
+
+``mode="thread"`` runs the same compile on a thread of the serving process instead (no time
+limit can be enforced: a hung compile is reported as ``timeout`` and left to finish); it is for
+hosts that cannot spawn processes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 600.0
+"""A compile still running after this many seconds is killed (the triage specialist compiles
+in seconds at 1,000 witnesses on a 2-core machine)."""
+
+
+@dataclass
+class CompileRequest:
+    """One compile, as the child process receives it (plain data: it crosses a process boundary).
+
+    Attributes:
+        store_path: the store file.
+        task: the task name.
+        contract: the contract's fields (``Contract.model_dump()``).
+        generation: the generation number to compile.
+        out_path: where the child writes the ``.wasm``.
+        reference_model: provenance label (None: read from the store).
+        programs, memo: the ladder's switches.
+    """
+
+    store_path: str
+    task: str
+    contract: dict[str, Any]
+    generation: int
+    out_path: str
+    reference_model: str | None = None
+    programs: bool = True
+    memo: bool = True
+
+
+@dataclass
+class CompileResult:
+    """What a compile came to.
+
+    Attributes:
+        verdict: ``pass``, ``refuse``, ``error``, ``timeout`` or ``crashed``.
+        reason: the gate's verdict or what went wrong (one line).
+        generation: the generation number compiled.
+        artifact_id: the stored artifact's id (``pass`` only).
+        eval_run_id: the last eval run of the compile (``pass`` and ``refuse``).
+        compiled_as: ``program``, ``memo-first``, ``specialist`` or ``memo`` (``pass`` only).
+        seconds: wall time of the compile, including the child's start.
+    """
+
+    verdict: str
+    reason: str
+    generation: int
+    artifact_id: str | None = None
+    eval_run_id: str | None = None
+    compiled_as: str | None = None
+    seconds: float = 0.0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def compile_once(req: CompileRequest) -> CompileResult:
+    """Run the compile in this process and summarize it (never raises)."""
+    from auto.compile import compile_task
+    from auto.errors import AutoError, GateRefused
+    from auto.store import Store
+    from auto.verify import Contract
+
+    t0 = time.perf_counter()
+    try:
+        with Store(req.store_path) as store:
+            out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
+                               out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
+                               memo=req.memo)
+        return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
+                             eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
+                             seconds=time.perf_counter() - t0, detail={"timings_s": out.timings_s})
+    except GateRefused as e:
+        return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
+                             seconds=time.perf_counter() - t0)
+    except AutoError as e:
+        return CompileResult("error", f"{type(e).__name__}: {e}", req.generation, seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a compile bug must not take the ratchet down; it is recorded
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return CompileResult("error", f"unexpected {tb}", req.generation, seconds=time.perf_counter() - t0)
+
+
+def _child(conn: Any, req: CompileRequest) -> None:
+    try:
+        conn.send(compile_once(req))
+    finally:
+        conn.close()
+
+
+def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = "process") -> CompileResult:
+    """Run one compile in a child process (or a thread) and wait for it, at most ``timeout_s``.
+
+    Called on the ratchet's background thread, never on a request.
+
+    Raises:
+        ValueError: ``mode`` is neither ``"process"`` nor ``"thread"``.
+    """
+    t0 = time.perf_counter()
+    if mode == "thread":
+        box: list[CompileResult] = []
+        th = threading.Thread(target=lambda: box.append(compile_once(req)), name="auto-ratchet-compile", daemon=True)
+        th.start()
+        th.join(timeout_s)
+        if box:
+            return box[0]
+        return CompileResult("timeout", f"the compile ran past {timeout_s:g} s (left running on its thread)",
+                             req.generation, seconds=time.perf_counter() - t0)
+    if mode != "process":
+        raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}")
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, req), name=f"auto-compile-{req.task}-{req.generation}", daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(timeout_s):
+            try:
+                res: CompileResult = parent.recv()
+            except EOFError:
+                res = None  # type: ignore[assignment]
+            if res is not None:
+                res.seconds = time.perf_counter() - t0
+                proc.join(5.0)
+                return res
+        else:
+            proc.kill()
+            proc.join(5.0)
+            return CompileResult("timeout", f"the compile ran past {timeout_s:g} s and was killed", req.generation,
+                                 seconds=time.perf_counter() - t0)
+        proc.join(5.0)
+        return CompileResult("crashed", f"the compile process died without a result (exit code {proc.exitcode})",
+                             req.generation, seconds=time.perf_counter() - t0)
+    finally:
+        parent.close()
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5.0)
+
+
+def default_out_path(store_path: str | Path, task: str, generation: int) -> str:
+    """Where a ratchet's generation is written: ``<store>.artifacts/<task>.gen<N>.wasm``."""
+    return str(Path(f"{store_path}.artifacts") / f"{task}.gen{generation}.wasm")
