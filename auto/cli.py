@@ -289,7 +289,8 @@ def inspect(artifact: str, as_json: bool) -> None:
     for split in ("witnessed", "heldout"):
         p = par.get(split) or {}
         if p:
-            click.echo(f"parity     {split:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} (95% CP low {r3(p.get('ci95_low'))})")
+            label = p.get("method") or split
+            click.echo(f"parity     {label:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} (95% CP low {r3(p.get('ci95_low'))})")
     if par.get("probes"):
         click.echo(f"parity     probes    {par['probes'].get('hits')} of {par['probes'].get('n')} never-witnessed probes hit the table")
     rep = par.get("repetition")
@@ -304,6 +305,8 @@ def inspect(artifact: str, as_json: bool) -> None:
     elif g.get("method") == "stack":
         for line in _stack_lines(g, r3):
             click.echo(line)
+        if g.get("epsilon_refers_to"):
+            click.echo(f"epsilon    {g['epsilon_refers_to']}")
     else:
         click.echo(f"guard      {g.get('method')}: {g.get('statement', '')}")
     fuel = m.get("fuel_per_call") or {}
@@ -329,8 +332,11 @@ def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
             lines.append(f"  risk     {c.get('procedure')}  epsilon {c.get('epsilon')}  delta {c.get('delta')}  n {c.get('n')}  "
                          f"threshold {c.get('confidence_field')} >= {c.get('threshold')}  smallest certifiable epsilon "
                          f"{c.get('smallest_certifiable_epsilon')}")
-            lines.append(f"           held-out ({c.get('heldout_n')} inputs, whole stack): coverage {r3(c.get('heldout_coverage'))}  "
-                         f"selective risk {r3(c.get('heldout_selective_risk'))} (95% CP high {r3(c.get('heldout_selective_risk_ci95_high'))})")
+            lines.append(f"           calibration: coverage {r3(c.get('calibration_coverage'))}  selective risk "
+                         f"{r3(c.get('calibration_selective_risk'))}")
+            if c.get("heldout_n"):
+                lines.append(f"           held-out ({c.get('heldout_n')} inputs, whole stack): coverage {r3(c.get('heldout_coverage'))}  "
+                             f"selective risk {r3(c.get('heldout_selective_risk'))} (95% CP high {r3(c.get('heldout_selective_risk_ci95_high'))})")
             if c.get("reason"):
                 lines.append(f"           no threshold: {c['reason']}")
             for note in c.get("notes") or []:
