@@ -24,8 +24,8 @@ from typing import Any
 
 from auto.errors import CompileError
 from auto.extract import ast as A
-from auto.extract.interp import I64_MAX, I64_MIN, float_units
 from auto.extract.regex import compile_regex
+from auto.extract.values import I64_MAX, I64_MIN, float_units
 
 # Internal types: a name from A.TYPES, "deopt" (bottom), or ("record", ((key, type), ...)).
 _BOTTOM = "deopt"
