@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from auto.canonical import canonical_json
 from auto.codegen import MAX_INPUT
-from auto.codegen.program_lower import DEOPT_OUTPUT, compile_program, float_units, lower_program
+from auto.codegen.program_expr import float_const_units
+from auto.codegen.program_lower import DEOPT_OUTPUT, compile_program, lower_program
 from auto.emit import emit
 from auto.errors import CodegenError, CompileError
 from auto.extract import ast as A
@@ -191,9 +192,10 @@ def test_refusals():
         lower_program(T, "")
     with pytest.raises(CodegenError):
         lower_program(A.Search(T, r"(a)", 2), "t")
-    with pytest.raises(CodegenError):
-        float_units(1.23456)
-    assert float_units(-0.1) == -1000 and float_units(12.5) == 125000
+    for bad in (1.23456, float("inf"), float("nan"), 1e14):
+        with pytest.raises(CodegenError):
+            float_const_units(bad)
+    assert float_const_units(-0.1) == -1000 and float_const_units(12.5) == 125000
 
 
 # ---- bad and huge inputs ------------------------------------------------------------------------
