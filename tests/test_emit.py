@@ -1,32 +1,30 @@
-"""auto.emit: the compiler writes what the runtime reads (the section's own tests are in
+"""auto.emit: what the compiler writes, the runtime loads (the section's own tests are in
 runtime/tests/test_manifest.py)."""
 
 from __future__ import annotations
 
 import pytest
-import wasmtime
 
 from auto.canonical import canonical_bytes, canonical_json, digest
+from auto.codegen.program_lower import compile_program
 from auto.emit import emit, read_manifest
+from auto.extract import ast as A
 from auto_runtime import Artifact
 from auto_runtime.manifest import manifest_digest
 
-ECHO = """(module (memory (export "memory") 1)
-  (data (i32.const 16) "{\\"answer\\":1,\\"nonconformity\\":0.5}")
-  (func (export "alloc") (param i32) (result i32) i32.const 1024)
-  (func (export "run") (param i32 i32) (result i64)
-    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 32)))
-  (func (export "run_batch") (param i32 i32) (result i64) unreachable))"""
-MANIFEST = {"format": "auto.artifact/1", "task": "t", "interface": {"input": {"type": "object"}},
-            "guard": {"method": "conformal-novelty", "alpha": 0.1, "calibration_scores": [0.9] * 19}}
+MANIFEST = {"format": "auto.artifact/1", "task": "t", "compiled_as": "program",
+            "interface": {"input": {"type": "object", "properties": {"t": {"type": "string"}},
+                                    "required": ["t"]}},
+            "guard": {"method": "program"}}
 
 
 def test_emitted_artifacts_load_in_the_runtime():
-    art = emit(bytes(wasmtime.wat2wasm(ECHO)), MANIFEST)
+    art = emit(compile_program(A.Upper(A.Field("t"))), MANIFEST)
     stored = read_manifest(art)
     assert stored == {**MANIFEST, "manifest_digest": manifest_digest(MANIFEST)}
-    assert Artifact.load(art).manifest == stored
-    assert Artifact.load(art).call({"q": 1})["answer"] == 1
+    loaded = Artifact.load(art)
+    assert loaded.manifest == stored
+    assert loaded.call({"t": "abc"})["answer"] == "ABC"
 
 
 def test_canonical_json_is_the_runtimes():

@@ -36,16 +36,15 @@ def lower(model, *, simd: bool = True) -> str:
             :func:`auto.codegen.specialist_lower.lower_specialist`), or a
             :class:`~auto.codegen.table.TableModel` (lowered by
             :func:`auto.codegen.table_lower.lower_table`; same ABI, same guarantees).
-        simd: use wasm SIMD (on by default in wasmtime): four n-gram hashes at once, 16-byte
-            string scanning, two f64 accumulators per lane pair. Results are bit-identical
-            either way; ``False`` gives a module without any v128 instruction.
+        simd: use wasm SIMD (see :func:`~auto.codegen.specialist_lower.lower_specialist`);
+            results are bit-identical either way.
 
     Returns:
         The WAT module text (exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
         imports).
 
     Raises:
-        CodegenError: non-finite weights, or a model too large for a 32-bit memory.
+        CodegenError: non-finite weights, or static data over 1 GiB.
     """
     if isinstance(model, TableModel):
         return lower_table(model, simd=simd)

@@ -234,5 +234,6 @@ def lower_table(model: TableModel, *, simd: bool = True) -> str:
         data.append(data_segment(base, blob))
     return module_text(pages(heap), [pre, *spec_parts, gen], data)
 
+
 __all__ = ["ENTRY", "EQ_FUNC", "HASH_FUNC", "HIT_PREFIX", "HIT_SUFFIX", "MISS", "lower_table",
            "table_blob"]

@@ -235,6 +235,7 @@ def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A
 
 _ev = make_evaluator(_search)
 
+
 def to_answer(value: Any) -> Any:
     """An interpreter value as a JSON value (:class:`Fixed` -> ``float``, recursively)."""
     if isinstance(value, Fixed):

@@ -22,30 +22,18 @@ from .proposals import _ask_proposer
 from .results import FieldResult, SynthResult
 
 WRONG_COST = 3.0
-"""Default cost of one silent-wrong answer, in deopts (see the module docstring)."""
+"""Default cost of one silent-wrong answer, in deopts (see :mod:`auto.extract.synth`)."""
 MIN_AGREEMENT = 0.9
 """Default training (and held-out) agreement below which no program is returned."""
 MAX_RULES = 32
 """Default maximum number of decision-list rules (more is memorization, not a program)."""
 
 
-def _nodes(node: Any):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if type(n) in A.NODE_TYPES:
-            yield n
-            for f in n.__dataclass_fields__:
-                stack.append(getattr(n, f))
-        elif isinstance(n, tuple):
-            stack.extend(n)
-
-
 def _validate(program: A.Node, field: str) -> str | None:
     """None when the program type-checks and every pattern compiles; else the reason."""
     try:
         check(program, field)
-        for n in _nodes(program):
+        for n in A.walk(program):
             if type(n) is A.Search:
                 compile_regex(n.pattern)
     except AutoError as e:
@@ -131,7 +119,7 @@ def synthesize(
             best program found so far is kept and ``notes`` says so.
         min_agreement: training agreement (0..1) — and held-out agreement, when given — below
             which no program is returned (``reason`` says which fell short).
-        wrong_cost: cost of a silent-wrong answer in deopts (ranking score, module docstring).
+        wrong_cost: cost of a silent-wrong answer in deopts (the ranking score, :mod:`auto.extract.synth`).
         min_support: training witnesses a decision-list rule must cover; default
             ``max(2, round(0.005 · n))`` (:data:`PRECEDENCE_SUPPORT`).
         max_rules: decision lists with more rules are not learned further.
@@ -207,7 +195,7 @@ def synthesize(
             if f.train_agreement is not None and f.train_agreement < min_agreement:
                 short.append(f"field {k!r} training agreement {f.train_agreement:.3f} < {min_agreement:.2f}")
     if short:
-        rules = sum(1 for n in _nodes(program) if type(n) is A.If)
+        rules = sum(1 for n in A.walk(program) if type(n) is A.If)
         return SynthResult(None, train_ag, held_ag, per_field, candidates,
                            "best program does not fit the witnesses: " + "; ".join(short)
                            + ("" if not rules else " (the answers do not follow rules over the mined predicates)"),

@@ -13,6 +13,7 @@ from auto.extract.interp import ascii_lower, ascii_upper, parse_float, parse_int
 from .patterns import _lit
 from .pool import _Part
 
+
 def _cls(ch: str) -> str:
     if "A" <= ch <= "Z":
         return "A"

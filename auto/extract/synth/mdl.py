@@ -7,6 +7,7 @@ import math
 
 from auto.extract import ast as A
 
+
 def description_length(node: A.Node) -> float:
     """The ranking's description length of a program: 1 per node, plus 0.25 per character of a
     regex pattern, 0.125 per character of other text payloads (keywords, constants, separators)

@@ -21,6 +21,7 @@ SLACK = 0.03
 """Finalists: the best-scoring candidates and those whose training agreement is within
 ``SLACK · n`` witnesses of the best (room for a few wrong reference labels)."""
 FINALISTS = 16
+"""At most this many finalists are ranked (best MDL score first)."""
 
 
 @dataclass

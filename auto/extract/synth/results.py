@@ -6,6 +6,7 @@ from dataclasses import dataclass, field as dc_field
 
 from auto.extract import ast as A
 
+
 @dataclass
 class FieldResult:
     """Synthesis of one part of the answer (one record key, or the whole scalar answer).
