@@ -13,6 +13,7 @@ Labels may be any JSON value; internally a class is its canonical JSON text
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from dataclasses import dataclass, field as dc_field
@@ -175,7 +176,6 @@ class CompiledModel:
 
     def digest(self) -> str:
         """``sha256:`` over the model's content (arrays by their bytes); equal models, equal digest."""
-        import hashlib
         h = hashlib.sha256()
         h.update(canonical_json({"m": self.manifest_model(), "e": self.estimator}).encode())
         arrs = [self.W, self.b, self.P]

@@ -42,17 +42,31 @@ def witnesses(n: int, seed: int = 0, field: str = "ticket", topics=TOPICS, label
     return [({field: text}, label(t), 1.0) for text, t in tickets(n, seed, topics)]
 
 
-class Artifact:
-    """An instantiated artifact: ``run(bytes) -> bytes`` and ``run_batch(bytes) -> bytes``."""
+_ENGINES: dict[bool, wasmtime.Engine] = {}
 
-    def __init__(self, wasm: bytes, fuel: bool = False, memory_limit: int | None = None):
+
+def _engine(fuel: bool) -> wasmtime.Engine:
+    """One engine per fuel setting, shared by every artifact of the test session."""
+    if fuel not in _ENGINES:
         cfg = wasmtime.Config()
         cfg.consume_fuel = fuel
-        self.engine = wasmtime.Engine(cfg)
+        _ENGINES[fuel] = wasmtime.Engine(cfg)
+    return _ENGINES[fuel]
+
+
+class Artifact:
+    """An instantiated artifact: ``run(bytes) -> bytes`` and ``run_batch(bytes) -> bytes``.
+
+    ``fuel``: False (unmetered), True (10**12 units) or a number of units.
+    """
+
+    def __init__(self, wasm: bytes, fuel: bool | int = False, memory_limit: int | None = None):
+        metered = fuel is not False
+        self.engine = _engine(metered)
         self.module = wasmtime.Module(self.engine, wasm)
         self.store = wasmtime.Store(self.engine)
-        if fuel:
-            self.store.set_fuel(10**12)
+        if metered:
+            self.store.set_fuel(10**12 if fuel is True else fuel)
         if memory_limit is not None:
             self.store.set_limits(memory_size=memory_limit)
         self.instance = wasmtime.Instance(self.store, self.module, [])

@@ -163,7 +163,7 @@ def test_routing_policy_with_thresholds_and_keywords_is_learned_exactly():
     assert res.program is not None, res.reason
     assert res.train_agreement == 1.0 and res.heldout_agreement == 1.0
     assert interp_agreement(res.program, invoices(400, seed=77)) == 1.0
-    consts = {n.value for n in _walk(res.program) if type(n) is A.Compare}
+    consts = {n.value for n in A.walk(res.program) if type(n) is A.Compare}
     assert 20000 in consts and 500 in consts  # the policy's own round thresholds were recovered
     probes = [("standard", 19999.0, "review"), ("standard", 20000.0, "reject"), ("blocked", 12.0, "reject"),
               ("preferred", 4999.0, "approve"), ("preferred", 5001.0, "review"), ("standard", 499.0, "approve")]
@@ -179,7 +179,7 @@ def test_keyword_intent_list():
     assert res.program is not None, res.reason
     assert res.train_agreement == 1.0 and res.heldout_agreement == 1.0
     assert interp_agreement(res.program, data[400:]) == 1.0
-    kws = {n.s for n in _walk(res.program) if type(n) is A.Contains}
+    kws = {n.s for n in A.walk(res.program) if type(n) is A.Contains}
     assert kws & {"refund", "charged", "money back", "cancel", "unsubscribe", "password", "login"}
 
 
@@ -359,14 +359,3 @@ def test_bad_input_is_a_usage_error():
         synthesize([({"t": "a"}, {"k": 1}), ({"t": "b"}, {"j": 1})], field="t")
     with pytest.raises(UsageError):
         synthesize([({"t": "a"}, "a")], field="t", time_budget_s=0)
-
-
-def _walk(node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if type(n) in A.NODE_TYPES:
-            yield n
-            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
-        elif isinstance(n, tuple):
-            stack.extend(n)

@@ -13,17 +13,6 @@ from auto.extract.interp import run_program
 from auto.extract.synth import LRS_MIN, _Budget, _laplace, _lrs, _mdl_ratio, _Part, synthesize
 
 
-def _walk(node):
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if type(n) in A.NODE_TYPES:
-            yield n
-            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
-        elif isinstance(n, tuple):
-            stack.extend(n)
-
-
 def _agreement(program, pairs) -> float:
     ok = 0
     for inp, ref in pairs:
@@ -74,7 +63,7 @@ def test_precedence_list_over_overlapping_cues_with_a_default_by_elimination():
     labels = [value.value for _cond, value in prog.cases]
     assert sorted(labels) == ["billing", "bug", "close"]  # one case per label: alternations, as Or
     assert labels.index("close") < labels.index("billing") < labels.index("bug")  # the precedence
-    assert not any(type(n) is A.Deopt for n in _walk(prog))
+    assert not any(type(n) is A.Deopt for n in A.walk(prog))
     assert _agreement(prog, tickets(300, seed=99)) == 1.0
     assert res.seconds < 10
 
@@ -118,12 +107,12 @@ def test_rare_exception_keyword_threshold_conjunction_and_decoy_numbers():
     assert res.program is not None, res.reason
     prog = res.program
     assert _agreement(prog, requests(400, seed=77)) == 1.0
-    thresholds = {n.value for n in _walk(prog) if type(n) is A.Compare}
+    thresholds = {n.value for n in A.walk(prog) if type(n) is A.Compare}
     assert {100, 2000, 10000} <= thresholds  # round thresholds in the witnessed gaps
     # the rare tier's words form one alternation in the reject case
     reject = [cond for cond, value in prog.cases if value == A.Const("reject")]
     assert len(reject) == 1
-    words = {n.s for n in _walk(reject[0]) if type(n) is A.Contains}
+    words = {n.s for n in A.walk(reject[0]) if type(n) is A.Contains}
     assert {"flagged", "suspended", "frozen"} <= words
     probes = [("flagged", "$50", "reject"), ("gold", "$1,999", "approve"), ("gold", "$2,000", "review"),
               ("plain", "$99.99", "approve"), ("plain", "$9,999", "review"), ("gold", "$10,000", "reject")]
@@ -148,9 +137,9 @@ def test_a_threshold_on_the_last_amount_of_a_text():
     data = payments(375, seed=3)
     res = synthesize(data[:300], field="note", heldout=data[300:])
     assert res.program is not None, res.reason
-    searches = [n for n in _walk(res.program) if type(n) is A.Search]
+    searches = [n for n in A.walk(res.program) if type(n) is A.Search]
     assert searches and all(s.pattern.startswith("(?:.|\\n)*") for s in searches)
-    assert 1000 in {n.value for n in _walk(res.program) if type(n) is A.Compare}
+    assert 1000 in {n.value for n in A.walk(res.program) if type(n) is A.Compare}
     assert _agreement(res.program, payments(300, seed=33)) == 1.0
 
 
@@ -215,6 +204,6 @@ def test_keywords_that_only_memorize_label_noise_are_not_learned():
     held = [note() for _ in range(75)]
     res = synthesize(train, field="t", heldout=held)
     assert res.program is not None, res.reason
-    assert not any(type(n) in (A.Contains, A.Not, A.IsNull) for n in _walk(res.program))  # no keyword
-    assert 300 in {n.value for n in _walk(res.program) if type(n) is A.Compare}
+    assert not any(type(n) in (A.Contains, A.Not, A.IsNull) for n in A.walk(res.program))  # no keyword
+    assert 300 in {n.value for n in A.walk(res.program) if type(n) is A.Compare}
     assert _agreement(res.program, [note() for _ in range(300)]) == 1.0

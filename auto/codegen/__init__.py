@@ -20,27 +20,35 @@ strings, a nesting stack, the answer)."""
 
 from __future__ import annotations
 
-from auto.errors import CodegenError
-
-from .layout import ERROR_CODES, MAX_BATCH, MAX_INPUT
-from .lower import lower
+from .prelude import ERROR_CODES, MAX_BATCH, MAX_INPUT
 from .reference import fixed, reference_run, reference_run_batch
+from .specialist_lower import lower_specialist
 from .table import TableModel, canonical_key, fnv1a64
+from .table_lower import lower_table
+from .wat import assemble
 
 
-def assemble(wat: str) -> bytes:
-    """Assemble WebAssembly text into a binary module with ``wasmtime.wat2wasm``.
+def lower(model, *, simd: bool = True) -> str:
+    """WebAssembly text of the artifact for ``model`` (deterministic: same model, same text).
 
-    Returns the module bytes (deterministic for the same text).
+    Args:
+        model: an :class:`auto.distill.CompiledModel` (lowered by
+            :func:`auto.codegen.specialist_lower.lower_specialist`), or a
+            :class:`~auto.codegen.table.TableModel` (lowered by
+            :func:`auto.codegen.table_lower.lower_table`; same ABI, same guarantees).
+        simd: use wasm SIMD (see :func:`~auto.codegen.specialist_lower.lower_specialist`);
+            results are bit-identical either way.
+
+    Returns:
+        The WAT module text (exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
+        imports).
 
     Raises:
-        CodegenError: the text does not assemble.
+        CodegenError: non-finite weights, or static data over 1 GiB.
     """
-    import wasmtime
-    try:
-        return bytes(wasmtime.wat2wasm(wat))
-    except Exception as e:  # wasmtime raises its own error types
-        raise CodegenError(f"assembling the generated WebAssembly text failed: {e}") from e
+    if isinstance(model, TableModel):
+        return lower_table(model, simd=simd)
+    return lower_specialist(model, simd=simd)
 
 
 def compile_model(model, *, simd: bool = True) -> bytes:

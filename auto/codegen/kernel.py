@@ -15,7 +15,8 @@ import numpy as np
 
 from auto.features import FNV_OFFSET_BASIS, FNV_PRIME
 
-from .layout import GROUP, TABLE, Layout, f64_text, i32_const
+from .layout import GROUP, TABLE, Layout
+from .wat import f64_text, i32_const
 
 
 def count_ngram(L: Layout, b_expr: str) -> list[str]:
@@ -207,27 +208,3 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
     return ("  ;; ---- generated: featurize, score, write one answer ----\n"
             f"  (func {name} (param $o i32) (result i32)\n    " + "\n    ".join(loc) + "\n    "
             + "\n    ".join(body) + ")\n")
-
-
-def _splat8(v: int) -> str:
-    return "(v128.const i8x16 " + " ".join([str(v)] * 16) + ")"
-
-
-# SIMD fast path of $string (spliced into the prelude): 16 plain bytes at a time (no quote, backslash, control or non-ASCII
-# byte among them) are copied, ASCII-folded when asked; anything else takes the byte-wise path.
-STRING_FAST = f"""        (if (i32.le_u (i32.add (local.get $p) (i32.const 16)) (local.get $end))
-          (then
-            (local.set $v (v128.load (local.get $p)))
-            (if (i32.eqz (v128.any_true (v128.or
-                  (v128.or (i8x16.lt_u (local.get $v) {_splat8(32)}) (i8x16.lt_s (local.get $v) {_splat8(0)}))
-                  (v128.or (i8x16.eq (local.get $v) {_splat8(34)}) (i8x16.eq (local.get $v) {_splat8(92)})))))
-              (then
-                (if (local.get $fold)
-                  (then (local.set $v (v128.or (local.get $v) (v128.and {_splat8(32)}
-                    (v128.and (i8x16.gt_u (local.get $v) {_splat8(64)}) (i8x16.lt_u (local.get $v) {_splat8(91)})))))))
-                (v128.store (local.get $d) (local.get $v))
-                (local.set $d (i32.add (local.get $d) (i32.const 16)))
-                (local.set $p (i32.add (local.get $p) (i32.const 16)))
-                (br $l)))))"""
-
-

@@ -2,7 +2,7 @@
   ;; Memory map: [0, 16) unused (so no valid pointer is 0) | constants | counts (i32 [B]) |
   ;; touched (i32 [B], byte offsets bucket*4) | tree | weights | [memo table] | heap (@HEAP@...).
   ;; The specialist part (between the <specialist> and </specialist> comments) is replaced by a
-  ;; plain object check in a table-only artifact (auto.codegen.table_lower).
+  ;; plain object check where inputs need only be objects (auto.codegen.prelude.any_object).
   ;; Per call the heap holds: input [ptr, end) | scratch (decoded strings) | nesting stack | output.
   ;; Status codes: 0 ok, 1 bad_json, 2 missing_field, 3 wrong_type, 4 too_large.
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from auto.canonical import canonical_json
 
-from .layout import MAX_BATCH, MAX_INPUT
+from .prelude import MAX_BATCH, MAX_INPUT
 from .table import HIT_MARGIN, TableModel
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1

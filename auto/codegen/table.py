@@ -28,7 +28,7 @@ from auto.canonical import canonical_json
 from auto.distill import CompiledModel, Prediction
 from auto.errors import InputSchemaError
 
-from .layout import MAX_INPUT
+from .prelude import MAX_INPUT
 
 FNV64_OFFSET_BASIS = 14695981039346656037
 FNV64_PRIME = 1099511628211

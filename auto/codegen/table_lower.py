@@ -31,12 +31,14 @@ import struct
 
 from auto.errors import CodegenError
 
-from .kernel import STRING_FAST, eval_func
-from .layout import HEAP_SLACK, MAX_BATCH, MAX_INPUT, PAGE, _align, put_errors, wat_bytes
-from .lower import fill, prelude, specialist_static
+from .kernel import eval_func
+from .prelude import any_object, base_tokens, fill, module_text, prelude, put_errors
 from .reference import fixed
+from .specialist_lower import specialist_static
+from .static import StaticData, align, check_static, heap_start, pages
 from .table import (FNV64_OFFSET_BASIS, FNV64_PRIME, HIT_MARGIN, HIT_NONCONFORMITY,
                     MISS_NONCONFORMITY, TableModel)
+from .wat import data_segment, i64_const
 
 ENTRY = 24
 """Bytes per index entry."""
@@ -45,25 +47,10 @@ HIT_SUFFIX = (b',"margin":' + fixed(HIT_MARGIN).encode() + b',"nonconformity":'
               + fixed(HIT_NONCONFORMITY).encode() + b"}")
 MISS = (b'{"answer":null,"margin":' + fixed(0.0).encode() + b',"nonconformity":'
         + fixed(MISS_NONCONFORMITY).encode() + b"}")
-STATIC_LIMIT = 1 << 30
-
-# The table-only replacement of the prelude's specialist part.
-ITEM_ANY_OBJECT = """  ;; One task input at p (after whitespace) -> position after it, or -1 for bad JSON.
-  ;; Sets $status: 0 for an object, 3 (wrong_type) for any other JSON value.
-  (func $item (param $p i32) (result i32)
-    (global.set $status
-      (select (i32.const 0) (i32.const 3) (i32.eq (call $peek (local.get $p)) (i32.const 123))))
-    (call $skip_value (local.get $p)))
-"""
-
-
-def _i64(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _hash_func() -> str:
-    ob, pr = _i64(FNV64_OFFSET_BASIS), _i64(FNV64_PRIME)
+    ob, pr = i64_const(FNV64_OFFSET_BASIS), i64_const(FNV64_PRIME)
     step8 = "\n".join(
         f"        (local.set $h (i64.mul (i64.xor (local.get $h) "
         f"(i64.and (i64.shr_u (local.get $w) (i64.const {8 * k})) (i64.const 255))) (i64.const {pr})))"
@@ -205,7 +192,8 @@ def lower_table(model: TableModel, *, simd: bool = True) -> str:
 
     Args:
         model: the table (and its fallback specialist for memo-first).
-        simd: as for :func:`auto.codegen.lower` (the string scanner, and the specialist's kernel).
+        simd: as for :func:`auto.codegen.specialist_lower.lower_specialist` (the string scanner,
+            and the specialist's kernel).
 
     Returns:
         The WAT module text: exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
@@ -217,52 +205,34 @@ def lower_table(model: TableModel, *, simd: bool = True) -> str:
     """
     spec = model.fallback
     if spec is None:
-        buf = bytearray(16)
-
-        def put(b: bytes, align: int = 1) -> int:
-            while len(buf) % align:
-                buf.append(0)
-            at = len(buf)
-            buf.extend(b)
-            return at
-
-        subst = {"STRING_FAST": STRING_FAST if simd else "",
-                 "STRING_LOCALS": "(local $v v128)" if simd else "",
-                 "MAX_INPUT": MAX_INPUT, "MAX_BATCH": MAX_BATCH, "ERRTAB": put_errors(put)}
-        pre_at, suf_at, miss_at = put(HIT_PREFIX), put(HIT_SUFFIX), put(MISS)
-        base = _align(len(buf), 8)
-        data = [f'  (data (i32.const 0) "{wat_bytes(bytes(buf))}")']
+        st = StaticData()
+        subst = base_tokens(simd, put_errors(st))
+        pre_at, suf_at, miss_at = st.put(HIT_PREFIX), st.put(HIT_SUFFIX), st.put(MISS)
+        base = align(st.end, 8)
+        data = [st.segment()]
         spec_out_max = len(MISS) + 16
         spec_parts: list[str] = []
     else:
         L, subst, data = specialist_static(spec, simd)
-        pre_at = _align(L.heap, 16)
+        pre_at = align(L.heap, 16)
         suf_at = pre_at + len(HIT_PREFIX)
-        data.append(f'  (data (i32.const {pre_at}) "{wat_bytes(HIT_PREFIX + HIT_SUFFIX)}")')
-        base = _align(suf_at + len(HIT_SUFFIX), 8)
+        data.append(data_segment(pre_at, HIT_PREFIX + HIT_SUFFIX))
+        base = align(suf_at + len(HIT_SUFFIX), 8)
         spec_out_max = L.out_max
         spec_parts = [eval_func(spec, L, simd, name="$spec_eval")]
     blob, index, longest = table_blob(model, base)
-    heap = _align(base + len(blob), 16) + 16
-    if heap > STATIC_LIMIT:
-        raise CodegenError(f"table needs {heap} bytes of static memory (limit 1 GiB)")
+    heap = heap_start(base + len(blob))
+    check_static(heap, "table")
     out_max = max(spec_out_max, len(HIT_PREFIX) + longest + len(HIT_SUFFIX) + 16)
-    pages = (heap + HEAP_SLACK + PAGE - 1) // PAGE
-    pre = prelude()
-    if spec is None:
-        a = pre.index("  ;; <specialist>\n")
-        b = pre.index("  ;; </specialist>\n") + len("  ;; </specialist>\n")
-        pre = pre[:a] + ITEM_ANY_OBJECT + pre[b:]
+    pre = prelude() if spec is not None else any_object(prelude())
     pre = fill(pre, {**subst, "HEAP": heap, "OUT_MAX": out_max})
     miss_call = (f"(call $copy (local.get $o) (i32.const {miss_at}) (i32.const {len(MISS)}))"
                  if spec is None else "(call $spec_eval (local.get $o))")
     gen = lookup_funcs(len(model), index, (pre_at, len(HIT_PREFIX)), (suf_at, len(HIT_SUFFIX)),
                        miss_call)
     if blob:
-        data.append(f'  (data (i32.const {base}) "{wat_bytes(blob)}")')
-    return ("(module\n"
-            f"  (memory (export \"memory\") {pages})\n"
-            + pre + "".join(spec_parts) + gen + "\n".join(data) + "\n)\n")
+        data.append(data_segment(base, blob))
+    return module_text(pages(heap), [pre, *spec_parts, gen], data)
 
 
 __all__ = ["ENTRY", "EQ_FUNC", "HASH_FUNC", "HIT_PREFIX", "HIT_SUFFIX", "MISS", "lower_table",

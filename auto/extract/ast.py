@@ -39,7 +39,7 @@ Semantics shared by the interpreter and the WebAssembly backend (the parity test
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Iterator, Union
 
 Scalar = Union[str, int, float, bool, None]
 
@@ -222,3 +222,16 @@ Node = Union[Field, Const, Deopt, Lower, Upper, Strip, Split, Join, Index, Slice
 NODE_TYPES: tuple[type, ...] = (Field, Const, Deopt, Lower, Upper, Strip, Split, Join, Index, Slice,
                                 Search, Contains, StartsWith, EndsWith, ParseInt, ParseFloat,
                                 ParseMoney, Compare, IsNull, And, Or, Not, If, Record, Lookup)
+
+
+def walk(node: Any) -> Iterator[Node]:
+    """Every node of the tree rooted at ``node`` (children inside tuples and pairs included),
+    each once per occurrence, parents before their children."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) in NODE_TYPES:
+            yield n
+            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
+        elif isinstance(n, tuple):
+            stack.extend(n)

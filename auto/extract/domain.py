@@ -22,6 +22,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any, Iterator
 
 from auto.extract import ast as A
+from auto.extract.interp import DeoptSignal, evaluate
 
 EXTRACTOR_TYPES = (A.Search, A.ParseInt, A.ParseFloat, A.ParseMoney)
 
@@ -67,8 +68,6 @@ def guard_domain(program: A.Node, inputs: list[dict[str, Any]]) -> tuple[A.Node,
         ``(guarded program, the guarded extractors)``; the program itself when no extractor was
         defined on every input (or there are no inputs).
     """
-    from auto.extract.interp import DeoptSignal, evaluate
-
     if not inputs:
         return program, []
     always: list[A.Node] = []

@@ -1,9 +1,10 @@
 """The reference interpreter of the program DSL (:mod:`auto.extract.ast`).
 
 The WebAssembly backend must compute exactly what :func:`run_program` computes; the parity
-tests compare the two on generated inputs. Internally a ``float`` value is an :class:`Fixed`
-(an ``int`` of ten-thousandths), so parsing, comparison and output are exact; it becomes a
-Python ``float`` (``units / 10000``, correctly rounded) only in the answer.
+tests compare the two on generated inputs. Internally a ``float`` value is a
+:class:`~auto.extract.values.Fixed` (an ``int`` of ten-thousandths, :mod:`auto.extract.values`),
+so parsing, comparison and output are exact; it becomes a Python ``float`` (``units / 10000``,
+correctly rounded) only in the answer.
 
 Evaluation order: :class:`~auto.extract.ast.And` / :class:`~auto.extract.ast.Or` evaluate their
 items left to right and stop at the first false / true item; :class:`~auto.extract.ast.If` and
@@ -17,20 +18,14 @@ Values inside the interpreter: ``str`` (text), ``int`` (i64), :class:`Fixed` (fl
 
 from __future__ import annotations
 
-from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Callable
 
 from auto.errors import UsageError
 from auto.extract import ast as A
 from auto.extract.regex import compile_regex, pike_search
-
-I64_MIN = -(2 ** 63)
-I64_MAX = 2 ** 63 - 1
-FLOAT_SCALE = 10_000
-"""A ``float`` value is an integer count of 1/10000 (4 fractional digits, see :mod:`ast`)."""
-FLOAT_LIMIT_UNITS = 10 ** 14 * FLOAT_SCALE
-"""``|v| < 10**14`` in units of 1/10000."""
+from auto.extract.types import check, input_fields
+from auto.extract.values import FLOAT_LIMIT_UNITS, FLOAT_SCALE, I64_MAX, I64_MIN, Fixed, float_units
 
 ASCII_WHITESPACE = " \t\n\r\f\v"
 _LOWER = {c: c + 32 for c in range(0x41, 0x5B)}
@@ -39,40 +34,6 @@ _UPPER = {c: c - 32 for c in range(0x61, 0x7B)}
 
 class DeoptSignal(Exception):
     """A :class:`~auto.extract.ast.Deopt` node was reached: the program declines to answer."""
-
-
-class Fixed(int):
-    """A DSL ``float``: an ``int`` subclass holding ten-thousandths (``Fixed(15000)`` is 1.5)."""
-
-    __slots__ = ()
-
-    def to_float(self) -> float:
-        """The nearest binary64 to ``self / 10000`` (Python's int division rounds correctly)."""
-        return int(self) / FLOAT_SCALE
-
-    def __repr__(self) -> str:
-        return f"Fixed({int(self)})"
-
-
-def float_units(value: float | int) -> int | None:
-    """Ten-thousandths of ``value`` when it is exact with at most 4 decimals and |v| < 1e14.
-
-    The decimal is read from ``repr(value)`` (the shortest round-tripping decimal), so ``0.1``
-    is 1000 units. Returns None when ``value`` has more than 4 decimals, is not finite or is
-    out of range.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        d = Decimal(repr(value)) * FLOAT_SCALE
-    except ArithmeticError:
-        return None
-    if not d.is_finite() or d != d.to_integral_value():
-        return None
-    units = int(d)
-    if abs(units) >= FLOAT_LIMIT_UNITS:
-        return None
-    return units
 
 
 def ascii_lower(s: str) -> str:
@@ -274,6 +235,7 @@ def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A
 
 _ev = make_evaluator(_search)
 
+
 def to_answer(value: Any) -> Any:
     """An interpreter value as a JSON value (:class:`Fixed` -> ``float``, recursively)."""
     if isinstance(value, Fixed):
@@ -291,8 +253,6 @@ def _checked_fields(program: A.Node) -> tuple[str, ...]:
 
 
 def _check_program(program: A.Node) -> tuple[str, ...]:
-    from auto.extract.types import check, input_fields  # types imports this module
-
     check(program)
     return tuple(sorted(input_fields(program)))
 

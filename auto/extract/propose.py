@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from auto.canonical import canonical_json
 from auto.errors import ReferenceModelError, SpendCapExceeded, UsageError
 from auto.extract import ast as A
+from auto.extract.serial import to_json
 
 
 @runtime_checkable
@@ -94,8 +95,6 @@ def _grammar() -> str:
 
 
 def _example_json() -> str:
-    from auto.extract.serial import to_json
-
     ex = A.If(((A.Compare("ge", A.ParseMoney(A.Search(A.Field("text"), "\\$(\\d[\\d,]*(\\.\\d+)?)", 1)), 500),
                 A.Const("review")),
                (A.Contains(A.Lower(A.Field("text")), "refund"), A.Const("billing"))),

@@ -20,12 +20,12 @@ Typing rules (``null`` and the type of :class:`~auto.extract.ast.Deopt` unify wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from auto.errors import CompileError
 from auto.extract import ast as A
-from auto.extract.interp import I64_MAX, I64_MIN, float_units
 from auto.extract.regex import compile_regex
+from auto.extract.values import I64_MAX, I64_MIN, float_units
 
 # Internal types: a name from A.TYPES, "deopt" (bottom), or ("record", ((key, type), ...)).
 _BOTTOM = "deopt"
@@ -94,6 +94,22 @@ class _Checker:
             raise self.fail(path, node, f"{attr} must be an int, not {type(v).__name__}")
         if not I64_MIN <= v <= I64_MAX:
             raise self.fail(path, node, f"{attr} {v} is outside i64")
+
+    def keyed(self, node: Any, path: str, attr: str, what: str) -> Iterator[tuple[str, Any]]:
+        """The ``(key, value)`` pairs of ``node.<attr>``, each checked as it is reached: a tuple
+        of pairs with distinct ``str`` keys."""
+        items = getattr(node, attr)
+        if not isinstance(items, tuple):
+            raise self.fail(path, node, f"{attr} must be a tuple of (key, value) pairs")
+        seen: set[str] = set()
+        for k, item in enumerate(items):
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise self.fail(path, node, f"{what} {k} is not a (str key, value) pair")
+            key, value = item
+            if key in seen:
+                raise self.fail(path, node, f"duplicate key {key!r}")
+            seen.add(key)
+            yield key, value
 
     def const_type(self, value: Any, path: str, node: Any) -> str:
         if value is None:
@@ -198,32 +214,13 @@ class _Checker:
             dt = self.infer(node.default, f"{path}.default")
             return _unify(result, dt, f"{path}: If")
         if t is A.Record:
-            if not isinstance(node.fields, tuple):
-                raise self.fail(path, node, "fields must be a tuple of (key, value) pairs")
-            out = []
-            seen: set[str] = set()
-            for k, item in enumerate(node.fields):
-                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-                    raise self.fail(path, node, f"field {k} is not a (str key, value) pair")
-                key, value = item
-                if key in seen:
-                    raise self.fail(path, node, f"duplicate key {key!r}")
-                seen.add(key)
-                out.append((key, self.infer(value, f"{path}.{key}")))
+            out = [(key, self.infer(value, f"{path}.{key}"))
+                   for key, value in self.keyed(node, path, "fields", "field")]
             return ("record", tuple(out))
         if t is A.Lookup:
             self.text_arg(node, path, "Lookup")
-            if not isinstance(node.table, tuple):
-                raise self.fail(path, node, "table must be a tuple of (key, value) pairs")
             result = _BOTTOM
-            seen = set()
-            for k, item in enumerate(node.table):
-                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-                    raise self.fail(path, node, f"entry {k} is not a (str key, value) pair")
-                key, value = item
-                if key in seen:
-                    raise self.fail(path, node, f"duplicate key {key!r}")
-                seen.add(key)
+            for key, value in self.keyed(node, path, "table", "entry"):
                 result = _unify(result, self.infer(value, f"{path}.table[{key!r}]"), f"{path}: Lookup")
             return _unify(result, self.infer(node.default, f"{path}.default"), f"{path}: Lookup")
         raise ProgramTypeError(f"{path}: unhandled node {t.__name__}")  # pragma: no cover
@@ -271,14 +268,4 @@ def check(program: A.Node, input_field: str | None = None) -> str:
 
 def input_fields(program: A.Node) -> set[str]:
     """The names of every :class:`~auto.extract.ast.Field` in ``program`` (no type checking)."""
-    out: set[str] = set()
-    stack: list[Any] = [program]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, A.Field):
-            out.add(node.name)
-        elif isinstance(node, tuple):
-            stack.extend(node)
-        elif type(node) in A.NODE_TYPES:
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__)
-    return out
+    return {n.name for n in A.walk(program) if type(n) is A.Field}

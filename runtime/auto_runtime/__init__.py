@@ -12,6 +12,15 @@ Public API::
     TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
 
+The artifact contract, for compilers (imported from the submodules; stdlib only)::
+
+    auto_runtime.manifest.append_manifest(code, manifest) -> bytes    # the auto.manifest section
+    auto_runtime.manifest.read_manifest(wasm) -> dict                 # the loader's checks
+    auto_runtime.manifest.manifest_digest(manifest) -> str            # sha256: of its canonical JSON
+    auto_runtime.jsonio.canonical_text(obj) -> str                    # canonical JSON
+    auto_runtime.wasm_sections.custom_section(name, payload) -> bytes # section framing, LEB128
+    auto_runtime.digest.digest_bytes(data) -> str                     # "sha256:<hex>"
+
 The errors are imported eagerly; everything else loads on first attribute access, so
 ``import auto_runtime.errors`` (which the compiler's error tree does) stays cheap and does not
 import wasmtime or numpy.

@@ -25,7 +25,6 @@ instance are made before the next call, so no state leaks across a failure.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any, Callable, Mapping
 import wasmtime
 
 from auto_runtime import wasm_sections
+from auto_runtime.digest import PREFIX, digest_bytes
 from auto_runtime.errors import (
     ArtifactError,
     ArtifactIdMismatch,
@@ -47,12 +47,14 @@ from auto_runtime.errors import (
     TrapError,
 )
 from auto_runtime.guard import Guard, build_guard
-from auto_runtime.jsonio import canonical_bytes, canonical_text, strict_loads
+from auto_runtime.jsonio import canonical_text, strict_loads
 from auto_runtime.manifest import (
     MANIFEST_SECTION,
+    check_manifest_digest,
     decode_manifest,
     declared_capabilities,
     declared_exports,
+    manifest_payload,
 )
 from auto_runtime.sandbox import Limits, Sandbox, default_call_path, shared_engine
 from auto_runtime.schema import SchemaDefinitionError, compile_schema
@@ -178,20 +180,16 @@ class Artifact:
         """
         limits = limits or Limits()
         data, source = _read(path_or_bytes)
-        artifact_id = "sha256:" + hashlib.sha256(data).hexdigest()
+        artifact_id = digest_bytes(data)
         if expected_id is not None and expected_id != artifact_id:
             raise ArtifactIdMismatch(
                 f"{source}: artifact id is {artifact_id}, expected {expected_id}"
             )
         info = wasm_sections.parse(data)
-        payloads = info.custom(MANIFEST_SECTION)
-        if not payloads:
-            raise ManifestError(f"{source}: no {MANIFEST_SECTION} custom section")
-        if len(payloads) > 1:
-            raise ManifestError(f"{source}: {len(payloads)} {MANIFEST_SECTION} sections (expected one)")
-        manifest = decode_manifest(payloads[0], source)
-        _check_code_digest(data, payloads[0], manifest, source)
-        _check_manifest_digest(manifest, source)
+        payload = manifest_payload(info, source)
+        manifest = decode_manifest(payload, source)
+        _check_code_digest(data, payload, manifest, source)
+        check_manifest_digest(manifest, source)
 
         for mem in info.memories:
             if mem.is_64:
@@ -385,25 +383,6 @@ def _check_many(out: Any, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _check_manifest_digest(manifest: dict, source: str) -> None:
-    """Refuse a manifest whose content no longer matches its own ``manifest_digest``.
-
-    ``manifest_digest`` is ``sha256:`` of the canonical JSON of the manifest without that key
-    (written by the compiler's emitter). Catches corrupted or edited manifests when no artifact id
-    is given; a forger who recomputes the digest is caught only by the artifact id.
-
-    Raises:
-        ManifestError: the digest is malformed or does not match.
-    """
-    expected = manifest.get("manifest_digest")
-    if expected is None:
-        return
-    body = {k: v for k, v in manifest.items() if k != "manifest_digest"}
-    actual = "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
-    if actual != expected:
-        raise ManifestError(f"{source}: the manifest does not match its manifest_digest (corrupted or edited)")
-
-
 def _check_code_digest(data: bytes, payload: bytes, manifest: dict, source: str) -> None:
     """Refuse an artifact whose code bytes no longer match the manifest's ``model.code_digest``.
 
@@ -420,12 +399,12 @@ def _check_code_digest(data: bytes, payload: bytes, manifest: dict, source: str)
     expected = model.get("code_digest") if isinstance(model, dict) else None
     if expected is None:
         return
-    if not isinstance(expected, str) or not expected.startswith("sha256:"):
+    if not isinstance(expected, str) or not expected.startswith(PREFIX):
         raise ManifestError(f"{source}: model.code_digest is not a sha256 digest")
     tail = wasm_sections.custom_section(MANIFEST_SECTION, payload)
     if not bytes(data).endswith(tail):
         raise ManifestError(f"{source}: {MANIFEST_SECTION} must be the last section to check model.code_digest")
-    actual = "sha256:" + hashlib.sha256(bytes(data)[: len(data) - len(tail)]).hexdigest()
+    actual = digest_bytes(bytes(data)[: len(data) - len(tail)])
     if actual != expected:
         raise ManifestError(f"{source}: the code does not match the manifest's code_digest (corrupted or altered bytes)")
 

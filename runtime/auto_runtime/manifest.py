@@ -1,7 +1,11 @@
-"""The ``auto.manifest`` custom section: decoding and structural checks.
+"""The ``auto.manifest`` custom section: encoding, decoding, its digest, structural checks.
 
-The manifest is canonical JSON (see :mod:`auto_runtime.jsonio`) of one object; its full shape is
-in docs/architecture.md. The loader needs, and therefore requires:
+The section is a WebAssembly custom section (:func:`auto_runtime.wasm_sections.custom_section`)
+named ``auto.manifest``, appended after the code; its payload is the canonical JSON (see
+:mod:`auto_runtime.jsonio`) of one object, whose full shape is in docs/architecture.md. The
+compiler writes it with :func:`append_manifest` (the payload carries ``manifest_digest``, see
+:func:`manifest_digest`); the loader reads it with :func:`manifest_payload` and
+:func:`decode_manifest`. The loader needs, and therefore requires:
 
 - ``format``: ``"auto.artifact/1"``;
 - ``task``: a non-empty string;
@@ -18,13 +22,108 @@ from __future__ import annotations
 
 from typing import Any
 
+from auto_runtime.digest import digest_bytes
 from auto_runtime.errors import ManifestError
 from auto_runtime.jsonio import canonical_bytes, strict_loads
+from auto_runtime.wasm_sections import WasmModuleInfo, custom_section, parse
 
 MANIFEST_SECTION = "auto.manifest"
 FORMAT = "auto.artifact/1"
 REQUIRED_KEYS = ("format", "task", "interface", "guard")
 ABI_EXPORTS = ("memory", "alloc", "run", "run_batch")
+DIGEST_KEY = "manifest_digest"
+"""The manifest's own digest: see :func:`manifest_digest`."""
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """``sha256:`` of the canonical JSON of ``manifest`` without its ``manifest_digest`` key.
+
+    Stored in the manifest under that key, it lets the loader refuse a manifest whose content
+    changed (corruption, an edit) even when no artifact id is given.
+
+    Raises:
+        ValueError: NaN or infinity. TypeError: a value JSON cannot represent.
+        RecursionError: too deep or circular.
+    """
+    return digest_bytes(canonical_bytes({k: v for k, v in manifest.items() if k != DIGEST_KEY}))
+
+
+def encode_manifest(manifest: dict[str, Any]) -> bytes:
+    """The section payload for ``manifest``: its canonical JSON with ``manifest_digest`` set to
+    :func:`manifest_digest` (a stored value is recomputed, so the result does not depend on it).
+
+    Raises:
+        ManifestError: the manifest is not a JSON object, or not canonical-JSON serializable
+            (NaN, infinity, a non-JSON value, nesting too deep).
+    """
+    if not isinstance(manifest, dict):
+        raise ManifestError("the manifest must be a JSON object")
+    try:
+        return canonical_bytes({**manifest, DIGEST_KEY: manifest_digest(manifest)})
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ManifestError(f"the manifest is not canonical-JSON serializable: {e}") from None
+
+
+def append_manifest(code: bytes, manifest: dict[str, Any]) -> bytes:
+    """The artifact bytes: ``code`` followed by the ``auto.manifest`` section of ``manifest``.
+
+    Deterministic: the same code and manifest (in any key order) give the same bytes.
+
+    Args:
+        code: a binary module without an ``auto.manifest`` section.
+        manifest: the manifest object; must be JSON with finite numbers.
+
+    Raises:
+        MalformedArtifact: ``code`` is not a well-framed core WebAssembly module.
+        ManifestError: ``code`` already has an ``auto.manifest`` section, or the manifest cannot
+            be encoded (:func:`encode_manifest`).
+    """
+    if parse(code).custom(MANIFEST_SECTION):
+        raise ManifestError(f"the module already has an {MANIFEST_SECTION} section")
+    return bytes(code) + custom_section(MANIFEST_SECTION, encode_manifest(manifest))
+
+
+def manifest_payload(info: WasmModuleInfo, where: str = "artifact") -> bytes:
+    """The payload of the module's one ``auto.manifest`` section.
+
+    Raises:
+        ManifestError: no such section, or more than one.
+    """
+    payloads = info.custom(MANIFEST_SECTION)
+    if not payloads:
+        raise ManifestError(f"{where}: no {MANIFEST_SECTION} custom section")
+    if len(payloads) > 1:
+        raise ManifestError(f"{where}: {len(payloads)} {MANIFEST_SECTION} sections (expected one)")
+    return payloads[0]
+
+
+def read_manifest(wasm: bytes, where: str = "artifact") -> dict[str, Any]:
+    """The checked manifest of an artifact's bytes (:func:`manifest_payload`, then
+    :func:`decode_manifest` and :func:`check_manifest_digest`).
+
+    Raises:
+        MalformedArtifact: not a well-framed core WebAssembly module.
+        ManifestError: as :func:`manifest_payload`, :func:`decode_manifest` and
+            :func:`check_manifest_digest`.
+    """
+    manifest = decode_manifest(manifest_payload(parse(wasm), where), where)
+    check_manifest_digest(manifest, where)
+    return manifest
+
+
+def check_manifest_digest(manifest: dict[str, Any], where: str = "artifact") -> None:
+    """Refuse a manifest whose content no longer matches its own ``manifest_digest`` (when it
+    has one). Catches corrupted or edited manifests when no artifact id is given; a forger who
+    recomputes the digest is caught only by the artifact id.
+
+    Raises:
+        ManifestError: the digest does not match.
+    """
+    expected = manifest.get(DIGEST_KEY)
+    if expected is None:
+        return
+    if manifest_digest(manifest) != expected:
+        raise ManifestError(f"{where}: the manifest does not match its manifest_digest (corrupted or edited)")
 
 
 def decode_manifest(payload: bytes, where: str = "artifact") -> dict[str, Any]:

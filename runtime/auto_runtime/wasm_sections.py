@@ -123,22 +123,13 @@ class _Reader:
 
     def uleb(self, bits: int = 32) -> int:
         """Unsigned LEB128 of at most ``ceil(bits / 7)`` bytes whose value fits in ``bits`` bits."""
-        start = self.pos
-        max_bytes = (bits + 6) // 7
-        result = 0
-        shift = 0
-        for i in range(max_bytes):
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                if result >> bits:
-                    raise self.fail(f"LEB128 value out of range for u{bits}", start)
-                return result
-            shift += 7
-        raise self.fail(f"LEB128 integer longer than {max_bytes} bytes (u{bits})", start)
+        return self._leb(bits, signed=False)
 
     def sleb(self, bits: int) -> int:
         """Signed LEB128 of at most ``ceil(bits / 7)`` bytes."""
+        return self._leb(bits, signed=True)
+
+    def _leb(self, bits: int, signed: bool) -> int:
         start = self.pos
         max_bytes = (bits + 6) // 7
         result = 0
@@ -148,12 +139,16 @@ class _Reader:
             result |= (b & 0x7F) << shift
             shift += 7
             if not b & 0x80:
-                if b & 0x40:
-                    result -= 1 << shift
-                if not -(1 << (bits - 1)) <= result < (1 << (bits - 1)):
-                    raise self.fail(f"LEB128 value out of range for s{bits}", start)
+                if signed:
+                    if b & 0x40:
+                        result -= 1 << shift
+                    ok = -(1 << (bits - 1)) <= result < (1 << (bits - 1))
+                else:
+                    ok = not result >> bits
+                if not ok:
+                    raise self.fail(f"LEB128 value out of range for {'s' if signed else 'u'}{bits}", start)
                 return result
-        raise self.fail(f"LEB128 integer longer than {max_bytes} bytes (s{bits})", start)
+        raise self.fail(f"LEB128 integer longer than {max_bytes} bytes ({'s' if signed else 'u'}{bits})", start)
 
     def take(self, n: int) -> bytes:
         if n < 0 or n > self.end - self.pos:

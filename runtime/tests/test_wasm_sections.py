@@ -89,6 +89,24 @@ def test_random_mutations_never_escape_malformed():
             pass
 
 
+@pytest.mark.parametrize("n,enc", [(0, b"\x00"), (1, b"\x01"), (127, b"\x7f"), (128, b"\x80\x01"),
+                                   (300, b"\xac\x02"), (624485, b"\xe5\x8e\x26"),
+                                   (2**32 - 1, b"\xff\xff\xff\xff\x0f")])
+def test_encode_uleb(n, enc):
+    assert encode_uleb(n) == enc
+
+
+def test_encode_uleb_refuses_negative():
+    with pytest.raises(ValueError):
+        encode_uleb(-1)
+
+
+def test_custom_section_bytes():
+    assert custom_section("ab", b"xyz") == b"\x00\x06\x02abxyz"
+    big = custom_section("n", b"\x00" * 200)
+    assert big[:3] == b"\x00\xca\x01" and big[3:5] == b"\x01n"  # size 202 in two LEB128 bytes
+
+
 def test_uleb_roundtrip():
     for v in (0, 1, 127, 128, 300, 2**32 - 1):
         raw = b"\x01" + encode_uleb(v)

@@ -1,7 +1,9 @@
 """Test artifacts written as WAT, assembled with wasmtime.wat2wasm, plus the manifest section.
 
 Only the runtime's own dependencies are used (no ``auto``): the manifest is canonical JSON
-written here, appended as the ``auto.manifest`` custom section.
+written here, appended as the ``auto.manifest`` custom section
+(:func:`auto_runtime.wasm_sections.custom_section`, checked against fixed bytes in
+test_wasm_sections.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 from typing import Any
 
 import wasmtime
+
+from auto_runtime.wasm_sections import custom_section
 
 CALIBRATION = [round(0.05 * i, 2) for i in range(1, 20)]  # 0.05 .. 0.95, n = 19
 
@@ -39,24 +43,6 @@ BASE_MANIFEST: dict[str, Any] = {
 def canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
-
-
-def uleb(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def custom_section(name: str, payload: bytes) -> bytes:
-    raw = name.encode()
-    body = uleb(len(raw)) + raw + payload
-    return b"\x00" + uleb(len(body)) + body
 
 
 def manifest(**overrides: Any) -> dict[str, Any]:
