@@ -1,17 +1,19 @@
 # Two commands a new user needs: `make demo` (the main job) and `make test` (the tests).
-# Each creates its own virtual environment and installs both distributions from this checkout.
+# `.venv` holds all three distributions of this checkout, editable: auto-runtime (runtime/),
+# auto (the compiler and CLI) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds
+# the runtime alone, as a deploy host installs it.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RT_VENV := .venv-runtime
 OUT ?= out/triage
 
-.PHONY: demo test test-compiler test-runtime install clean
+.PHONY: demo test test-compiler test-runtime test-bench install clean
 
-$(VENV)/.installed: pyproject.toml runtime/pyproject.toml
+$(VENV)/.installed: pyproject.toml runtime/pyproject.toml bench/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e runtime -e ".[test]" > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	$(BIN)/python -m pip install -q -e runtime -e ".[test]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	touch $@
 
 # The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).
@@ -27,13 +29,16 @@ demo: $(VENV)/.installed
 	@mkdir -p $(OUT)
 	$(BIN)/auto bench run triage --out $(OUT) > $(OUT)/stdout.json
 
-test: test-runtime test-compiler
+test: test-runtime test-compiler test-bench
 
 test-compiler: $(VENV)/.installed
 	$(BIN)/python -m pytest -q tests
+
+test-bench: $(VENV)/.installed
+	$(BIN)/python -m pytest -q bench/tests
 
 test-runtime: $(RT_VENV)/.installed
 	cd runtime && ../$(RT_VENV)/bin/python -m pytest -q tests
 
 clean:
-	rm -rf $(VENV) $(RT_VENV) out build *.egg-info runtime/build runtime/*.egg-info
+	rm -rf $(VENV) $(RT_VENV) out build *.egg-info runtime/build runtime/*.egg-info bench/build bench/*.egg-info

@@ -3,6 +3,17 @@
 Data goes to stdout, humans' messages to stderr. Errors are converted to messages and exit codes
 in one place (:class:`_AutoGroup`): 0 ok, 1 error, 2 usage, 3 "ran, but a gate refused" (also: the
 guard declined and no reference was configured).
+
+Other distributions add commands through the entry-point group :data:`PLUGIN_GROUP`
+(``auto.commands``): each entry point names a click command (or group), added under the entry
+point's name. A distribution registers one in its ``pyproject.toml``::
+
+    [project.entry-points."auto.commands"]
+    hello = "my_package.cli:hello"      # a click.Command; `auto hello ...`
+
+Plugins load only when a command name is not built in (or for ``--help``); a plugin that fails
+to load gives one warning line on stderr and the other commands work. Plugin commands raise the
+errors of :mod:`auto.errors` and get the same messages and exit codes as the built-in ones.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ import json
 import re
 import sqlite3
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +31,9 @@ import click
 from auto.errors import AutoError, GateRefused, UsageError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+PLUGIN_GROUP = "auto.commands"
+"""The entry-point group whose click commands ``auto`` adds (see the module docstring)."""
 
 
 class ReferenceFailed(Exception):
@@ -34,8 +49,55 @@ def say(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def load_plugins(builtin: set[str]) -> dict[str, click.Command]:
+    """The click commands of the :data:`PLUGIN_GROUP` entry points, by entry-point name.
+
+    An entry point that fails to import, is not a click command, or takes the name of a command
+    in ``builtin`` (or of an earlier plugin) is left out with one warning line on stderr.
+    """
+    found: dict[str, click.Command] = {}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        dist = getattr(ep, "dist", None)
+        origin = f"{ep.value}" + (f" from {dist.name} {dist.version}" if dist is not None else "")
+        if ep.name in builtin or ep.name in found:
+            say(f"warning: plugin command {ep.name!r} ({origin}) ignored: the name is taken")
+            continue
+        try:
+            cmd = ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the other commands
+            say(f"warning: plugin command {ep.name!r} ({origin}) failed to load: {_first_line(e)}")
+            continue
+        if not isinstance(cmd, click.Command):
+            say(f"warning: plugin command {ep.name!r} ({origin}) ignored: not a click command")
+            continue
+        found[ep.name] = cmd
+    return found
+
+
 class _AutoGroup(click.Group):
-    """Converts every AutoError into a one-line message and the documented exit code."""
+    """Converts every AutoError into a one-line message and the documented exit code; adds the
+    plugin commands (:func:`load_plugins`) when a name is not built in or the commands are listed."""
+
+    _plugins: dict[str, click.Command] | None = None
+
+    def _plugin_commands(self) -> dict[str, click.Command]:
+        if self._plugins is None:
+            self._plugins = load_plugins(set(self.commands))
+        return self._plugins
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None:
+            cmd = self._plugin_commands().get(cmd_name)
+        return cmd
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._plugin_commands()})
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D401
         kwargs.setdefault("standalone_mode", True)
@@ -185,7 +247,7 @@ def compile_cmd(store_path: str, task: str, contract_path: str | None, out_path:
 @click.option("--input", "input_json", required=True,
               help="One task input as JSON, e.g. '{\"ticket\": \"...\"}'; @FILE reads it from a file, - from stdin.")
 @click.option("--id", "expected_id", default=None, help="Expected artifact id (sha256:...); refuse on mismatch.")
-@click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. bench.triage.agent:classify.")
+@click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. my_agent:triage.")
 def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None) -> None:
     """Run one input through ARTIFACT (tier-1 unless the guard deopts to --reference)."""
     from auto_runtime import Artifact, TieredTask
@@ -382,102 +444,6 @@ def store_info(store_path: str) -> None:
             "artifacts": st.verify().artifacts,
             "store_digest": st.digest(),
         })
-
-
-# ----------------------------------------------------------------------------------------- bench
-@main.group()
-def bench() -> None:
-    """AUTO-BENCH: run a family end to end and report cost, parity and silent errors."""
-
-
-@bench.command(name="run")
-@click.argument("family", type=click.Choice(["triage", "extraction", "routing", "kernel-tuning"]))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
-@click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
-@click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
-@click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
-@click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
-@click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), default=None,
-              help="kernel-tuning: census, compile and parity from recorded decisions (e.g. traces/kernel-tuning) on a CPU machine.")
-@click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="extraction/routing: compile from your own traffic (JSONL lines with the family's input field: email / request).")
-@click.option("--eval-inputs", "eval_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference.")
-@click.option("--audit-rate", default=0.1, show_default=True, type=float,
-              help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
-def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool,
-              replay_dir: str | None, inputs_path: str | None, eval_path: str | None, audit_rate: float) -> None:
-    """Record, census, compile, verify, then drive a stream through the tiered runtime.
-
-    \b
-    triage:        the AUTO-BENCH stream (simulated reference model unless OPENAI_BASE_URL is set).
-    kernel-tuning: on a GPU machine, records two passes + the holdout with the reference agent,
-                   then compiles; with --replay DIR it replays recordings on any machine.
-    """
-    if family == "kernel-tuning":
-        from bench.kernel_tuning.replay import record_on_gpu, run_replay
-
-        if replay_dir is None:
-            replay_dir = str(record_on_gpu(Path(out_dir) / "recordings", progress=say))
-        _emit_json(run_replay(Path(replay_dir), Path(out_dir), progress=say))
-        return
-    if replay_dir is not None:
-        raise UsageError("--replay applies to the kernel-tuning family only")
-    if family in ("extraction", "routing"):
-        if stream_path is not None or warm_start:
-            raise UsageError(f"--stream and --warm-start apply to triage; {family} takes --inputs / --eval-inputs")
-        from bench.compile_family import run_compile_family
-        from bench.report import render_compile_summary
-
-        results = run_compile_family(family, out_dir=Path(out_dir), inputs_path=Path(inputs_path) if inputs_path else None,
-                                     eval_path=Path(eval_path) if eval_path else None, seed=seed, progress=say)
-        _emit_json(results)
-        say("")
-        say(render_compile_summary(results))
-        say(f"wrote {Path(out_dir) / 'results.json'}")
-        if results.get("compiled_as") == "refused":
-            sys.exit(3)  # as `auto compile`: ran, but every rung was refused
-        return
-    if inputs_path is not None or eval_path is not None:
-        raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")
-    from bench.run import run_family
-
-    from bench.report import render_summary
-
-    results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
-                         seed=seed, warm_start=warm_start, audit_rate=audit_rate, progress=say)
-    _emit_json(results)
-    say("")
-    say(render_summary(results))
-    say(f"wrote {Path(out_dir) / 'results.json'}, ratchet.csv, cost.png")
-
-
-@bench.command(name="guards")
-@click.option("--family", default="triage", show_default=True, type=click.Choice(["triage"]), help="Bench family.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/guards", show_default=True, help="Output folder.")
-@click.option("--seed", default=0, show_default=True, help="Corpus, probe and simulator seed.")
-@click.option("--items", default=300, show_default=True, help="Length of the shifted stream.")
-@click.option("--heldout", default=300, show_default=True, help="Fresh in-distribution tickets.")
-@click.option("--warm-start", is_flag=True, help="Begin each stream with the offline generation installed.")
-@click.option("--audit-rate", default=0.1, show_default=True, type=float, help="Shadow-audit rate in the streams.")
-@click.option("--guard", "variants", multiple=True, type=click.Choice(["lexical", "semantic", "combined"]),
-              help="Guard variant(s) to measure (repeatable; default: all).")
-def bench_guards(family: str, out_dir: str, seed: int, items: int, heldout: int, warm_start: bool, audit_rate: float,
-                 variants: tuple[str, ...]) -> None:
-    """Measure guard variants (lexical, semantic, combined) on held-out, OOD probes and the shifted stream.
-
-    Writes guards.json (rows with false-proceed / false-abstain rates and 95% Clopper–Pearson
-    upper bounds), prints the JSON on stdout and a table beside the published reference figures
-    on stderr.
-    """
-    from bench.guards import VARIANTS, render_table, run_guards
-
-    results = run_guards(out_dir=Path(out_dir), seed=seed, family=family, items=items, heldout=heldout,
-                         warm_start=warm_start, audit_rate=audit_rate, variants=variants or VARIANTS, progress=say)
-    _emit_json(results)
-    say("")
-    say(render_table(results))
-    say(f"wrote {Path(out_dir) / 'guards.json'}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,18 +1,22 @@
-"""The registry of AUTO-BENCH families, so the runner and the reports can be family-generic.
+"""The registry of AUTO-BENCH families: everything the runner, the reports and the simulator need.
 
-Each :class:`BenchFamily` bundles what a run needs: the task's input field, the recorded agent,
-the unrecorded metered call, the seeded corpus, the simulator's oracle and the name of the
-published anchor inputs (a file name only; the caller supplies the directory)::
+Each :class:`BenchFamily` bundles one family: the task's input field, the recorded agent, the
+unrecorded metered call, the seeded corpus, the oracle, the simulated reference model's
+responder with the system-prompt marker that selects it, and the name of the published anchor
+inputs (a file name only; the caller supplies the directory)::
 
     fam = get_family("routing")
     corpus = fam.default_corpus(0)                 # {"train": [...], "heldout": [...], "ood": [...]}
     fam.run_agent(fam.text_of(corpus["train"][0])) # recorded while auto.recording(store) is active
     label, resp, headers = fam.ask(text)           # metering: usage and x-auto-sim-latency-ms
+    find_family(messages)                          # the family whose marker is in a system message
 
 Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``routing``
 (F4, field ``request``). The triage corpus has the slices ``train``/``stream_pool``/``shift``
 and its items carry the design ``category``; the others have ``train``/``heldout``/``ood`` and
-carry the oracle's answer as ``label``.
+carry the oracle's answer as ``label``. The simulator (:mod:`bench.sim`) answers a request with
+the responder of :func:`find_family`, else with its own built-in responders
+(:mod:`bench.sim.responders`).
 """
 
 from __future__ import annotations
@@ -23,15 +27,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 from auto.errors import UsageError
-from auto.sim.extraction import extraction_oracle
-from auto.sim.routing import routing_oracle
-from auto.sim.triage import triage_oracle
+from bench.chat import system_text
 from bench.extraction import agent as extraction_agent
 from bench.extraction import corpus as extraction_corpus
+from bench.extraction import oracle as extraction_oracle
 from bench.routing import agent as routing_agent
 from bench.routing import corpus as routing_corpus
+from bench.routing import oracle as routing_oracle
 from bench.triage import agent as triage_agent
 from bench.triage import corpus as triage_corpus
+from bench.triage import oracle as triage_oracle
+
+Responder = Callable[..., Any]
+"""``respond(messages, temperature, rng, request=body)`` -> the assistant message content
+(``str``) or a list of tool calls ``[{"name": str, "arguments": str (JSON text)}, ...]``."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,9 @@ class BenchFamily:
         ask: one unrecorded reference call, ``text -> (answer, parsed response, headers)``.
         default_corpus: ``seed -> {slice name: [item, ...]}``.
         oracle: the simulator's noise-free answer, ``text -> answer``.
+        marker: the system-prompt marker (e.g. ``"[auto-bench:triage]"``) that selects
+            ``respond`` in the simulator.
+        respond: the simulated reference model's answer to a request (:data:`Responder`).
         anchor_file: the file name of the published anchor inputs (JSONL with ``field``), or None.
     """
 
@@ -57,6 +69,8 @@ class BenchFamily:
     ask: Callable[[str], tuple[Any, Any, dict[str, str]]]
     default_corpus: Callable[[int], dict[str, list[Any]]]
     oracle: Callable[[str], Any]
+    marker: str
+    respond: Responder
     anchor_file: str | None = None
 
     def text_of(self, item: Any) -> str:
@@ -98,19 +112,37 @@ class BenchFamily:
 
 
 def _triage_label(ticket: str) -> str:
-    return triage_oracle(ticket)[0]
+    return triage_oracle.triage_oracle(ticket)[0]
 
 
-FAMILIES: dict[str, BenchFamily] = {
-    "triage": BenchFamily("triage", "ticket", "triage", triage_agent.triage, triage_agent.ask,
-                          triage_corpus.default_corpus, _triage_label, "triage-tickets.jsonl"),
-    "extraction": BenchFamily("extraction", extraction_corpus.FIELD, "extraction", extraction_agent.extract_fields,
-                              extraction_agent.ask, extraction_corpus.default_corpus, extraction_oracle,
-                              "extraction-emails.jsonl"),
-    "routing": BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
-                           routing_corpus.default_corpus, routing_oracle, "routing-requests.jsonl"),
-}
-"""Registered families by name."""
+FAMILIES: dict[str, BenchFamily] = {}
+"""Registered families by name, in registration order (the order :func:`find_family` tries markers)."""
+
+
+def register_family(family: BenchFamily) -> BenchFamily:
+    """Register (or replace) ``family`` under its name; returns it."""
+    FAMILIES[family.name] = family
+    return family
+
+
+register_family(BenchFamily("triage", "ticket", "triage", triage_agent.triage, triage_agent.ask,
+                            triage_corpus.default_corpus, _triage_label, triage_oracle.MARKER, triage_oracle.respond,
+                            "triage-tickets.jsonl"))
+register_family(BenchFamily("extraction", extraction_corpus.FIELD, "extraction", extraction_agent.extract_fields,
+                            extraction_agent.ask, extraction_corpus.default_corpus, extraction_oracle.extraction_oracle,
+                            extraction_oracle.MARKER, extraction_oracle.respond, "extraction-emails.jsonl"))
+register_family(BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
+                            routing_corpus.default_corpus, routing_oracle.routing_oracle, routing_oracle.MARKER,
+                            routing_oracle.respond, "routing-requests.jsonl"))
+
+
+def find_family(messages: list[dict]) -> BenchFamily | None:
+    """The first registered family whose marker appears in a system/developer message, or None."""
+    system = system_text(messages)
+    for fam in FAMILIES.values():
+        if fam.marker in system:
+            return fam
+    return None
 
 
 def get_family(name: str) -> BenchFamily:

@@ -46,7 +46,7 @@ def reference_endpoint(seed: int) -> Iterator[str]:
         agent.reset_client()
         yield f"{agent.model_name()} at {os.environ['OPENAI_BASE_URL']}"
         return
-    from auto.sim import SimServer
+    from bench.sim import SimServer
 
     saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     with SimServer(seed=seed) as sim:
@@ -54,7 +54,7 @@ def reference_endpoint(seed: int) -> Iterator[str]:
         os.environ["OPENAI_API_KEY"] = "sk-simulated-no-key"
         agent.reset_client()
         try:
-            yield f"simulated: {agent.model_name()} (auto.sim, seed {seed})"
+            yield f"simulated: {agent.model_name()} (bench.sim, seed {seed})"
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -212,7 +212,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     With ``warm_start`` the stream begins with the offline generation installed and the offline
     witnesses in its store (a generation compiled before deployment); by default it starts with
     no artifact and no witnesses, as a fresh deployment would. ``audit_rate`` is the shadow
-    audit's share of tier-1 answers re-asked at tier 0 in the background (DESIGN.md §6).
+    audit's share of tier-1 answers re-asked at tier 0 in the background.
 
     Returns:
         The ``results.json`` object.

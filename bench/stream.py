@@ -11,7 +11,7 @@ all-reference baseline, actually run), and a second reference call per item meas
 reference's agreement with itself (the ceiling for parity). Control and self-agreement calls
 are measurement only: they never reach the store and are not part of the tiered leg's cost.
 
-The guard stack in the stream (DESIGN.md §6):
+The guard stack in the stream:
 
 * **shift alarm** — each call's nonconformity score (not exact-match table hits, whose score 0
   is not a specialist score) feeds an online exchangeability test
@@ -30,7 +30,7 @@ The guard stack in the stream (DESIGN.md §6):
   tier 0 in the background (``TieredTask(audit_rate=...)``); its reference calls are metered
   separately (:attr:`StreamRun.audit_cost_usd_micros`) and are part of the tiered leg's spend.
 * **host guard** — ``guard_factory`` may replace each installed artifact's guard (e.g. the
-  host-side semantic novelty test of :mod:`bench.guards`); a guard with a ``prime(input)`` method
+  host-side semantic novelty test of :mod:`auto.guards.semantic`); a guard with a ``prime(input)`` method
   is primed with each input before the call.
 
 Per row, ``artifact_answer`` is what the installed artifact answers for the item regardless of

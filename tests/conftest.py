@@ -11,7 +11,7 @@ import pytest
 @pytest.fixture(scope="session")
 def sim_env():
     """The embedded simulator on loopback, with the openai client environment pointed at it."""
-    from auto.sim import SimServer
+    from bench.sim import SimServer
     from bench.triage import agent
 
     saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -22,10 +23,84 @@ def auto(*args: str, check_code: int | None = 0, **kw) -> subprocess.CompletedPr
 
 def test_help_lists_every_command():
     out = auto("--help").stdout
-    for cmd in ("record", "census", "compile", "run", "inspect", "bench", "store"):
+    for cmd in ("record", "census", "compile", "run", "inspect", "store"):
         assert cmd in out
-    for cmd in ("record", "census", "compile", "run", "inspect", "bench", "store"):
+    for cmd in ("record", "census", "compile", "run", "inspect", "store"):
         assert "Usage" in auto(cmd, "--help").stdout
+
+
+PLUGIN = '''
+import click
+
+from auto.errors import GateRefused, UsageError
+
+
+@click.command()
+@click.option("--fail", type=click.Choice(["usage", "refused"]), default=None)
+def hello(fail):
+    """Say hello (a test plugin)."""
+    if fail == "usage":
+        raise UsageError("bad hello")
+    if fail == "refused":
+        raise GateRefused("no hello today", "sha256:" + "0" * 64)
+    click.echo("hello from a plugin")
+
+
+not_a_command = 42
+'''
+
+
+@pytest.fixture()
+def plugin_env(tmp_path):
+    """A distribution on PYTHONPATH whose ``auto.commands`` entry points are one good command, one
+    that fails to import, one that is not a command and one that takes a built-in name."""
+    root = tmp_path / "plugins"
+    info = root / "auto_test_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: auto-test-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[auto.commands]\nhello = auto_test_plugin:hello\n"
+                                           "broken = auto_test_plugin_missing:cmd\n"
+                                           "notcmd = auto_test_plugin:not_a_command\n"
+                                           "census = auto_test_plugin:hello\n")
+    (root / "auto_test_plugin.py").write_text(PLUGIN)
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def test_plugin_commands_come_from_the_entry_point_group(plugin_env):
+    from auto.cli import PLUGIN_GROUP
+
+    assert PLUGIN_GROUP == "auto.commands"
+    p = auto("hello", env=plugin_env)
+    assert p.stdout.strip() == "hello from a plugin"
+    warnings = p.stderr.strip().splitlines()
+    assert len(warnings) == 3 and all(w.startswith("warning: plugin command ") for w in warnings), p.stderr
+    assert any("'broken'" in w and "failed to load: ModuleNotFoundError" in w for w in warnings)
+    assert any("'notcmd'" in w and "not a click command" in w for w in warnings)
+    assert any("'census'" in w and "the name is taken" in w for w in warnings)
+    assert "Traceback" not in p.stderr
+    assert "hello" in auto("--help", env=plugin_env).stdout
+    # a built-in command does not load the plugins (no warning), and keeps its own meaning
+    p = auto("census", "--help", env=plugin_env)
+    assert "determinism census" in p.stdout and p.stderr == ""
+    # the product converts the plugin's errors, with the documented exit codes
+    p = auto("hello", "--fail", "usage", env=plugin_env, check_code=2)
+    assert "usage error: bad hello" in p.stderr
+    p = auto("hello", "--fail", "refused", env=plugin_env, check_code=3)
+    assert "refused: no hello today" in p.stderr and "eval run: sha256:" in p.stderr
+    p = auto("broken", env=plugin_env, check_code=2)
+    assert "No such command" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_without_plugins_an_unknown_command_is_a_usage_error(monkeypatch):
+    from click.testing import CliRunner
+
+    import auto.cli as cli
+
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    monkeypatch.setattr(cli.main, "_plugins", None)
+    res = CliRunner().invoke(cli.main, ["bench", "run", "triage"])
+    assert res.exit_code == 2 and "No such command 'bench'" in res.output
+    assert "bench" not in CliRunner().invoke(cli.main, ["--help"]).output
 
 
 def test_usage_errors_exit_2(tmp_path):

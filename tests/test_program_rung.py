@@ -1,5 +1,5 @@
 """The program rung end to end: synthesis → witnessed-domain guard → WebAssembly → gate → manifest,
-the ladder's fallbacks, `auto inspect` of a program, and the compile family's results.json."""
+the ladder's fallbacks and `auto inspect` of a program."""
 
 from __future__ import annotations
 
@@ -95,16 +95,3 @@ def test_ladder_names_every_refused_rung(tmp_path):
     assert e.value.reason.startswith("program rung") and "specialist" not in e.value.reason.split(";")[0]
     assert ";" in e.value.reason  # the specialist rung's refusal follows the program rung's
     st.close()
-
-
-@pytest.mark.slow
-def test_routing_family_results_json(tmp_path):
-    from bench.compile_family import run_compile_family
-
-    r = run_compile_family("routing", out_dir=tmp_path, seed=0)
-    assert r["compiled_as"] == "program"
-    for k in ("heldout_agreement", "heldout_agreement_ci95_low", "artifact_bytes"):
-        assert isinstance(r[k], (int, float))
-    assert r["heldout_agreement"] >= 0.97 and r["fresh_heldout"]["n"] >= 150
-    assert r["specialist"]["compiled"] in (True, False) and "reason" in r["specialist"]
-    assert json.loads((tmp_path / "results.json").read_text())["compiled_as"] == "program"

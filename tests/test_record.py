@@ -21,7 +21,7 @@ import auto
 from auto.errors import RecordError, UsageError
 from auto.record import openai_hook, pricing, run_recorded
 from auto.record.template import template_messages
-from auto.sim import SimServer
+from bench.sim import SimServer
 from auto.store import Store
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,6 +8,9 @@ Modules:
 * :mod:`auto.guards.stack` — the manifest entry ``{"method": "stack", ...}`` and its statement.
 * :mod:`auto.guards.shift` — online exchangeability monitor (``mapie.exchangeability_testing``).
 * :mod:`auto.guards.audit` — summary of the runtime's shadow audit (silent-wrong rate with CI).
+* :mod:`auto.guards.semantic` — the host-side semantic novelty guard (a conformal novelty test on
+  a sentence embedding, run by the host beside or in place of the artifact's novelty test; the
+  ``semantic`` extra).
 
 The runtime (``auto_runtime.guard``) evaluates what these write; it never imports this package.
 """

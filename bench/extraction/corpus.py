@@ -29,7 +29,7 @@ A share of emails (``mix_rate``) adds a second reading of a field the email alre
 another intent's cue (not for ``other`` emails), a second order id or a second amount — which
 makes them genuinely ambiguous for the reference model. Each item carries the record the
 generator composed (``intended``) and the simulator oracle's answer (``label``,
-:func:`auto.sim.extraction.extraction_oracle`); on unmixed items the two agree (the tests check
+:func:`bench.extraction.oracle.extraction_oracle`); on unmixed items the two agree (the tests check
 it). The same seed always gives the same corpus.
 
 Intents are balanced round-robin; urgency is drawn high 30% / normal 45% / low 25%; 88% of the
@@ -43,7 +43,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from auto.sim.extraction import INTENTS, extraction_oracle
+from bench.extraction.oracle import INTENTS, extraction_oracle
 
 FIELD = "email"
 

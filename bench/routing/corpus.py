@@ -6,12 +6,12 @@ reseller, firm, partner; sometimes only a vendor name, which reads as standard),
 sentence frames, with optional greetings, justifications and sign-offs. The target decision is
 drawn first — approve 60%, review 25%, reject 15%, dealt in shuffled blocks of 20 so every
 prefix of the corpus is close to that split — and an amount and tier consistent with the policy
-of :mod:`auto.sim.routing` are drawn for it; about 8% of the amounts sit on a threshold
+of :mod:`bench.routing.oracle` are drawn for it; about 8% of the amounts sit on a threshold
 (499/500, 4,999/5,000, 19,999/20,000). A share of requests (``mix_rate``) mention a second
 amount (``$300 now and $4,000 at renewal``), which makes them ambiguous for the reference model.
 
 Each item carries the decision the generator targeted (``intended``) and the simulator oracle's
-answer (``label``, :func:`auto.sim.routing.routing_oracle`); on unmixed items the two agree (the
+answer (``label``, :func:`bench.routing.oracle.routing_oracle`); on unmixed items the two agree (the
 tests check it). The same seed always gives the same corpus.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from auto.sim.routing import APPROVE_BELOW, PREFERRED_APPROVE_BELOW, REJECT_AT, routing_oracle
+from bench.routing.oracle import APPROVE_BELOW, PREFERRED_APPROVE_BELOW, REJECT_AT, routing_oracle
 
 FIELD = "request"
 CLASS_SHARES = {"approve": 12, "review": 5, "reject": 3}

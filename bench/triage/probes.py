@@ -14,7 +14,7 @@ Every probe is a :class:`Probe` ``(ticket, kind)``; the kinds are
 * ``very-long`` — 2 to 30 KiB of text: a real ticket buried in filler, or one sentence repeated.
 
 The reference answer of a probe is what the simulator's oracle says
-(:func:`auto.sim.triage.triage_oracle`, i.e. the reference model at temperature 0); a probe is
+(:func:`bench.triage.oracle.triage_oracle`, i.e. the reference model at temperature 0); a probe is
 *admitted* when the guard lets the tier-1 answer through. The texts are written for this bench;
 the same seed always gives the same probes.
 """
@@ -27,6 +27,7 @@ import string
 from dataclasses import dataclass
 
 from bench.triage import corpus
+from bench.triage.oracle import triage_oracle
 
 KINDS = ("unseen-category", "foreign-language", "flipped-meaning", "empty", "garbage", "very-long")
 """Probe kinds, in report order."""
@@ -50,8 +51,6 @@ class Probe:
 
     def reference_answer(self) -> str:
         """The simulator oracle's label for this probe (the reference model at T=0)."""
-        from auto.sim.triage import triage_oracle
-
         return triage_oracle(self.ticket)[0]
 
 

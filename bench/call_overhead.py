@@ -1,6 +1,6 @@
 """Call-overhead benchmark for auto_runtime (a script, not a test).
 
-    .venv/bin/python runtime/bench_call.py [--n 20000] [--batch 256] [--json]
+    .venv/bin/python -m bench.call_overhead [--n 20000] [--batch 256] [--json]
 
 Prints p50 / p95 in µs per call (per item for the batch row) for:
 
@@ -12,8 +12,8 @@ Prints p50 / p95 in µs per call (per item for the batch row) for:
 4. ``TieredTask`` single call (schema validation + artifact + conformal guard + CallResult);
 5. ``TieredTask.batch`` per item (``run_batch`` in chunks, vectorized guard).
 
-The artifact is the test suite's echo artifact (tests/wasm_fixtures.py): its own work is a few
-memory copies, so the numbers are the runtime's overhead. Timing: ``time.perf_counter_ns``
+The artifact is the echo artifact of :mod:`bench.echo_artifact`: its own work is a few memory
+copies, so the numbers are the runtime's overhead. Timing: ``time.perf_counter_ns``
 around each call after a warm-up; GC stays enabled; each row reports the best of 3 rounds
 (the machine may be shared).
 """
@@ -25,16 +25,13 @@ import ctypes
 import json
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wasmtime
+from auto_runtime import Artifact, TieredTask
+from auto_runtime.sandbox import _get_raw, shared_engine
 
-import wasmtime  # noqa: E402
-
-from auto_runtime import Artifact, TieredTask  # noqa: E402
-from auto_runtime.sandbox import _get_raw, shared_engine  # noqa: E402
-from tests.wasm_fixtures import build, echo_wat  # noqa: E402
+from bench.echo_artifact import echo_artifact
 
 TRIVIAL_WAT = """
 (module
@@ -110,7 +107,7 @@ def main() -> int:
         assert fast() == (1 << 32) | 2
         rows["bare fast path (call_unchecked)"] = _time(fast, args.n)
 
-    wasm = build(echo_wat("0.500000000"))
+    wasm = echo_artifact()
     art = Artifact.load(wasm)
     assert art.call(INPUT)["answer"] == INPUT
     rows[f"Artifact.call ({art.call_path})"] = _time(lambda: art.call(INPUT), args.n)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 
-import numpy as np
 import pytest
 
-from auto.sim.triage import triage_oracle
 from auto.verify import clopper_pearson
+from bench.triage.oracle import triage_oracle
 from bench.triage.probes import KINDS, Probe, generate_probes
 
 
@@ -53,7 +51,7 @@ def test_flipped_probes_negate_their_original():
 
 
 def test_guard_row_rates_follow_the_definitions():
-    from bench.guards import guard_row
+    from bench.guard_eval import guard_row
 
     # 6 inputs: tier-1 on 0..2; the artifact would be right on 0, 3, 4 (None = no answer)
     tier1 = [True, True, True, False, False, False]
@@ -69,107 +67,6 @@ def test_guard_row_rates_follow_the_definitions():
     assert held["admitted"] is None and held["false_proceed"] is None and held["false_abstain"] is None
     with pytest.raises(Exception, match="lengths differ"):
         guard_row(family="triage", guard="lexical", split="ood", tier1=[True], answers=[], references=["a"])
-
-
-# ----------------------------------------------------------------------------- semantic novelty
-
-
-def _letters(texts):
-    """A stand-in embedding: unit-norm letter counts (a-z); zero for text without letters."""
-    out = np.zeros((len(texts), 26))
-    for i, t in enumerate(texts):
-        for ch in t.lower():
-            if "a" <= ch <= "z":
-                out[i, ord(ch) - 97] += 1
-    n = np.linalg.norm(out, axis=1, keepdims=True)
-    return np.divide(out, n, out=np.zeros_like(out), where=n > 0)
-
-
-def test_semantic_novelty_p_value_is_the_conformal_formula():
-    from bench.guards import SemanticNovelty
-
-    ref = ["billing refund invoice", "crash error bug", "login password account"]
-    cal = ["refund my invoice", "the app crashes", "reset password", "invoice charge", "bug in export"]
-    sem = SemanticNovelty(ref, cal, 0.2, _letters)
-    cal_scores = sem.scores(cal)
-    assert np.all(np.diff(sem.calibration) >= 0) and sem.n == 5
-    for text in ["refund the invoice", "zzzz qqqq", "", "   ", "password"]:
-        s = float(sem.scores([text])[0])
-        expected = (1 + sum(1 for c in cal_scores if c >= s)) / (len(cal) + 1)
-        assert math.isclose(float(sem.p_values([text])[0]), expected)
-    # no letters at all: the embedding is zero, the score is the maximum 1.0, p is the smallest possible
-    assert float(sem.scores([""])[0]) == 1.0
-    assert float(sem.p_values(["1234 !!"])[0]) == pytest.approx(1 / 6)
-    with pytest.raises(Exception, match="alpha"):
-        SemanticNovelty(ref, cal, 1.5, _letters)
-    with pytest.raises(Exception, match="at least one"):
-        SemanticNovelty([], cal, 0.1, _letters)
-
-
-def test_semantic_split_is_deterministic_and_disjoint():
-    from bench.guards import SemanticNovelty
-
-    texts = [f"ticket number {i} about billing" for i in range(60)]
-    a = SemanticNovelty.from_witness_texts(texts + texts[:10], 0.1, _letters)
-    b = SemanticNovelty.from_witness_texts(list(reversed(texts)), 0.1, _letters)
-    assert a.n == b.n and 0 < a.n < 60 and np.array_equal(a.calibration, b.calibration)
-    assert a.describe()["reference"] + a.n == 60
-
-
-def test_wordllama_loads_offline(monkeypatch):
-    pytest.importorskip("wordllama")
-    import socket
-
-    from bench.guards import load_embedder
-
-    def no_network(*a, **k):
-        raise OSError("network disabled in this test")
-
-    monkeypatch.setattr(socket, "create_connection", no_network)
-    monkeypatch.setattr(socket.socket, "connect", no_network)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    embed = load_embedder()
-    e = embed(["I was charged twice", "my package never arrived", ""])
-    assert e.shape == (3, 256)
-    assert np.allclose(np.linalg.norm(e[:2], axis=1), 1.0) and not e[2].any()
-
-
-class _Stub:
-    """A runtime-guard stand-in: passes iff the output's margin >= 0.5."""
-
-    def decide_output(self, out):
-        return (isinstance(out.get("margin"), float) and out["margin"] >= 0.5), 0.3
-
-    def reason_output(self, out, p):
-        return "confidence below threshold"
-
-    def describe(self):
-        return {"method": "stub"}
-
-
-def test_host_guard_needs_both_parts():
-    from bench.guards import HostGuard, SemanticNovelty
-
-    ref = ["billing refund invoice", "crash error bug", "login password account"]
-    cal = ["refund my invoice", "the app crashes", "reset password", "invoice charge", "bug in export",
-           "billing question", "crash on save", "account locked", "refund please"]
-    sem = SemanticNovelty(ref, cal, 0.15, _letters)
-    g = HostGuard(sem, _Stub(), "semantic")
-    g.prime({"ticket": "refund my invoice"})
-    assert g.decide_output({"answer": "billing", "margin": 0.9})[0] is True
-    passed, p = g.decide_output({"answer": "billing", "margin": 0.1})
-    assert passed is False and p == pytest.approx(float(sem.p_values(["refund my invoice"])[0]))
-    assert g.reason_output({"margin": 0.1}, p) == "confidence below threshold"
-    g.prime({"ticket": "1234"})  # no letters: p = 1/(n+1) = 0.1 <= alpha
-    passed, p = g.decide_output({"answer": "billing", "margin": 0.9})
-    assert passed is False and p == pytest.approx(0.1)
-    assert g.reason_output({}, p).startswith("semantic novelty p=0.1<=alpha=0.15")
-    combined = HostGuard(sem, _Stub(), "combined")
-    combined.prime({"ticket": "refund my invoice"})
-    assert combined.decide_output({"answer": "billing", "margin": 0.9}) == (True, 0.3)  # p: the compiled guard's
-    no_rest = HostGuard(sem, None, "semantic")
-    no_rest.prime({"ticket": "refund my invoice"})
-    assert no_rest.decide_output({"answer": "x"})[0] is True
 
 
 # ----------------------------------------------------------------------------- stream wiring
@@ -379,7 +276,7 @@ def test_cli_bad_audit_rate_and_unknown_guard_are_usage_errors(tmp_path):
     res = CliRunner().invoke(main, ["bench", "guards", "--out", str(tmp_path / "y"), "--guard", "psychic"])
     assert res.exit_code == 2
     from auto.errors import UsageError
-    from bench.guards import run_guards
+    from bench.guard_eval import run_guards
 
     with pytest.raises(UsageError, match="family"):
         run_guards(out_dir=tmp_path / "z", family="routing")

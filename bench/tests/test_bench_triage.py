@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ANCHOR = Path(__file__).resolve().parents[2] / "shared" / "anchor-bench" / "triage-tickets.jsonl"
+ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchor-bench" / "triage-tickets.jsonl"
 KEYS = ("family", "reference_model", "items", "tier1_share", "deopts", "recompiles", "parity", "silent_wrong",
         "silent_wrong_ci95_high", "cost_usd_micros", "control_cost_usd_micros", "cost_ratio", "tier1_latency_us_p50",
         "reference_latency_ms_p50", "reference_self_agreement")

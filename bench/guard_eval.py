@@ -5,7 +5,7 @@ phase 1 does), then every guard variant is measured on three splits:
 
 * ``heldout`` — fresh in-distribution tickets from the corpus generator that are not in the
   training corpus; the reference answer is the simulator's oracle
-  (:func:`auto.sim.triage.triage_oracle`, the reference model at T=0).
+  (:func:`bench.triage.oracle.triage_oracle`, the reference model at T=0).
 * ``ood`` — the out-of-distribution probes of :mod:`bench.triage.probes` (reference answer:
   the oracle); ``admitted`` = tier-1 share, overall and per probe kind.
 * ``stream`` — the shifted stream (shift to an unseen category halfway) through
@@ -16,10 +16,11 @@ Guard variants:
 
 * ``lexical`` — the compiled guard as it is: the in-artifact n-gram nonconformity (conformal
   novelty) and, for a ``stack`` guard, its selective-risk component.
-* ``semantic`` — the novelty component replaced by a host-side semantic novelty test
-  (:class:`SemanticNovelty`: cosine distance of a sentence embedding to the nearest reference
-  witness, conformal p-value against calibration witnesses, the same α); every other component
-  of the compiled guard (selective risk, program deopt, exact match) is kept.
+* ``semantic`` — the novelty component replaced by the host-side semantic novelty test
+  (:class:`auto.guards.semantic.SemanticNovelty`: cosine distance of a sentence embedding to the
+  nearest reference witness, conformal p-value against calibration witnesses, the same α);
+  every other component of the compiled guard (selective risk, program deopt, exact match) is
+  kept.
 * ``combined`` — the compiled guard *and* the semantic novelty test must both pass.
 
 The embedding is WordLlama (``wordllama`` package, the ``semantic`` extra): its weights and
@@ -35,7 +36,6 @@ share), ``notes``. Upper bounds are 95% Clopper–Pearson (:func:`auto.verify.cl
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import defaultdict
@@ -43,17 +43,19 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from auto_runtime.guard import AlwaysDeopt, Guard, GuardDecision
+from auto_runtime.guard import AlwaysDeopt, Guard
 
 from auto.canonical import canonical_json
 from auto.errors import UsageError
+from auto.guards.semantic import SemanticNovelty, SemanticUnavailable, load_embedder, make_host_guard, without_novelty
 from auto.verify import clopper_pearson
+from bench.triage.oracle import triage_oracle
 
 VARIANTS = ("lexical", "semantic", "combined")
 """Guard variants, in report order (see the module docstring)."""
 
 PUBLISHED_REFERENCE = {
-    "source": "the published reference system 'Auto' (Rust; arXiv 2607.04542), as listed in DESIGN.md §9",
+    "source": "the published reference system 'Auto' (Rust; arXiv 2607.04542)",
     "ood_admitted": [{"admitted": 2, "probes": 5, "rate": 0.4, "guard": "lexical"},
                      {"admitted": 3, "probes": 5, "rate": 0.6, "guard": "lexical"}],
     "stream_silent_wrong": {"rate": 0.489, "guard": "loose", "items": 300,
@@ -61,174 +63,13 @@ PUBLISHED_REFERENCE = {
 }
 """The reference system's published guard figures, printed beside ours."""
 
-SEMANTIC_CALIBRATION_SHARE = 1 / 3
-"""Share of distinct witnesses held out (by a digest of the input, so deterministic) as the
-semantic novelty test's calibration set; the rest are the reference set distances are taken to."""
 
-
-# ----------------------------------------------------------------------------- embedding
-
-
-class SemanticUnavailable(RuntimeError):
-    """The offline sentence embedding cannot be loaded (``reason`` says why)."""
-
-
-def load_embedder() -> Callable[[Sequence[str]], np.ndarray]:
-    """Load WordLlama (256 dimensions) from the files inside the installed wheel, downloads off.
-
-    Returns:
-        ``embed(texts) -> float64 array [len(texts), 256]`` of unit-norm rows (an all-zero row
-        for a text with no known token, e.g. the empty string).
-
-    Raises:
-        SemanticUnavailable: ``wordllama`` is not installed, or its bundled weights/tokenizer are
-            missing (it is never allowed to download).
-    """
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        import wordllama
-        from wordllama import WordLlama
-    except ImportError as e:
-        raise SemanticUnavailable(f"wordllama is not installed (pip install 'auto[semantic]'): {e}") from None
-    finally:
-        # wordllama calls logging.basicConfig(level=INFO) on import; undo it (data stays on stdout,
-        # progress on stderr, no library INFO lines from every HTTP call)
-        for h in list(root.handlers):
-            if h not in handlers:
-                root.removeHandler(h)
-        root.setLevel(level)
-    # The wheel ships weights/ and tokenizers/; WordLlama.load finds the tokenizer only through
-    # its cache layout (<cache>/tokenizers/...), so the package folder itself is the cache.
-    pkg = Path(wordllama.__file__).parent
-    try:
-        model = WordLlama.load(cache_dir=pkg, disable_download=True)
-    except Exception as e:  # noqa: BLE001 - any load failure means: no semantic rows
-        raise SemanticUnavailable(f"wordllama could not load its bundled weights offline: {type(e).__name__}: {e}") from None
-
-    def embed(texts: Sequence[str]) -> np.ndarray:
-        if len(texts) == 0:
-            return np.zeros((0, 256))
-        e = np.asarray(model.embed(list(texts), norm=False), dtype=np.float64)
-        norms = np.linalg.norm(e, axis=1, keepdims=True)
-        return np.divide(e, norms, out=np.zeros_like(e), where=norms > 0)
-
-    return embed
-
-
-def _in_calibration(text: str, share: float = SEMANTIC_CALIBRATION_SHARE) -> bool:
-    h = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
-    return h / 2.0**64 < share
-
-
-class SemanticNovelty:
-    """Split-conformal novelty test on a sentence embedding, computed on the host.
-
-    Nonconformity of a text: ``1 - max_j cos(e(text), R_j)`` over the reference embeddings
-    ``R`` (1.0 for a text whose embedding is zero). Calibration scores ``c_1..c_n`` are the
-    nonconformities of the calibration texts (disjoint from the reference texts); the p-value is
-    ``p = (1 + #{c_i >= s}) / (n + 1)`` and the test fails iff ``p <= alpha`` — the same formula
-    and α as the in-artifact ``conformal-novelty`` guard (docs/architecture.md; Vovk et al. 2005):
-    under exchangeability with the calibration texts at most α of fresh inputs fail.
-
-    Args:
-        reference_texts: texts distances are measured to (≥ 1).
-        calibration_texts: held-out texts for the calibration scores (≥ 1).
-        alpha: significance level in (0, 1).
-        embed: the embedding function of :func:`load_embedder`.
-
-    Raises:
-        UsageError: empty reference or calibration set, or ``alpha`` outside (0, 1).
-    """
-
-    def __init__(self, reference_texts: Sequence[str], calibration_texts: Sequence[str], alpha: float,
-                 embed: Callable[[Sequence[str]], np.ndarray]) -> None:
-        if not reference_texts or not calibration_texts:
-            raise UsageError("semantic novelty needs at least one reference and one calibration text")
-        if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
-            raise UsageError(f"alpha must be in (0, 1), got {alpha!r}")
-        self.alpha = float(alpha)
-        self._embed = embed
-        self._ref = embed(list(reference_texts))
-        self.calibration = np.sort(self.scores(calibration_texts))
-        self.n = int(self.calibration.size)
-
-    @classmethod
-    def from_witness_texts(cls, texts: Sequence[str], alpha: float, embed: Callable[[Sequence[str]], np.ndarray],
-                           share: float = SEMANTIC_CALIBRATION_SHARE) -> "SemanticNovelty":
-        """Split distinct ``texts`` by a digest of each text: ``share`` calibration, the rest reference.
-
-        Raises:
-            UsageError: fewer than two distinct texts, or one side of the split is empty.
-        """
-        distinct = sorted(set(texts))
-        cal = [t for t in distinct if _in_calibration(t, share)]
-        ref = [t for t in distinct if not _in_calibration(t, share)]
-        if not cal or not ref:
-            raise UsageError(f"{len(distinct)} distinct witnesses cannot be split into reference and calibration sets")
-        return cls(ref, cal, alpha, embed)
-
-    def scores(self, texts: Sequence[str]) -> np.ndarray:
-        """Nonconformity per text (float64 array, values in [0, 2])."""
-        e = self._embed(list(texts))
-        if e.shape[0] == 0:
-            return np.zeros(0)
-        sims = e @ self._ref.T
-        best = sims.max(axis=1)
-        best[~np.any(e != 0, axis=1)] = 0.0  # no embedding: as far from everything as cos allows
-        return 1.0 - best
-
-    def p_values(self, texts: Sequence[str]) -> np.ndarray:
-        """Conformal p-value per text (see the class docstring)."""
-        s = self.scores(texts)
-        k = self.n - np.searchsorted(self.calibration, s, side="left")
-        return (1 + k) / (self.n + 1)
-
-    def describe(self) -> dict[str, Any]:
-        """``{"method", "embedding", "alpha", "n", "reference", "never_deopts"}``."""
-        return {"method": "semantic-conformal-novelty", "embedding": "wordllama l2_supercat 256d (host)",
-                "alpha": self.alpha, "n": self.n, "reference": int(self._ref.shape[0]),
-                "never_deopts": 1.0 / (self.n + 1) > self.alpha}
-
-
-# ----------------------------------------------------------------------------- guards
-
-
-def _decide(guard: Any, out: Any) -> tuple[bool, float | None]:
-    """The runtime guard's decision on one artifact output."""
-    if not isinstance(out, dict):
-        return False, None
-    return guard.decide_output(out)
-
-
-def _without_novelty(entry: Any) -> tuple[Any, str]:
-    """The manifest guard entry minus its ``conformal-novelty`` part: ``(runtime guard or None, note)``.
-
-    ``None`` means nothing is left (a plain novelty guard, or a stack of only novelty).
-    """
-    from auto_runtime.guard import build_guard
-
-    if not isinstance(entry, dict):
-        return build_guard(entry), "unusable guard entry kept as is"
-    method = entry.get("method")
-    if method == "conformal-novelty":
-        return None, "the compiled guard is novelty only: semantic replaces it"
-    if method == "stack" and isinstance(entry.get("components"), list):
-        rest = [c for c in entry["components"] if not (isinstance(c, dict) and c.get("method") == "conformal-novelty")]
-        if not rest and not entry.get("fallback_reason"):
-            return None, "stack of novelty only: semantic replaces it"
-        names = ", ".join(str(c.get("method")) for c in rest if isinstance(c, dict))
-        return build_guard({**entry, "components": rest}), f"kept from the stack: {names or 'fallback'}"
-    return build_guard(entry), f"compiled guard '{method}' has no novelty component: kept and combined with semantic"
-
-
-def make_host_guard(variant: str, artifact: Any, semantic: SemanticNovelty | None) -> Any:
+def variant_guard(variant: str, artifact: Any, semantic: SemanticNovelty | None) -> Any:
     """The guard for ``variant`` on ``artifact`` (a runtime ``Guard`` that ``TieredTask`` accepts).
 
-    ``lexical`` returns the artifact's own guard. ``semantic`` / ``combined`` return a
-    :class:`HostGuard` that must be primed with each input (``prime(input)``) before the call.
+    ``lexical`` returns the artifact's own guard. ``semantic`` / ``combined`` return the
+    :class:`~auto.guards.semantic.HostGuard` of that mode, which must be primed with each input
+    (``prime(input)``) before the call.
 
     Raises:
         UsageError: unknown variant, or a semantic variant without a :class:`SemanticNovelty`.
@@ -239,65 +80,7 @@ def make_host_guard(variant: str, artifact: Any, semantic: SemanticNovelty | Non
         return artifact.guard
     if semantic is None:
         raise UsageError(f"guard variant {variant!r} needs the semantic novelty test")
-    if variant == "combined":
-        return HostGuard(semantic, artifact.guard, "combined")
-    rest, _note = _without_novelty(artifact.manifest.get("guard"))
-    return HostGuard(semantic, rest, "semantic")
-
-
-class HostGuard(Guard):
-    """A runtime guard combining the host-side semantic novelty test with (part of) the compiled guard.
-
-    The semantic test needs the input text, which the artifact's output does not carry: the stream
-    driver calls :meth:`prime` with each input before the call (one call at a time; not for
-    concurrent use). Decision: pass iff the semantic p-value ``> alpha`` and ``rest`` (the
-    compiled guard, or its non-novelty components; ``None`` = nothing) passes. The decision's
-    p-value is the semantic p-value for ``semantic`` and the compiled guard's for ``combined``
-    (so the shift alarm keeps listening to the compiled novelty score there).
-    """
-
-    method = "host-semantic"
-
-    def __init__(self, semantic: SemanticNovelty, rest: Any, mode: str, field: str = "ticket") -> None:
-        self.semantic = semantic
-        self.rest = rest
-        self.mode = mode
-        self.field = field
-        self._p: float | None = None
-
-    def prime(self, input_obj: Any) -> None:
-        """Compute the semantic p-value of ``input_obj[field]`` for the next decision (None: no text)."""
-        text = input_obj.get(self.field) if isinstance(input_obj, dict) else None
-        self._p = float(self.semantic.p_values([text])[0]) if isinstance(text, str) else None
-
-    def _sem_pass(self) -> bool:
-        return self._p is not None and self._p > self.semantic.alpha
-
-    def decide_output(self, out: Any) -> tuple[bool, float | None]:
-        passed_rest, p_rest = (True, None) if self.rest is None else _decide(self.rest, out)
-        if not isinstance(out, dict):
-            passed_rest = False
-        p = self._p if self.mode == "semantic" else p_rest
-        return (self._sem_pass() and passed_rest), p
-
-    def reason_output(self, out: Any, p: float | None) -> str:
-        if not self._sem_pass():
-            return ("semantic novelty: no text" if self._p is None
-                    else f"semantic novelty p={self._p:.4g}<=alpha={self.semantic.alpha:.4g}")
-        if self.rest is None:
-            return "guard-pass"
-        return self.rest.reason_output(out, None if self.mode == "semantic" else p)
-
-    def evaluate_output(self, out: Any) -> GuardDecision:
-        passed, p = self.decide_output(out)
-        return GuardDecision(passed, p, "guard-pass" if passed else self.reason_output(out, p))
-
-    def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError("HostGuard is primed one input at a time; use single calls")
-
-    def describe(self) -> dict[str, Any]:
-        return {"method": self.method, "mode": self.mode, "usable": True, "semantic": self.semantic.describe(),
-                "rest": None if self.rest is None else self.rest.describe()}
+    return make_host_guard(variant, artifact, semantic)
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -363,7 +146,7 @@ def evaluate_offline(artifact_bytes: bytes, artifact_id: str, inputs: Sequence[d
     from auto_runtime import Artifact, TieredTask
 
     art = Artifact.load(artifact_bytes, expected_id=artifact_id)
-    art.guard = make_host_guard(variant, art, semantic)
+    art.guard = variant_guard(variant, art, semantic)
     tiered = TieredTask(art, reference=None)
     raw = Artifact.load(artifact_bytes, expected_id=artifact_id)
     tier1: list[bool] = []
@@ -446,7 +229,6 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
     from bench.stream import run_stream
     from bench.triage import corpus
     from bench.triage.probes import KINDS, generate_probes
-    from auto.sim.triage import triage_oracle
 
     if family != "triage":
         raise UsageError(f"unknown guard-bench family {family!r} (available: triage)")
@@ -569,7 +351,7 @@ def semantic_guard_factory(variant: str, embed: Callable[[Sequence[str]], np.nda
             sem = SemanticNovelty.from_witness_texts(texts, _novelty_alpha(art.manifest.get("guard"), default_alpha), embed)
         except UsageError as e:
             return AlwaysDeopt(f"semantic novelty not calibrated: {e}")
-        return make_host_guard(variant, art, sem)
+        return variant_guard(variant, art, sem)
 
     return factory
 
@@ -591,7 +373,7 @@ def _variant_note(variant: str, manifest: dict[str, Any]) -> str:
         comps = entry.get("components")
         what = ", ".join(str(c.get("method")) for c in comps) if isinstance(comps, list) else str(entry.get("method"))
         return f"compiled guard as is ({what}; artifact compiled as {manifest.get('compiled_as')})"
-    _rest, note = _without_novelty(entry)
+    _rest, note = without_novelty(entry)
     if variant == "semantic":
         return f"semantic novelty (host embedding) instead of the n-gram novelty; {note}"
     return "compiled guard and semantic novelty must both pass"

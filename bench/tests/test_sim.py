@@ -1,4 +1,4 @@
-"""Tests for auto.sim: the simulated OpenAI-compatible reference model and the triage family."""
+"""Tests for bench.sim: the simulated OpenAI-compatible reference model and the triage family."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import httpx2
 import openai
 import pytest
 
-from auto.sim import SimModel, SimServer, flip_probability, format_probability, prompt_tokens, triage_oracle
-from auto.sim.triage import AMBIGUITY_RATIO, LABELS, triage_ranked
+from bench.sim import SimModel, SimServer, prompt_tokens
+from bench.triage.oracle import (AMBIGUITY_RATIO, LABELS, flip_probability, format_probability, triage_oracle,
+                                 triage_ranked)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 API_KEY = "sk-test-sim-0000"
 SYS = ("[auto-bench:triage] You are a customer-support triage assistant. Classify the ticket into one of: "
        "billing, bug, feature, account, shipping, security. Answer with the label only.")
@@ -193,7 +194,7 @@ def test_tools_family_and_label_tool():
 
 
 def test_python_m_auto_sim_serves():
-    proc = subprocess.Popen([sys.executable, "-m", "auto.sim", "--port", "0", "--seed", "1"], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "bench.sim", "--port", "0", "--seed", "1"], cwd=REPO,
                             stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -12,7 +12,7 @@ import pytest
 from bench.kernel_tuning import record as R
 from bench.kernel_tuning import specialist as S
 
-TRACES = Path(__file__).resolve().parents[1] / "traces" / "kernel-tuning"
+TRACES = Path(__file__).resolve().parents[2] / "traces" / "kernel-tuning"
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,8 @@ import random
 import re
 from typing import Any
 
+from bench.chat import last_user_text, system_text
+
 LABELS = ("billing", "bug", "feature", "account", "shipping", "security")
 TIE_ORDER = ("security", "billing", "shipping", "account", "bug", "feature")
 NO_SIGNAL = ("account", "feature")
@@ -200,14 +202,6 @@ def allowed_labels(system_prompt: str) -> tuple[str, ...]:
     return found or LABELS
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def respond(messages: list[dict], temperature: float, rng: random.Random, request: dict | None = None) -> Any:
     """Answer a triage request: the label text, or a tool call when a tool takes a ``label``.
 
@@ -218,9 +212,8 @@ def respond(messages: list[dict], temperature: float, rng: random.Random, reques
         rng: the per-request random generator.
         request: the whole request body (to see ``tools``).
     """
-    system = " ".join(_text_of(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
-    users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
-    ticket = users[-1] if users else ""
+    system = system_text(messages)
+    ticket = last_user_text(messages)
     labels = allowed_labels(system)
     top, runner, ambiguous, _scores = triage_ranked(ticket, labels)
     answer = top

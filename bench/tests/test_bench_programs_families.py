@@ -12,19 +12,19 @@ import openai
 import pytest
 
 from auto.errors import ReferenceModelError, UsageError
-from auto.sim import SimModel, SimServer
-from auto.sim import extraction as sim_extraction
-from auto.sim import routing as sim_routing
-from auto.sim.extraction import extraction_oracle, extraction_reading, money_amounts, words_to_number
-from auto.sim.routing import decide, routing_oracle, routing_reading
-from auto.sim.triage import flip_probability
 from bench.extraction import agent as ex_agent
 from bench.extraction import corpus as ex_corpus
+from bench.extraction import oracle as sim_extraction
+from bench.extraction.oracle import extraction_oracle, extraction_reading, money_amounts, words_to_number
 from bench.families import FAMILIES, get_family
 from bench.routing import agent as ro_agent
 from bench.routing import corpus as ro_corpus
+from bench.routing import oracle as sim_routing
+from bench.routing.oracle import decide, routing_oracle, routing_reading
+from bench.sim import SimModel, SimServer
+from bench.triage.oracle import flip_probability
 
-ANCHORS = Path(__file__).resolve().parents[2] / "shared" / "anchor-bench"
+ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchor-bench"
 needs_anchors = pytest.mark.skipif(not (ANCHORS / "routing-requests.jsonl").exists(),
                                    reason="shared anchor-bench inputs not present")
 
@@ -428,3 +428,16 @@ def test_read_anchor_errors(tmp_path):
         f.read_anchor(tmp_path)
     (tmp_path / f.anchor_file).write_text('{"email": "ok"}\n\n{"email": "two"}\n')
     assert [r["email"] for r in f.read_anchor(tmp_path)] == ["ok", "two"]
+
+
+@pytest.mark.slow
+def test_routing_family_results_json(tmp_path):
+    from bench.compile_family import run_compile_family
+
+    r = run_compile_family("routing", out_dir=tmp_path, seed=0)
+    assert r["compiled_as"] == "program"
+    for k in ("heldout_agreement", "heldout_agreement_ci95_low", "artifact_bytes"):
+        assert isinstance(r[k], (int, float))
+    assert r["heldout_agreement"] >= 0.97 and r["fresh_heldout"]["n"] >= 150
+    assert r["specialist"]["compiled"] in (True, False) and "reason" in r["specialist"]
+    assert json.loads((tmp_path / "results.json").read_text())["compiled_as"] == "program"

@@ -10,7 +10,7 @@
    unpriced purchase).
 
 **Oracle** (:func:`routing_reading`, :func:`routing_oracle`). The *amount* is read with
-:func:`auto.sim.extraction.money_amounts` (``$45``, ``$1,200``, ``$58.40``, ``USD 300``,
+:func:`bench.extraction.oracle.money_amounts` (``$45``, ``$1,200``, ``$58.40``, ``USD 300``,
 ``3k``, ``two thousand dollars``; a bare ``3k`` counts here); with several distinct amounts the
 largest is the request's amount (the conservative reading of ``$400 now and $4,000 later``).
 The *vendor tier* comes from cue words (:data:`BLOCKED_CUES`: blocked, blacklisted, banned,
@@ -25,7 +25,7 @@ for the first-mentioned amount, or the smallest when the first is the largest); 
 and a preferred cue (runner-up: the decision as a preferred vendor); no amount at all on a
 vendor that is not blocked (runner-up: ``approve`` for a preferred vendor, else ``reject``).
 
-**Noise model** (same calibration as :mod:`auto.sim.triage`; temperature ``T``): on ambiguous
+**Noise model** (same calibration as :mod:`bench.triage.oracle`; temperature ``T``): on ambiguous
 requests the decision flips to the runner-up with probability ``p(T) = min(0.5, 0.35 * T)``;
 with probability ``q(T) = min(0.15, 0.05 * T)`` the label's form varies (uniformly one of
 ``Capitalized``, ``UPPER``, ``label.``, ``  label\\n``); nothing else. At T=0 the reply is
@@ -43,8 +43,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from auto.sim.extraction import _CLAUSE, money_amounts
-from auto.sim.triage import flip_probability, format_probability
+from bench.chat import last_user_text
+from bench.extraction.oracle import _CLAUSE, money_amounts
+from bench.triage.oracle import flip_probability, format_probability
 
 MARKER = "[auto-bench:routing]"
 LABELS = ("approve", "review", "reject")
@@ -184,14 +185,6 @@ def format_label(label: str, variant: str | None = None) -> str:
     return forms[variant]
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def respond(messages: list[dict], temperature: float, rng: random.Random, request: dict | None = None) -> Any:
     """Answer a routing request: the decision text, or a tool call when a tool of the request
     takes a ``decision`` or ``label`` argument.
@@ -202,8 +195,7 @@ def respond(messages: list[dict], temperature: float, rng: random.Random, reques
         rng: the per-request random generator (three draws per call, whatever the branch).
         request: the whole request body (to see ``tools``).
     """
-    users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
-    reading = routing_reading(users[-1] if users else "")
+    reading = routing_reading(last_user_text(messages))
     answer = reading.decision
     u_flip, u_fmt, u_kind = rng.random(), rng.random(), rng.random()
     if reading.ambiguous and u_flip < flip_probability(temperature):

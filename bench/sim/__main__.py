@@ -1,4 +1,4 @@
-"""``python -m auto.sim --port N [--seed S] [--error-rate R] [--sleep] [--host H]``: serve the
+"""``python -m bench.sim --port N [--seed S] [--error-rate R] [--sleep] [--host H]``: serve the
 simulated reference model until interrupted (prints the base URL on stdout)."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from auto.sim.server import SimServer
+from bench.sim.server import SimServer
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m auto.sim", description="Serve the simulated reference model (auto-sim-1).")
+    ap = argparse.ArgumentParser(prog="python -m bench.sim", description="Serve the simulated reference model (auto-sim-1).")
     ap.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
     ap.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     ap.add_argument("--seed", type=int, default=0)

@@ -52,7 +52,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from auto.canonical import canonical_json, digest
-from auto.sim import families
+from bench.chat import message_text
+from bench.sim.responders import find_responder, synthesize_arguments
 
 MODEL = "auto-sim-1"
 FINGERPRINT = "auto-sim"
@@ -69,19 +70,11 @@ def estimate_tokens(text: str | None) -> int:
     return math.ceil(len(text.encode("utf-8")) / 4)
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 def prompt_tokens(body: dict) -> int:
     """The simulator's deterministic prompt-token estimate for a request body."""
     n = 3
     for m in body.get("messages") or []:
-        n += 4 + estimate_tokens(_content_text(m.get("content"))) + estimate_tokens(m.get("name"))
+        n += 4 + estimate_tokens(message_text(m.get("content"))) + estimate_tokens(m.get("name"))
         if m.get("tool_calls"):
             n += estimate_tokens(canonical_json(m["tool_calls"]))
     if body.get("tools"):
@@ -106,7 +99,7 @@ def fit_response_format(text: str, response_format: Any) -> str:
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema") or {}
         props = schema.get("properties") or {}
-        obj = families.synthesize_arguments(schema, text)
+        obj = synthesize_arguments(schema, text)
         key = "label" if "label" in props else next(
             (k for k, v in props.items() if isinstance(v, dict) and (v.get("type") == "string" or v.get("enum"))), None)
         if key is not None:
@@ -222,8 +215,7 @@ class SimModel:
         rng = random.Random(_seed_int(self.seed, key, k))
         temperature = body.get("temperature")
         temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-        fam = families.find_family(msgs)
-        respond = fam.respond if fam is not None else families.default_respond
+        respond = find_responder(msgs)
         n = max(1, int(body.get("n") or 1))
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         choices, completion = [], 0
@@ -444,7 +436,7 @@ class SimServer:
         self._httpd, self._thread = None, None
 
     def serve_forever(self) -> None:
-        """Serve in the calling thread until interrupted (used by ``python -m auto.sim``)."""
+        """Serve in the calling thread until interrupted (used by ``python -m bench.sim``)."""
         handler = type("SimHandler", (_Handler,), {"sim": self})
         self._httpd = _Server((self.host, self.port), handler)
         self.port = self._httpd.server_address[1]

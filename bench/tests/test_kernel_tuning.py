@@ -1,6 +1,8 @@
 """F7 kernel-tuning family: CPU-side tests (no GPU; torch/triton-only parts are skipped).
 
-Covers the workload corpus, the exact legality rules (numbers from kernel-tuning.md §2), the
+Covers the workload corpus, the exact legality rules (Triton 3.6 on an H200: block dims powers of
+2 and a block tensor at most 2**20 elements, from ``triton/language/semantic.py``; ``tl.dot``
+needs M, N, K >= 16; shared memory at most 232,448 B per block, measured on the H200), the
 heuristic advisor's determinism and schema, the LLM hook's discard rules, the decision-record
 schema (and the recorded traces in traces/kernel-tuning when present) and the replay census.
 """
@@ -26,7 +28,7 @@ from bench.kernel_tuning.workloads import (
     seen_workloads_raw,
 )
 
-TRACES = os.path.join(os.path.dirname(__file__), "..", "traces", "kernel-tuning")
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "traces", "kernel-tuning")
 
 
 # --------------------------------------------------------------------------- workloads

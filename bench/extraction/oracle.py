@@ -34,7 +34,7 @@ ids (runner-up: the second), two distinct money amounts (the second), cues of tw
 next one in precedence), or both high and low urgency cues (low). :func:`extraction_reading`
 returns the runner-up per ambiguous field.
 
-**Noise model** (same calibration as :mod:`auto.sim.triage`; temperature ``T``):
+**Noise model** (same calibration as :mod:`bench.triage.oracle`; temperature ``T``):
 
 * when some field is ambiguous, with probability ``p(T) = min(0.5, 0.35 * T)`` one ambiguous
   field (uniformly chosen) takes its runner-up value; unambiguous emails are never flipped;
@@ -55,7 +55,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from auto.sim.triage import flip_probability, format_probability
+from bench.chat import last_user_text
+from bench.triage.oracle import flip_probability, format_probability
 
 MARKER = "[auto-bench:extraction]"
 INTENTS = ("refund", "replacement", "status", "cancel", "other")
@@ -350,14 +351,6 @@ def extraction_oracle(email: str) -> dict[str, Any]:
 
 # -- the responder --------------------------------------------------------------------------
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 FORMAT_VARIANTS = ("indented", "code_fence", "capitalized", "blank_lines", "reversed_keys")
 """The formatting variants of the reply (form only; the parsed record is unchanged up to case)."""
 
@@ -391,8 +384,7 @@ def respond(messages: list[dict], temperature: float, rng: random.Random, reques
         rng: the per-request random generator (four draws per call, whatever the branch).
         request: the whole request body (to see ``tools``).
     """
-    users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
-    reading = extraction_reading(users[-1] if users else "")
+    reading = extraction_reading(last_user_text(messages))
     answer = dict(reading.answer)
     u_flip, u_field, u_fmt, u_kind = rng.random(), rng.random(), rng.random(), rng.random()
     if reading.alternatives and u_flip < flip_probability(temperature):
