@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 import click
 
-from auto.errors import AutoError, GateRefused, UsageError
+from auto.errors import ArgumentError, AutoError, GateRefused, UsageError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -119,15 +118,11 @@ class _AutoGroup(click.Group):
         except GuardDeclined as e:
             say(f"declined: {e}")
             sys.exit(EXIT_REFUSED)
-        except UsageError as e:
+        except (UsageError, ArgumentError) as e:
             say(f"usage error: {e}")
             sys.exit(EXIT_USAGE)
         except AutoError as e:
             say(f"error: {type(e).__name__}: {e}")
-            sys.exit(EXIT_ERROR)
-        except sqlite3.OperationalError as e:
-            hint = " (another process holds the store locked; retry when it is done)" if "locked" in str(e) else ""
-            say(f"error: StoreError: {e}{hint}")
             sys.exit(EXIT_ERROR)
         except ReferenceFailed as e:
             say(f"error: ReferenceModelError: {e}")

@@ -34,10 +34,15 @@ class Contract(BaseModel):
     Attributes:
         task: the task name the contract applies to.
         output: output property; ``witnessed-label`` = answers must be witnessed labels.
-        min_agreement: the memo rung's bar: the share of repeated inputs answered consistently
-            (point estimate, 0–1); also the bar of the ``agreement`` gate.
-        min_agreement_ci95_low: the memo rung's 95% Clopper–Pearson lower bound on that share; also
-            the ``agreement`` gate's bound.
+        min_agreement: held-out agreement the ``agreement`` gate requires (point estimate, 0–1).
+        min_agreement_ci95_low: 95% Clopper–Pearson lower bound the ``agreement`` gate requires.
+        memo_min_consistency: the memo rung's bar: the share of repeated inputs that were answered
+            consistently (point estimate).
+        memo_min_consistency_ci95_low: the memo rung's bar on that share's 95% Clopper–Pearson lower
+            bound. A table hit repeats a witnessed reference answer, so its disagreement with a
+            fresh reference answer equals the reference's own (zero excess) whatever this share
+            is; the bar only asks that the task mostly repeats itself, which a table needs to help
+            (a task that answers at random is refused).
         gate: what a specialist must show. ``selective`` (default): its guard certifies selective
             risk <= ``epsilon`` at ``delta`` with some coverage; overall agreement is reported, not
             required. ``agreement``: held-out agreement >= ``min_agreement`` with its lower bound
@@ -75,6 +80,8 @@ class Contract(BaseModel):
     epsilon: float = Field(0.05, gt=0.0, lt=1.0)
     delta: float = Field(0.1, gt=0.0, lt=1.0)
     min_witnesses: int = Field(40, ge=4)
+    memo_min_consistency: float = Field(0.9, ge=0.0, le=1.0)
+    memo_min_consistency_ci95_low: float = Field(0.5, ge=0.0, le=1.0)
     gate: Literal["selective", "agreement"] = "selective"
     calibration: Literal["cross-fit", "split"] = "cross-fit"
     folds: int = Field(5, ge=2, le=20)

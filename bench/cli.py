@@ -37,19 +37,26 @@ def bench() -> None:
 @click.argument("family", type=click.Choice(["triage", "extraction", "routing", "kernel-tuning"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
-@click.option("--items", default=300, show_default=True, help="Stream length (generated stream only).")
+@click.option("--items", default=1000, show_default=True, type=click.IntRange(min=1),
+              help="Stream length (generated stream only).")
+@click.option("--generator", "stream_kind", default="shifted", show_default=True, type=click.Choice(["shifted", "repetitive"]),
+              help="triage: the generated stream: fresh tickets with one shift to an unseen category, or about 60 "
+                   "distinct tickets with heavy repetition and three shifts.")
 @click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
+@click.option("--worker", default="process", show_default=True, type=click.Choice(["process", "thread"]),
+              help="triage: where the ratchet compiles (a child process per compile, or a thread).")
 @click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="kernel-tuning: census, compile and parity from recorded decisions (e.g. traces/kernel-tuning) on a CPU machine.")
 @click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="extraction/routing: compile from your own traffic (JSONL lines with the family's input field: email / request).")
 @click.option("--eval-inputs", "eval_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference.")
-@click.option("--audit-rate", default=0.1, show_default=True, type=float,
+@click.option("--audit-rate", default=0.05, show_default=True, type=float,
               help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
-def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, seed: int, warm_start: bool,
-              replay_dir: str | None, inputs_path: str | None, eval_path: str | None, audit_rate: float) -> None:
+def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, stream_kind: str, seed: int,
+              warm_start: bool, worker: str, replay_dir: str | None, inputs_path: str | None, eval_path: str | None,
+              audit_rate: float) -> None:
     """Record, census, compile, verify, then drive a stream through the tiered runtime.
 
     \b
@@ -87,7 +94,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, se
     from bench.run import run_family
 
     results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
-                         seed=seed, warm_start=warm_start, audit_rate=audit_rate, progress=say)
+                         seed=seed, warm_start=warm_start, audit_rate=audit_rate, stream_kind=stream_kind, worker=worker,
+                         progress=say)
     _emit_json(results)
     say("")
     say(render_summary(results))

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from auto.errors import GateRefused, UsageError
+from auto.errors import GateRefused, ArgumentError
 
 from bench.run import _fresh_store, _read_stream, reference_endpoint
 
@@ -85,7 +85,7 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
         The ``results.json`` object.
 
     Raises:
-        UsageError: unknown family, or a malformed inputs file.
+        ArgumentError: unknown family, or a malformed inputs file.
     """
     import auto
     from auto.analyze import census
@@ -96,7 +96,7 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
     say = progress or (lambda _m: None)
     fam = get_family(family)
     if family not in ("extraction", "routing"):
-        raise UsageError(f"{family!r} is not a compile family (extraction, routing)")
+        raise ArgumentError(f"{family!r} is not a compile family (extraction, routing)")
     user_inputs = _read_stream(inputs_path, fam.field)[0] if inputs_path is not None else None
     eval_inputs = _read_stream(eval_path, fam.field)[0] if eval_path is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)

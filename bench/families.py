@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from bench.chat import system_text
 from bench.extraction import agent as extraction_agent
 from bench.extraction import corpus as extraction_corpus
@@ -88,14 +88,14 @@ class BenchFamily:
         """The anchor inputs in ``directory / anchor_file``: one dict per JSONL line.
 
         Raises:
-            UsageError: the family has no anchor file, the file is missing, or a line is not a
+            ArgumentError: the family has no anchor file, the file is missing, or a line is not a
                 JSON object with a string ``field``.
         """
         if self.anchor_file is None:
-            raise UsageError(f"family {self.name!r} has no anchor inputs")
+            raise ArgumentError(f"family {self.name!r} has no anchor inputs")
         path = Path(directory) / self.anchor_file
         if not path.is_file():
-            raise UsageError(f"{path}: anchor file not found")
+            raise ArgumentError(f"{path}: anchor file not found")
         rows: list[dict[str, Any]] = []
         with path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -104,9 +104,9 @@ class BenchFamily:
                 try:
                     obj = json.loads(line)
                 except ValueError as e:
-                    raise UsageError(f"{path}:{n}: not JSON ({e})") from None
+                    raise ArgumentError(f"{path}:{n}: not JSON ({e})") from None
                 if not isinstance(obj, dict) or not isinstance(obj.get(self.field), str):
-                    raise UsageError(f"{path}:{n}: expected an object with a string field {self.field!r}")
+                    raise ArgumentError(f"{path}:{n}: expected an object with a string field {self.field!r}")
                 rows.append(obj)
         return rows
 
@@ -149,9 +149,9 @@ def get_family(name: str) -> BenchFamily:
     """The registered family ``name``.
 
     Raises:
-        UsageError: unknown family (the message lists the available ones).
+        ArgumentError: unknown family (the message lists the available ones).
     """
     try:
         return FAMILIES[name]
     except KeyError:
-        raise UsageError(f"unknown bench family {name!r} (available: {', '.join(FAMILIES)})") from None
+        raise ArgumentError(f"unknown bench family {name!r} (available: {', '.join(FAMILIES)})") from None

@@ -46,7 +46,7 @@ import numpy as np
 from auto_runtime.guard import AlwaysDeopt, Guard
 
 from auto.canonical import canonical_json
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from auto.guards.semantic import SemanticNovelty, SemanticUnavailable, load_embedder, make_host_guard, without_novelty
 from auto.verify import clopper_pearson
 from bench.triage.oracle import triage_oracle
@@ -72,14 +72,14 @@ def variant_guard(variant: str, artifact: Any, semantic: SemanticNovelty | None)
     (``prime(input)``) before the call.
 
     Raises:
-        UsageError: unknown variant, or a semantic variant without a :class:`SemanticNovelty`.
+        ArgumentError: unknown variant, or a semantic variant without a :class:`SemanticNovelty`.
     """
     if variant not in VARIANTS:
-        raise UsageError(f"unknown guard variant {variant!r} (available: {', '.join(VARIANTS)})")
+        raise ArgumentError(f"unknown guard variant {variant!r} (available: {', '.join(VARIANTS)})")
     if variant == "lexical":
         return artifact.guard
     if semantic is None:
-        raise UsageError(f"guard variant {variant!r} needs the semantic novelty test")
+        raise ArgumentError(f"guard variant {variant!r} needs the semantic novelty test")
     return make_host_guard(variant, artifact, semantic)
 
 
@@ -105,11 +105,11 @@ def guard_row(*, family: str, guard: str, split: str, tier1: Sequence[bool], ans
         denominator is 0).
 
     Raises:
-        UsageError: the three sequences differ in length.
+        ArgumentError: the three sequences differ in length.
     """
     n = len(tier1)
     if len(answers) != n or len(references) != n:
-        raise UsageError(f"tier1/answers/references lengths differ: {n}, {len(answers)}, {len(references)}")
+        raise ArgumentError(f"tier1/answers/references lengths differ: {n}, {len(answers)}, {len(references)}")
     correct = [a is not None and _eq(a, r) for a, r in zip(answers, references)]
     t1 = sum(1 for t in tier1 if t)
     wrong_t1 = sum(1 for t, c in zip(tier1, correct) if t and not c)
@@ -219,7 +219,7 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
         ``published_reference``, ``reference_model``, ``offline`` (compile summary), ``wall_s``.
 
     Raises:
-        UsageError: unknown family or variant, ``items`` / ``heldout`` below 1.
+        ArgumentError: unknown family or variant, ``items`` / ``heldout`` below 1.
         GateRefused: the offline generation was refused (nothing to measure).
     """
     from auto.errors import GateRefused
@@ -231,12 +231,12 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
     from bench.triage.probes import KINDS, generate_probes
 
     if family != "triage":
-        raise UsageError(f"unknown guard-bench family {family!r} (available: triage)")
+        raise ArgumentError(f"unknown guard-bench family {family!r} (available: triage)")
     bad = [v for v in variants if v not in VARIANTS]
     if bad:
-        raise UsageError(f"unknown guard variant(s) {', '.join(bad)} (available: {', '.join(VARIANTS)})")
+        raise ArgumentError(f"unknown guard variant(s) {', '.join(bad)} (available: {', '.join(VARIANTS)})")
     if items < 1 or heldout < 1:
-        raise UsageError("--items and the held-out count must be >= 1")
+        raise ArgumentError("--items and the held-out count must be >= 1")
     say = progress or (lambda _m: None)
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -349,7 +349,7 @@ def semantic_guard_factory(variant: str, embed: Callable[[Sequence[str]], np.nda
         texts = [t for t in texts if isinstance(t, str)]
         try:
             sem = SemanticNovelty.from_witness_texts(texts, _novelty_alpha(art.manifest.get("guard"), default_alpha), embed)
-        except UsageError as e:
+        except ArgumentError as e:
             return AlwaysDeopt(f"semantic novelty not calibrated: {e}")
         return variant_guard(variant, art, sem)
 

@@ -13,7 +13,17 @@ recorded draws — recorded, not slept — and are labelled so):
 * ``reference_latency_ms_p50`` — median latency of the control leg's reference calls (every item).
 * ``cost_usd_micros`` — the tiered leg's reference spend (tier-1 answers cost no model spend);
   ``control_cost_usd_micros`` — the all-reference control leg's spend; ``cost_ratio`` = control /
-  tiered (higher is better).
+  tiered (higher is better). ``audit_cost_usd_micros`` is the shadow audit's reference spend, and
+  ``cost_ratio_with_audit`` counts it in the tiered leg.
+* ``excess_silent_wrong`` — on the tier-1 items: the share whose tier-1 answer differs from the
+  control leg's reference answer, minus the share whose second reference answer differs from it
+  (the reference's disagreement with itself on the same items,
+  ``reference_disagreement_tier1_items``); ``excess_silent_wrong_ci95_high`` its 95% upper bound
+  (:func:`auto.guards.parity.excess_disagreement`). ``tier1_modal_disagreement``: the share of
+  tier-1 items whose answer differs from the modal answer of every reference answer seen for that
+  input in the run (items whose mode is tied are left out).
+* ``steady_state`` — the same cost and tier-1 figures over the last 20% of items (audit spend
+  included), beside the control leg's µ$ per item.
 """
 
 from __future__ import annotations
@@ -23,8 +33,14 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
+from collections import Counter, defaultdict
+
 from auto.canonical import canonical_json
+from auto.guards.parity import excess_disagreement
 from auto.verify import clopper_pearson
+
+STEADY_STATE_SHARE = 0.2
+"""The steady state is the last fifth of the stream."""
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
@@ -50,6 +66,25 @@ def stream_figures(rows: Sequence[Any]) -> dict[str, Any]:
     self_k = sum(1 for r in rows if _eq(r.reference_answer, r.reference_answer_2))
     cost = sum(r.cost_usd_micros for r in rows)
     control = sum(r.control_cost_usd_micros for r in rows)
+    audit = sum(getattr(r, "audit_cost_usd_micros", 0.0) for r in rows)
+    ex = excess_disagreement([r.answer for r in t1], [r.reference_answer for r in t1], [r.reference_answer_2 for r in t1])
+    seen: dict[str, Counter] = defaultdict(Counter)
+    for r in rows:
+        key = canonical_json(r.input) if getattr(r, "input", None) is not None else None
+        if key is None:
+            continue
+        for a in ((r.answer,) if r.tier == "tier-0" else ()) + (r.reference_answer, r.reference_answer_2):
+            seen[key][canonical_json(a)] += 1
+    modal_n = modal_k = 0
+    for r in t1:
+        c = seen.get(canonical_json(r.input)) if getattr(r, "input", None) is not None else None
+        if not c:
+            continue
+        top = c.most_common(2)
+        if len(top) > 1 and top[0][1] == top[1][1]:
+            continue
+        modal_n += 1
+        modal_k += canonical_json(r.answer) != top[0][0]
     return {
         "items": n,
         "tier1": len(t1),
@@ -65,11 +100,34 @@ def stream_figures(rows: Sequence[Any]) -> dict[str, Any]:
         "cost_usd_micros": round(cost, 3),
         "control_cost_usd_micros": round(control, 3),
         "cost_ratio": (control / cost) if cost > 0 else None,
+        "audit_cost_usd_micros": round(audit, 3),
+        "cost_ratio_with_audit": (control / (cost + audit)) if cost + audit > 0 else None,
+        "excess_silent_wrong": ex["excess"],
+        "excess_silent_wrong_ci95_high": ex["excess_ci95_high"],
+        "tier1_disagreement_with_control": ex["tier1_disagreement"],
+        "reference_disagreement_tier1_items": ex["reference_disagreement"],
+        "tier1_modal_disagreement": (modal_k / modal_n) if modal_n else None,
+        "tier1_modal_items": modal_n,
         "tier1_latency_us_p50": _pct([r.latency_us for r in t1], 50),
         "tier1_latency_us_p95": _pct([r.latency_us for r in t1], 95),
         "reference_latency_ms_p50": _pct([r.reference_latency_ms for r in rows], 50),
         "reference_latency_ms_p95": _pct([r.reference_latency_ms for r in rows], 95),
     }
+
+
+def steady_state(rows: Sequence[Any], share: float = STEADY_STATE_SHARE) -> dict[str, Any]:
+    """Tier-1 share and µ$ per item (reference and audit spend) over the last ``share`` of the
+    stream, beside the control leg's µ$ per item on the same items."""
+    k = max(1, int(round(len(rows) * share))) if rows else 0
+    tail = list(rows)[-k:] if k else []
+    n = len(tail)
+    spend = sum(r.cost_usd_micros + getattr(r, "audit_cost_usd_micros", 0.0) for r in tail)
+    ctrl = sum(r.control_cost_usd_micros for r in tail)
+    return {"items": n, "from_position": tail[0].position if tail else None,
+            "tier1_share": (sum(1 for r in tail if r.tier == "tier-1") / n) if n else None,
+            "usd_micros_per_item": (spend / n) if n else None,
+            "control_usd_micros_per_item": (ctrl / n) if n else None,
+            "cost_share_of_control": (spend / ctrl) if ctrl > 0 else None}
 
 
 def write_ratchet_csv(rows: Sequence[Any], path: Path, simulated: bool = False) -> None:
@@ -98,38 +156,74 @@ def write_ratchet_csv(rows: Sequence[Any], path: Path, simulated: bool = False) 
                         f"{r.control_cost_usd_micros:.3f}", f"{cum:.3f}", f"{cum_c:.3f}", r.label or ""])
 
 
-def plot_cumulative_cost(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: Path, title: str,
-                         shift_at: int | None = None) -> None:
-    """PNG: cumulative cost (µ$) of the tiered leg against the all-reference control leg."""
+ROLLING_WINDOW = 50
+"""Items per point of the rolling curves in the stream plot."""
+
+
+def plot_stream(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: Path, title: str,
+                shifts: Sequence[int] = (), window: int = ROLLING_WINDOW) -> None:
+    """PNG of a stream run, three panels over stream position:
+
+    1. µ$ per item over a rolling window of ``window`` items: the tiered leg (reference and audit
+       spend) and the control leg;
+    2. tier-1 share over the same window;
+    3. cumulative cost (µ$) of both legs.
+
+    Installed generations are green lines, refused compiles red dotted lines, shifts dashed.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs, tiered, control = [], [], []
-    a = b = 0.0
-    for r in rows:
-        a += r.cost_usd_micros
-        b += r.control_cost_usd_micros
-        xs.append(r.position + 1)
-        tiered.append(a)
-        control.append(b)
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ax.plot(xs, control, label="control: reference agent on every item", color="#888888")
-    ax.plot(xs, tiered, label="Auto: tiered runtime (tier-1 or deopt)", color="#1f6feb")
-    for c in compiles:
-        if c.get("verdict") == "pass":
-            ax.axvline(c["position"], color="#2da44e", alpha=0.35, lw=1)
-        else:
-            ax.axvline(c["position"], color="#cf222e", alpha=0.35, lw=1, ls=":")
-    if shift_at is not None:
-        ax.axvline(shift_at, color="#bf8700", lw=1.5, ls="--", label=f"shift at item {shift_at}")
-    ax.set_xlabel("stream position")
-    ax.set_ylabel("cumulative model cost (µ$)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
-    ax.text(0.99, 0.02, "green: generation installed · red dotted: compile refused", transform=ax.transAxes,
-            ha="right", va="bottom", fontsize=7, color="#555555")
+    xs = [r.position + 1 for r in rows]
+    spend = [r.cost_usd_micros + getattr(r, "audit_cost_usd_micros", 0.0) for r in rows]
+    ctrl = [r.control_cost_usd_micros for r in rows]
+    t1 = [1.0 if r.tier == "tier-1" else 0.0 for r in rows]
+
+    def rolling(v: list[float]) -> list[float]:
+        out, acc = [], 0.0
+        for i, x in enumerate(v):
+            acc += x
+            if i >= window:
+                acc -= v[i - window]
+            out.append(acc / min(i + 1, window))
+        return out
+
+    def cum(v: list[float]) -> list[float]:
+        out, acc = [], 0.0
+        for x in v:
+            acc += x
+            out.append(acc)
+        return out
+
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8.5), dpi=110, sharex=True)
+    axes[0].plot(xs, rolling(ctrl), label="control: reference on every item", color="#888888")
+    axes[0].plot(xs, rolling(spend), label="Auto: ratchet (deopts + audits)", color="#1f6feb")
+    axes[0].set_ylabel(f"µ$ per item ({window}-item mean)")
+    axes[1].plot(xs, rolling(t1), color="#2da44e")
+    axes[1].set_ylim(0, 1.02)
+    axes[1].set_ylabel(f"tier-1 share ({window}-item mean)")
+    axes[2].plot(xs, cum(ctrl), label="control", color="#888888")
+    axes[2].plot(xs, cum(spend), label="Auto", color="#1f6feb")
+    axes[2].set_ylabel("cumulative cost (µ$)")
+    axes[2].set_xlabel("stream position")
+    for ax in axes:
+        for c in compiles:
+            pos = c.get("position")
+            if pos is None:
+                continue
+            if c.get("verdict") == "pass":
+                ax.axvline(pos, color="#2da44e", alpha=0.25, lw=1)
+            else:
+                ax.axvline(pos, color="#cf222e", alpha=0.25, lw=1, ls=":")
+        for sh in shifts:
+            ax.axvline(sh, color="#bf8700", lw=1.2, ls="--")
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[2].legend(loc="upper left", fontsize=8)
+    axes[0].set_title(title, fontsize=10)
+    axes[2].text(0.99, 0.02, "green: generation installed · red dotted: compile refused · dashed: shift",
+                 transform=axes[2].transAxes, ha="right", va="bottom", fontsize=7, color="#555555")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -144,14 +238,22 @@ def render_summary(results: dict[str, Any]) -> str:
     lines = [
         f"family {s['family']}   reference model: {s['reference_model']}",
         f"items {s['items']}   tier-1 {s['tier1']} ({f(s['tier1_share'], '.1%')})   deopts {s['deopts']}   "
-        f"generations {s['generations']}   recompiles {s['recompiles']} (refused {s['refused_compiles']})",
+        f"generations {s.get('generation_count', s['generations'])}   compiles {s['recompiles']} (refused {s['refused_compiles']})",
         f"parity {f(s['parity'], '.1%')}   reference self-agreement {f(s['reference_self_agreement'], '.1%')}   "
         f"silent-wrong {s['silent_wrong_count']}/{s['tier1']} = {f(s['silent_wrong'], '.2%')} (95% upper {f(s['silent_wrong_ci95_high'], '.2%')})",
-        f"cost {f(s['cost_usd_micros'], ',.0f')} µ$ vs control {f(s['control_cost_usd_micros'], ',.0f')} µ$ "
-        f"(ratio {f(s['cost_ratio'], '.2f')}x)",
+        f"excess silent-wrong {f(s.get('excess_silent_wrong'), '+.2%')} (95% upper {f(s.get('excess_silent_wrong_ci95_high'), '.2%')}; "
+        f"the reference disagrees with itself on {f(s.get('reference_disagreement_tier1_items'), '.2%')} of the tier-1 items)",
+        f"cost {f(s['cost_usd_micros'], ',.0f')} µ$ + audits {f(s.get('audit_cost_usd_micros'), ',.0f')} µ$ vs control "
+        f"{f(s['control_cost_usd_micros'], ',.0f')} µ$ (ratio {f(s.get('cost_ratio_with_audit'), '.2f')}x with audits, "
+        f"{f(s['cost_ratio'], '.2f')}x without)",
         f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs (in-stream, measured)   reference p50 "
         f"{f(s['reference_latency_ms_p50'], '.0f')} ms" + (" (simulated draws, not slept)" if s.get("reference_latency_simulated") else ""),
     ]
+    ss = s.get("steady_state")
+    if ss:
+        lines.append(f"steady state (last {ss['items']} items): tier-1 {f(ss['tier1_share'], '.1%')}, "
+                     f"{f(ss['usd_micros_per_item'], '.1f')} µ$/item vs control {f(ss['control_usd_micros_per_item'], '.1f')} "
+                     f"({f(ss['cost_share_of_control'], '.1%')} of it)")
     g = s.get("guard")
     if g:
         comps = g.get("components") if isinstance(g.get("components"), list) else [g]

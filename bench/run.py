@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from auto.errors import GateRefused, UsageError
+from auto.errors import GateRefused, ArgumentError
 
-from bench.report import plot_cumulative_cost, stream_figures, write_ratchet_csv
+from bench.report import plot_stream, steady_state, stream_figures, write_ratchet_csv
 from bench.stream import Metered, run_stream
 
 
@@ -99,21 +99,21 @@ def _read_stream(path: Path, field: str) -> tuple[list[dict[str, Any]], list[str
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot read it as UTF-8 text ({e})") from None
+        raise ArgumentError(f"{path}: cannot read it as UTF-8 text ({e})") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except ValueError as e:
-            raise UsageError(f"{path}:{n}: not JSON ({e})") from None
+            raise ArgumentError(f"{path}:{n}: not JSON ({e})") from None
         if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-            raise UsageError(f"{path}:{n}: expected an object with a string field {field!r}")
+            raise ArgumentError(f"{path}:{n}: expected an object with a string field {field!r}")
         items.append({field: obj[field]})
         lab = obj.get("category", obj.get("label"))
         labels.append(lab if isinstance(lab, str) else None)
     if not items:
-        raise UsageError(f"{path}: no items")
+        raise ArgumentError(f"{path}: no items")
     return items, labels
 
 
@@ -177,17 +177,34 @@ def offline_generation(data: dict[str, Any], *, out_dir: Path, contract: Any, re
     return offline_res, outcome
 
 
-def generated_stream(data: dict[str, Any], *, items: int, seed: int) -> tuple[list[dict[str, Any]], list[str | None], int]:
-    """The default shifted stream: ``(inputs, design labels, shift position)``.
+STREAMS = ("shifted", "repetitive")
+"""The generated streams: ``shifted`` (fresh tickets, one shift to an unseen category) and
+``repetitive`` (about 60 distinct tickets with heavy repetition and three shifts)."""
 
-    The shift to the held-back category starts at ``min(150, items // 2)``
-    (:func:`bench.triage.corpus.shifted_stream`).
+
+def generated_stream(data: dict[str, Any], *, items: int, seed: int, kind: str = "shifted"
+                     ) -> tuple[list[dict[str, Any]], list[str | None], list[int]]:
+    """A generated stream: ``(inputs, design labels, shift positions)``.
+
+    ``shifted``: the shift to the held-back category starts at ``min(150, items // 2)``
+    (:func:`bench.triage.corpus.shifted_stream`). ``repetitive``: shifts at each quarter
+    (:func:`bench.triage.corpus.repetitive_stream`).
+
+    Raises:
+        ArgumentError: an unknown ``kind``.
     """
     from bench.triage import corpus
 
-    shift_at = min(150, items // 2)
-    stream = corpus.shifted_stream(data, items=items, shift_at=shift_at, seed=seed)
-    return [{"ticket": t.ticket} for t in stream], [t.category for t in stream], shift_at
+    if kind == "shifted":
+        shift_at = min(150, items // 2)
+        stream = corpus.shifted_stream(data, items=items, shift_at=shift_at, seed=seed)
+        shifts = [shift_at]
+    elif kind == "repetitive":
+        shifts = [items // 4, items // 2, (3 * items) // 4]
+        stream = corpus.repetitive_stream(items=items, shifts=tuple(shifts), seed=seed)
+    else:
+        raise ArgumentError(f"unknown stream {kind!r} (choose from {', '.join(STREAMS)})")
+    return [{"ticket": t.ticket} for t in stream], [t.category for t in stream], shifts
 
 
 def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -205,25 +222,32 @@ def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"generation": manifest.get("generation"), "compiled_as": manifest.get("compiled_as"), **g}
 
 
-def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 300, seed: int = 0,
-               warm_start: bool = False, audit_rate: float = 0.1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 1000, seed: int = 0,
+               warm_start: bool = False, audit_rate: float = 0.05, stream_kind: str = "shifted",
+               worker: str = "process", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one AUTO-BENCH family end to end and write its reports into ``out_dir``.
 
-    With ``warm_start`` the stream begins with the offline generation installed and the offline
+    With ``warm_start`` the stream begins with the offline generation adopted and the offline
     witnesses in its store (a generation compiled before deployment); by default it starts with
     no artifact and no witnesses, as a fresh deployment would. ``audit_rate`` is the shadow
-    audit's share of tier-1 answers re-asked at tier 0 in the background.
+    audit's share of tier-1 answers re-asked at tier 0 in the background; ``stream_kind`` picks
+    the generated stream (:data:`STREAMS`); ``worker`` the ratchet's compile worker.
 
     Returns:
         The ``results.json`` object.
 
     Raises:
-        UsageError: unknown family, a malformed ``--stream`` file, or ``audit_rate`` outside [0, 1].
+        ArgumentError: unknown family or stream, a malformed ``--stream`` file, ``items`` < 1, or
+            ``audit_rate`` outside [0, 1].
     """
     if not 0.0 <= audit_rate <= 1.0:
-        raise UsageError(f"--audit-rate must be in [0, 1], got {audit_rate!r}")
+        raise ArgumentError(f"--audit-rate must be in [0, 1], got {audit_rate!r}")
     if family != "triage":
-        raise UsageError(f"unknown bench family {family!r} (available: triage)")
+        raise ArgumentError(f"unknown bench family {family!r} (available: triage)")
+    if isinstance(items, bool) or not isinstance(items, int) or items < 1:
+        raise ArgumentError(f"--items must be a positive number of stream items, got {items!r}")
+    if stream_kind not in STREAMS:
+        raise ArgumentError(f"unknown stream {stream_kind!r} (choose from {', '.join(STREAMS)})")
     say = progress or (lambda _m: None)
     from auto.verify import Contract
     from bench.triage import corpus
@@ -245,77 +269,77 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
                                                   progress=say)
         results["offline"] = offline_res
 
-        # ---- phase 2: the stream
+        # ---- phase 2: the stream, through the product's ratchet
         if user_stream is not None and stream_path is not None:
             stream_items, labels = user_stream
-            shift_at = None
+            shifts: list[int] = []
             results["stream_source"] = str(stream_path.name)
         else:
-            stream_items, labels, shift_at = generated_stream(data, items=items, seed=seed)
-            results["stream_source"] = f"generated (seed {seed}, shift to '{corpus.SHIFT_CATEGORY}' at item {shift_at})"
-        st = _fresh_store(out_dir / "stream.sqlite")
+            stream_items, labels, shifts = generated_stream(data, items=items, seed=seed, kind=stream_kind)
+            results["stream_source"] = (f"generated {stream_kind} stream (seed {seed}, {len(stream_items)} items, shifts at "
+                                        f"{', '.join(map(str, shifts))})")
+        store_path = out_dir / "stream.sqlite"
+        _fresh_store(store_path).close()
+        for old in Path(f"{store_path}.artifacts").glob("*.wasm") if Path(f"{store_path}.artifacts").exists() else []:
+            old.unlink()
         initial = outcome if warm_start else None
         if initial is not None:
-            with _open_store(out_dir / "offline.sqlite") as off:
+            with _open_store(out_dir / "offline.sqlite") as off, _open_store(store_path) as st:
                 st.ingest(off.spans(), off.traces())
-            say(f"[stream] {len(stream_items)} items through the tiered runtime (warm start: offline generation "
-                f"{initial.generation} installed, {len(st.witnesses('triage'))} offline witnesses in the store)")
+            say(f"[stream] {len(stream_items)} items through the ratchet (warm start: offline generation "
+                f"{initial.generation} adopted with its witnesses)")
         else:
-            say(f"[stream] {len(stream_items)} items through the tiered runtime (starts with no artifact)")
+            say(f"[stream] {len(stream_items)} items through the ratchet (starts with no artifact and no witnesses)")
         results["warm_start"] = initial is not None
-        run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage, store=st,
-                         out_dir=out_dir, contract=contract, initial=initial, reference_model=ref_label, progress=say,
-                         audit_rate=audit_rate, audit_seed=seed)
-        st.close()
+        run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage,
+                         store_path=store_path, contract=contract, initial=initial, reference_model=ref_label,
+                         progress=say, audit_rate=audit_rate, audit_seed=seed, worker=worker)
 
     figs = stream_figures(run.rows)
-    passed = [c for c in run.compiles if c["verdict"] == "pass"] + ([{"generation": outcome.generation}] if results["warm_start"] else [])
     results.update(figs)
-    # the shadow audit's reference calls are spend too, kept apart so cost_usd_micros stays the
-    # sum of ratchet.csv's per-item costs
-    results["audit_cost_usd_micros"] = round(run.audit_cost_usd_micros, 3)
-    with_audit = results["cost_usd_micros"] + run.audit_cost_usd_micros
-    results["cost_usd_micros_with_audit"] = round(with_audit, 3)
-    results["cost_ratio_with_audit"] = (results["control_cost_usd_micros"] / with_audit) if with_audit > 0 else None
     results.update({
-        "generations": len(passed),
+        "steady_state": steady_state(run.rows),
+        "generations": run.generations,
+        "generation_count": len(run.generations),
         "recompiles": len(run.compiles),  # compile attempts during the stream
         "refused_compiles": sum(1 for c in run.compiles if c["verdict"] != "pass"),
         "compiles": run.compiles,
-        "shift_at": shift_at,
-        "guard": guard_figures(run.last_outcome.manifest if run.last_outcome is not None else None),
+        "shift_at": shifts[0] if shifts else None,
+        "shifts": shifts,
+        "guard": guard_figures(run.last_manifest),
         "shift_alarms": [a["position"] for a in run.shift_alarms],
         "shift_alarm_details": run.shift_alarms,
+        "rollbacks": run.rollbacks,
         "shift_monitor": run.shift_monitor,
         "shadow_audit": shadow_audit_figures(run, audit_rate),
+        "ratchet": {"worker": worker, "audit_rate": audit_rate, "final": run.status},
         "wall_s": round(time.perf_counter() - started, 2),
     })
-    if shift_at is not None:
-        pre = stream_figures([r for r in run.rows if r.position < shift_at])
-        post = stream_figures([r for r in run.rows if r.position >= shift_at])
-        results["before_shift"] = {k: pre[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
-        results["after_shift"] = {k: post[k] for k in ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "parity")}
-    # time the specialist path: the latest generation that has one (a memo alone only looks up)
-    bench_from = next((o for o in (run.last_outcome, outcome) if o is not None and o.manifest["compiled_as"] != "memo"),
-                      run.last_outcome or outcome)
-    if bench_from is not None:
+    if shifts:
+        cut = shifts[0]
+        pre = stream_figures([r for r in run.rows if r.position < cut])
+        post = stream_figures([r for r in run.rows if r.position >= cut])
+        keys = ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "excess_silent_wrong", "parity")
+        results["before_shift"] = {k: pre[k] for k in keys}
+        results["after_shift"] = {k: post[k] for k in keys}
+    # time the specialist path of the offline generation (the stream's generations are compiled in
+    # a child process; their Python models are not in this one)
+    if outcome is not None:
         from bench.latency import latency_benchmark
 
         say("[latency] measuring tier-1 in-process latency side by side (warm loop)")
         # never-witnessed tickets: they miss any exact-match table, so this times the specialist path
         fresh = [{"ticket": t.ticket} for t in corpus.generate(200, seed=seed + 1000)]
         results["latency_benchmark"] = {
-            "artifact": f"generation {bench_from.generation}" + (" (stream)" if bench_from is run.last_outcome else " (offline)")
-                        + f", compiled as {bench_from.manifest['compiled_as']}",
+            "artifact": f"generation {outcome.generation} (offline), compiled as {outcome.manifest['compiled_as']}",
             "inputs_note": "200 freshly generated, never-witnessed tickets",
-            **latency_benchmark(bench_from.wasm, fresh, model=bench_from.model, sklearn_predict=bench_from.sklearn_predict),
+            **latency_benchmark(outcome.wasm, fresh, model=outcome.model, sklearn_predict=outcome.sklearn_predict),
         }
     else:
         results["latency_benchmark"] = None
     write_ratchet_csv(run.rows, out_dir / "ratchet.csv", simulated=results["reference_model"].startswith("simulated"))
-    plot_cumulative_cost(run.rows, run.compiles, out_dir / "cost.png",
-                         title=f"AUTO-BENCH {family}: cumulative cost, tiered vs control ({results['reference_model']})",
-                         shift_at=shift_at)
+    plot_stream(run.rows, run.compiles, out_dir / "cost.png",
+                title=f"AUTO-BENCH {family}: tiered vs control ({results['reference_model']})", shifts=shifts)
     results["reference_latency_simulated"] = results["reference_model"].startswith("simulated")
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return results

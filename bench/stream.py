@@ -1,55 +1,35 @@
-"""The stream driver: a deployment replayed item by item through the tiered runtime (the ratchet).
+"""The stream driver: a deployment replayed item by item through the product's ratchet.
 
-The run starts with no artifact, as a deployment would. Each item goes through
-:class:`auto_runtime.TieredTask`: tier-1 when a generation is installed and its guard passes,
-otherwise a deopt to the reference agent whose answer is returned and whose witness is handed to
-the capture sink (the stream's store). Whenever ``compile_every`` new witnesses have accumulated
-the next generation is compiled; a refused compile keeps the current generation.
+Each item goes through one :class:`auto.ratchet.Ratchet` (the tiered runtime, deopt capture,
+evidence-driven compiles in the background, atomic swaps, the shift and risk monitors, the
+shadow audit). The run starts with no artifact and no witnesses unless a generation is adopted
+first (``initial``: a warm start). This module adds only what a benchmark needs:
 
-Beside the tiered leg, a control leg asks the reference agent on every item (its cost is the
-all-reference baseline, actually run), and a second reference call per item measures the
-reference's agreement with itself (the ceiling for parity). Control and self-agreement calls
-are measurement only: they never reach the store and are not part of the tiered leg's cost.
+- **metering**: every reference call's cost (µ$) and latency is recorded per item; audit calls
+  are metered separately (:attr:`StreamRun.audit_cost_usd_micros`) and are part of the tiered
+  leg's spend;
+- **a control leg**: the reference is asked again on every item (its cost is the all-reference
+  baseline, actually run), and a second time to measure the reference's agreement with itself
+  (the ceiling for parity and the base of excess silent-wrong). Control calls are measurement
+  only: they never reach the store and are not part of the tiered leg's cost;
+- **reproducibility**: after each item the driver waits until the ratchet is idle (its audits
+  answered, a compile it started finished and installed), so the same seed gives the same run.
+  A deployment never waits; this makes a compile "instant" in stream positions, which a real
+  reference (about 0.7 s per call) nearly matches: a compile takes a few seconds, a few items.
 
-The guard stack in the stream:
-
-* **shift alarm** — each call's nonconformity score (not exact-match table hits, whose score 0
-  is not a specialist score) feeds an online exchangeability test
-  (:class:`auto.guards.shift.ShiftMonitor`): the score's smoothed conformal p-value against the
-  installed generation's calibration scores plus the scores fed since that generation was
-  installed (independent and uniform when the live traffic is exchangeable with the calibration
-  inputs), bet on by a one-sided test martingale that grows only on small p-values. The monitor
-  restarts at 1 whenever a generation is installed (``reset_monitor_on_recompile``), so
-  ``shift_alpha`` bounds the probability of a false alarm *per generation* (Ville's inequality;
-  a calibration split stranger than the live traffic only makes alarms rarer). When it alarms,
-  the runtime is tightened (:meth:`TieredTask.tighten`: every call deopts until the next
-  generation is installed) and the next generation is compiled as soon as
-  ``recompile_after_alarm`` new witnesses exist. Alarm positions are in
-  :attr:`StreamRun.shift_alarms`.
-* **shadow audit** — with ``audit_rate > 0`` a seeded fraction of tier-1 answers is re-asked at
-  tier 0 in the background (``TieredTask(audit_rate=...)``); its reference calls are metered
-  separately (:attr:`StreamRun.audit_cost_usd_micros`) and are part of the tiered leg's spend.
-* **host guard** — ``guard_factory`` may replace each installed artifact's guard (e.g. the
-  host-side semantic novelty test of :mod:`auto.guards.semantic`); a guard with a ``prime(input)`` method
-  is primed with each input before the call.
-
-Per row, ``artifact_answer`` is what the installed artifact answers for the item regardless of
-the guard (measurement only, for false-abstain rates; ``None`` without an artifact or on error).
+Per row, ``artifact_answer`` is what the installed artifact would answer regardless of the guard
+(its would-be output, computed on the request path anyway; ``None`` without an artifact).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from auto_runtime import Artifact, TieredTask
-
-from auto.errors import GateRefused
-from auto.compile import compile_task
-from auto.store import Store
+from auto.errors import ArgumentError
+from auto.ratchet import CompilePolicy, Ratchet
 from auto.verify import Contract
 
 
@@ -83,35 +63,37 @@ class StreamRow:
     label: str | None = None
     artifact_answer: Any = None
     margin: float | None = None
+    audit_cost_usd_micros: float = 0.0
+    input: Any = None
 
 
 @dataclass
 class StreamRun:
-    """Everything the report needs from one stream run."""
+    """Everything the report needs from one stream run.
+
+    Attributes:
+        rows: one per item.
+        compiles: every compile attempt (``position`` = items served before it started).
+        generations: every installed generation with its trigger and position.
+        events: the ratchet's whole log, as it wrote it.
+        last_manifest: the manifest of the generation installed at the end (None if none).
+        shift_alarms, rollbacks: monitor alarms and rollbacks with their positions.
+        shift_monitor: the exchangeability monitor's final state.
+        audit: the shadow audit (counters, records); audit_cost_usd_micros: its reference spend.
+        status: the ratchet's final :meth:`~auto.ratchet.Ratchet.status`.
+    """
 
     rows: list[StreamRow] = field(default_factory=list)
     compiles: list[dict[str, Any]] = field(default_factory=list)
-    artifacts: list[Path] = field(default_factory=list)
-    last_outcome: Any = None
+    generations: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    last_manifest: dict[str, Any] | None = None
     shift_alarms: list[dict[str, Any]] = field(default_factory=list)
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)
     shift_monitor: dict[str, Any] | None = None
     audit: Any = None
     audit_cost_usd_micros: float = 0.0
-
-
-def novelty_calibration_scores(manifest: dict[str, Any] | None) -> list[float] | None:
-    """The calibration scores of a manifest's ``conformal-novelty`` guard (top level or in a stack).
-
-    Returns:
-        The scores (ascending, as stored), or ``None`` when the guard has no such component (a
-        program or memo artifact): the shift monitor then ranks scores only against the stream's.
-    """
-    guard = (manifest or {}).get("guard") or {}
-    entries = [guard] + [c for c in guard.get("components") or [] if isinstance(c, dict)]
-    for e in entries:
-        if e.get("method") == "conformal-novelty" and isinstance(e.get("calibration_scores"), list):
-            return list(e["calibration_scores"])
-    return None
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 def run_stream(
@@ -120,218 +102,121 @@ def run_stream(
     items: list[dict[str, Any]],
     labels: list[str | None],
     reference: Callable[[dict[str, Any]], Metered],
-    store: Store,
-    out_dir: Path,
+    store_path: Path,
     contract: Contract,
-    compile_every: int = 25,
     initial: Any = None,
     reference_model: str | None = None,
     progress: Callable[[str], None] | None = None,
     shift_alpha: float | None = 0.05,
-    recompile_after_alarm: int = 1,
-    audit_rate: float = 0.0,
+    audit_rate: float = 0.05,
     audit_seed: int = 0,
-    audit_max: int | None = None,
-    guard_factory: Callable[[Artifact, Store], Any] | None = None,
-    reset_monitor_on_recompile: bool = True,
-    shift_method: str = "step-jumper",
-    shift_input: str = "score",
+    guard_factory: Callable[[Any, Any], Any] | None = None,
+    policy: CompilePolicy | None = None,
+    worker: str = "process",
 ) -> StreamRun:
-    """Drive ``items`` through the tiered runtime with recompiles; see the module docstring.
+    """Drive ``items`` through a ratchet on ``store_path``; see the module docstring.
 
     Args:
         task: the task name (as recorded).
         items: task inputs (dicts of the task's named arguments), in stream order.
         labels: design labels per item (reporting only; may be None).
         reference: the metered reference agent: input → :class:`Metered`.
-        store: the stream's own store (starts empty); the capture sink writes witnesses here.
-        out_dir: where generation artifacts are written.
+        store_path: the stream's store (its witnesses, eval runs, artifacts, ratchet log).
         contract: the gate's contract for every generation.
-        compile_every: new witnesses between compile attempts.
+        initial: a :class:`~auto.compile.CompileOutcome` adopted before the first item (a warm
+            start); None starts with no artifact.
         reference_model: provenance label written into every generation's manifest.
-        initial: a :class:`~auto.compile.CompileOutcome` to install before the first item (a warm
-            start: a generation compiled before deployment); None starts with no artifact.
         progress: optional callback for human-readable progress lines.
-        shift_alpha: level of the shift alarm (the martingale alarms at ``1/shift_alpha``;
-            Ville's inequality bounds the false-alarm probability per generation by it); ``None``
-            disables the monitor. The default 0.05 weighs what an alarm costs: a false one only
-            deopts until the next generation, which is compiled at once (one extra compile, a few
-            tier-0 calls, never a wrong answer); a missed one leaves silent-wrong answers in
-            place. With ~5 generations per 300 items that is at most ~0.25 expected false
-            alarms per such stream.
-        recompile_after_alarm: after an alarm, compile as soon as this many new witnesses exist.
-        audit_rate: fraction of tier-1 answers re-asked at tier 0 in the background (0 = off).
-        audit_seed, audit_max: the audit's sampling seed and its cap on audited answers.
-        guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
-            (None keeps the manifest's guard).
-        reset_monitor_on_recompile: restart the shift monitor (wealth back to 1) whenever a
-            generation is installed, so ``shift_alpha`` bounds the false-alarm probability per
-            generation; False keeps the wealth across routine recompiles and only swaps the
-            reference scores (:meth:`ShiftMonitor.rebase`), so evidence of a shift that began under
-            the previous generation carries over. The generation compiled after an alarm always
-            restarts it.
-        shift_method: the monitor's bets (:class:`auto.guards.shift.ShiftMonitor` ``method``):
-            ``"step-jumper"`` (one-sided), ``"jumper"`` or ``"plugin"`` (MAPIE's).
-        shift_input: ``"score"`` feeds each call's nonconformity score as an online conformal
-            p-value against the installed generation's calibration scores plus the scores fed
-            since it was installed; ``"p_value"`` feeds the guard's own p-value against the fixed
-            calibration set (the earlier behaviour; see the module docstring).
+        shift_alpha: level of the exchangeability monitor (None: off).
+        audit_rate, audit_seed: the shadow audit.
+        guard_factory: replaces each installed artifact's guard (see :class:`Ratchet`).
+        policy: when to compile (default :class:`CompilePolicy`).
+        worker: the ratchet's compile worker (``"process"`` or ``"thread"``).
 
     Raises:
-        UsageError: ``audit_rate`` outside [0, 1], ``compile_every`` or ``recompile_after_alarm``
-            below 1, ``shift_alpha`` outside (0, 1), an unknown ``shift_input`` or ``shift_method``.
+        ArgumentError: ``audit_rate`` outside [0, 1], ``shift_alpha`` outside (0, 1), an unknown
+            worker.
     """
-    from auto.errors import UsageError
-
-    if not 0.0 <= audit_rate <= 1.0:
-        raise UsageError(f"audit rate must be in [0, 1], got {audit_rate!r}")
-    if compile_every < 1 or recompile_after_alarm < 1:
-        raise UsageError("compile_every and recompile_after_alarm must be >= 1")
     if shift_alpha is not None and not 0.0 < shift_alpha < 1.0:
-        raise UsageError(f"shift alpha must be in (0, 1), got {shift_alpha!r}")
-    if shift_input not in ("score", "p_value"):
-        raise UsageError(f"shift_input must be 'score' or 'p_value', got {shift_input!r}")
+        raise ArgumentError(f"shift alpha must be in (0, 1), got {shift_alpha!r}")
     say = progress or (lambda _m: None)
     run = StreamRun()
     main_thread = threading.get_ident()
-    last_meter: dict[str, Metered] = {}
+    last: dict[str, Metered] = {}
     audit_lock = threading.Lock()
 
     def tier0(inp: dict[str, Any]) -> Any:
         m = reference(inp)
         if threading.get_ident() == main_thread:
-            last_meter["m"] = m
+            last["m"] = m
         else:  # a shadow-audit call in the background: its spend is the tiered leg's too
             with audit_lock:
                 run.audit_cost_usd_micros += m.cost_usd_micros or 0.0
         return m.answer
 
-    def capture(rec: dict[str, Any]) -> None:
-        store.add_witness(task=task, input=rec["input"], output=rec["output"], attributes={
-            "auto.deopt.reason": rec.get("reason"),
-            "auto.deopt.artifact_id": rec.get("artifact_id"),
-            "auto.deopt.generation": rec.get("generation"),
-        })
-
-    monitor = None
-    if shift_alpha is not None:
-        from auto.guards.shift import ShiftMonitor
-
-        # jump_size 0.02: the share of wealth moved back onto the bets each step, so a shift that
-        # starts tens of items into a generation still finds capital on them
-        monitor = ShiftMonitor(alpha=shift_alpha, method=shift_method, jump_size=0.02, seed=audit_seed)
-    tiered = TieredTask(None, reference=tier0, capture=capture, audit_rate=audit_rate, audit_seed=audit_seed,
-                        audit_max=audit_max)
-    run.audit = tiered.audit
-
-    def install(wasm: bytes, artifact_id: str, reset_monitor: bool) -> Artifact:
-        art = Artifact.load(wasm, expected_id=artifact_id)
-        if guard_factory is not None:
-            art.guard = guard_factory(art, store)
-        tiered.swap(art)
-        if monitor is not None:
-            ref = novelty_calibration_scores(art.manifest) if shift_input == "score" else None
-            if reset_monitor or monitor.alarm:  # an alarm is answered by the generation installed after it
-                monitor.reset(ref)
-            else:
-                monitor.rebase(ref)
-        return art
-
-    new_witnesses = 0
-    generation = 0
-    alarm_pending = False
-    art: Artifact | None = None
-    if initial is not None:
-        art = install(initial.wasm, initial.artifact_id, True)
-        generation = initial.generation
-        run.last_outcome = initial
-    for pos, inp in enumerate(items):
-        last_meter.clear()
-        prime = getattr(art.guard, "prime", None) if art is not None else None
-        if prime is not None:
-            prime(inp)
-        res = tiered(inp)
-        if res.tier == "tier-0":
-            new_witnesses += 1
-        artifact_answer = None
-        margin = None
-        if art is not None:
-            try:
-                out = art.call(inp)
-                artifact_answer = out.get("answer") if isinstance(out, dict) else None
-                margin = out.get("margin") if isinstance(out, dict) else None
-            except Exception:  # noqa: BLE001 - measurement only; a failing artifact answers nothing
-                artifact_answer = None
-        # a memo-first table hit reports score 0 (p = 1): that score does not come from the
-        # specialist's calibration distribution, so it is not fed to the monitor
-        fed = False
-        if monitor is not None and tiered.tightened is None and res.score is not None and res.score != 0:
-            if shift_input == "score":
-                fed = monitor.update_score(res.score)
-            elif res.p_value is not None and res.p_value == res.p_value:
-                fed = monitor.update(float(res.p_value))
-        if fed and monitor is not None and tiered.tightened is None:
-            alarm_pending = True
-            why = f"exchangeability martingale {monitor.statistic:.3g} >= 1/alpha = {1.0 / shift_alpha:.3g}"
-            tiered.tighten(why)
-            run.shift_alarms.append({"position": pos, "generation": generation, "statistic": monitor.statistic,
-                                     "fed": monitor.n, "reason": why})
-            say(f"  [{pos:>4}] shift alarm ({why}): every call deopts until the next generation")
-        m = last_meter.get("m")
-        control = reference(inp)
-        second = reference(inp)
-        run.rows.append(
-            StreamRow(
-                position=pos,
-                tier=res.tier,
-                reason=res.reason,
-                score=res.score,
-                p_value=res.p_value,
+    r = Ratchet(tier0, store_path, task, contract=contract, audit_rate=audit_rate, audit_seed=audit_seed,
+                policy=policy, shift_alpha=shift_alpha, worker=worker, reference_model=reference_model,
+                progress=lambda m: say(f"  [{r.calls:>4}]{m}"), guard_factory=guard_factory, load=False)
+    run.audit = r.tiered.audit
+    try:
+        if initial is not None:
+            r.adopt(initial.wasm, generation=initial.generation)
+        for pos, inp in enumerate(items):
+            last.clear()
+            audit_before = run.audit_cost_usd_micros
+            res = r.call_result(inp)
+            r.wait_idle()
+            m = last.get("m")
+            out = res.output if isinstance(res.output, dict) else None
+            control = reference(inp)
+            second = reference(inp)
+            margin = out.get("margin") if out else None
+            run.rows.append(StreamRow(
+                position=pos, tier=res.tier, reason=res.reason, score=res.score, p_value=res.p_value,
                 latency_us=res.latency_us if res.tier == "tier-1" else (m.latency_ms * 1000.0 if m else res.latency_us),
-                cost_usd_micros=(m.cost_usd_micros or 0.0) if m else 0.0,
-                generation=res.generation,
-                answer=res.answer,
-                reference_answer=control.answer,
-                reference_answer_2=second.answer,
-                control_cost_usd_micros=control.cost_usd_micros or 0.0,
-                reference_latency_ms=control.latency_ms,
+                cost_usd_micros=(m.cost_usd_micros or 0.0) if m else 0.0, generation=res.generation,
+                answer=res.answer, reference_answer=control.answer, reference_answer_2=second.answer,
+                control_cost_usd_micros=control.cost_usd_micros or 0.0, reference_latency_ms=control.latency_ms,
                 label=labels[pos] if pos < len(labels) else None,
-                artifact_answer=artifact_answer,
+                artifact_answer=out.get("answer") if out else None,
                 margin=margin if isinstance(margin, (int, float)) and not isinstance(margin, bool) else None,
-            )
-        )
-        due = new_witnesses >= compile_every or (alarm_pending and new_witnesses >= recompile_after_alarm)
-        if due and pos + 1 < len(items):
-            new_witnesses = 0
-            t0 = time.perf_counter()
-            path = out_dir / f"{task}.gen{generation + 1}.wasm"
-            after_alarm = alarm_pending
-            alarm_pending = False  # a refusal stays tightened and retries at the ordinary cadence
-            if audit_rate > 0 and run.audit is not None:
-                run.audit.wait(30.0)  # audits already selected finish first: the compile sees their witnesses
-            try:
-                outcome = compile_task(store, task, contract=contract, generation=generation + 1, out_path=path,
-                                       reference_model=reference_model)
-            except GateRefused as e:
-                run.compiles.append({"position": pos + 1, "generation": generation + 1, "verdict": "refuse", "reason": e.reason,
-                                     "eval_run_id": e.eval_run_id, "compile_s": time.perf_counter() - t0,
-                                     "after_shift_alarm": after_alarm})
-                say(f"  [{pos + 1:>4}] compile of generation {generation + 1} refused: {e.reason}")
-                continue
-            generation += 1
-            art = install(outcome.wasm, outcome.artifact_id, after_alarm or reset_monitor_on_recompile)
-            run.artifacts.append(path)
-            run.last_outcome = outcome
-            run.compiles.append({"position": pos + 1, "generation": generation, "verdict": "pass",
-                                 "compiled_as": outcome.manifest["compiled_as"], "reason": outcome.reason,
-                                 "eval_run_id": outcome.eval_run_id, "artifact_id": outcome.artifact_id,
-                                 "artifact_bytes": outcome.artifact_bytes, "compile_s": time.perf_counter() - t0,
-                                 "after_shift_alarm": after_alarm})
-            say(f"  [{pos + 1:>4}] generation {generation} installed, compiled as {outcome.manifest['compiled_as']}"
-                + (" (the specialist did not pass the gate yet)" if outcome.manifest["compiled_as"] == "memo" else "")
-                + (" (after a shift alarm)" if after_alarm else ""))
-    if monitor is not None:
-        run.shift_monitor = monitor.describe()
-    if run.audit is not None and audit_rate > 0:
-        run.audit.wait(60.0)
+                audit_cost_usd_micros=run.audit_cost_usd_micros - audit_before, input=inp,
+            ))
+        r.wait_idle()
+    finally:
+        run.status = r.status()
+        run.events = r.events
+        r.close()
+    _summarize(run)
     return run
+
+
+def _summarize(run: StreamRun) -> None:
+    """Compiles, generations, alarms and rollbacks from the ratchet's log."""
+    from auto.store import Store
+
+    for e in run.events:
+        d = e["detail"]
+        pos = d.get("at_call", e.get("calls"))
+        if e["kind"] == "compile":
+            run.compiles.append({"position": pos, "generation": e["generation"], "verdict": d.get("verdict"),
+                                 "reason": d.get("reason"), "eval_run_id": d.get("eval_run_id"),
+                                 "compiled_as": d.get("compiled_as"), "trigger": (d.get("trigger") or {}).get("kind"),
+                                 "trigger_evidence": (d.get("trigger") or {}).get("evidence"),
+                                 "compile_s": d.get("seconds"),
+                                 "after_shift_alarm": (d.get("trigger") or {}).get("kind") == "shift-alarm"})
+        elif e["kind"] == "install":
+            run.generations.append({"generation": e["generation"], "position": pos, "artifact_id": e["artifact_id"],
+                                    "compiled_as": d.get("compiled_as"), "parent": d.get("parent"),
+                                    "trigger": (d.get("trigger") or {}).get("kind")})
+        elif e["kind"] == "alarm":
+            run.shift_alarms.append({"position": pos, "generation": e["generation"], "reason": d.get("reason")})
+        elif e["kind"] == "rollback":
+            run.rollbacks.append({"position": pos, "generation": e["generation"], "reason": d.get("reason"),
+                                  "to": d.get("to")})
+    run.shift_monitor = run.status.get("shift_monitor")
+    aid = run.status.get("artifact_id")
+    if aid is not None and run.status.get("store_path"):
+        with Store(run.status["store_path"]) as st:
+            stored = st.get_artifact(aid)
+            run.last_manifest = stored.manifest if stored else None

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from auto.store import SCHEMA_VERSION
+
 AUTO = [sys.executable, "-m", "auto.cli"]
 
 
@@ -152,7 +154,7 @@ def test_compile_inspect_run(triage_store, tmp_path):
 
 def test_compile_refusal_exits_3_and_stores_eval_run(triage_store, tmp_path):
     contract = tmp_path / "strict.toml"
-    contract.write_text("[contract]\nmin_agreement = 0.985\nmin_agreement_ci95_low = 0.5\n")
+    contract.write_text('[contract]\ngate = "agreement"\nmin_agreement = 0.985\nmin_agreement_ci95_low = 0.5\n')
     p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
              "--out", str(tmp_path / "no.wasm"), "--no-memo", check_code=3)
     assert "refused:" in p.stderr and "eval run: sha256:" in p.stderr
@@ -161,6 +163,15 @@ def test_compile_refusal_exits_3_and_stores_eval_run(triage_store, tmp_path):
     p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
              "--out", str(tmp_path / "memo.wasm"), "--json")
     assert json.loads(p.stdout)["compiled_as"] == "memo" and "specialist refused" in p.stderr
+
+
+def test_a_guard_that_would_deopt_everything_is_a_refusal(triage_store, tmp_path):
+    contract = tmp_path / "tiny-eps.toml"
+    contract.write_text("[contract]\nepsilon = 0.001\n")
+    p = auto("compile", "--store", str(triage_store), "--task", "triage", "--contract", str(contract),
+             "--out", str(tmp_path / "no.wasm"), "--no-memo", "--no-program", check_code=3)
+    assert "the guard would deopt every input outside the table" in p.stderr
+    assert not (tmp_path / "no.wasm").exists()
 
 
 def test_bad_files_give_clear_errors(tmp_path):
@@ -192,7 +203,7 @@ def test_store_verify_detects_tampering(triage_store, tmp_path):
     shutil.copy(triage_store, copy)
     auto("store", "verify", "--store", str(copy))
     info = json.loads(auto("store", "info", "--store", str(copy)).stdout)
-    assert info["schema_version"] == 1 and info["tasks"]["triage"] == 800
+    assert info["schema_version"] == SCHEMA_VERSION and info["tasks"]["triage"] == 800
     con = sqlite3.connect(copy)
     con.execute("DROP TRIGGER IF EXISTS spans_no_update")
     for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():

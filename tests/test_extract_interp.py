@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auto.canonical import canonical_json
-from auto.errors import CompileError, UsageError
+from auto.errors import CompileError, ArgumentError
 from auto.extract import (
     DeoptSignal,
     ProgramTypeError,
@@ -242,13 +242,13 @@ def test_run_program_answer_is_json_and_null_answer_is_not_a_deopt():
 
 
 def test_bad_input_is_a_usage_error():
-    with pytest.raises(UsageError, match="email"):
+    with pytest.raises(ArgumentError, match="email"):
         evaluate(Lower(E), {"body": "x"})
-    with pytest.raises(UsageError, match="string"):
+    with pytest.raises(ArgumentError, match="string"):
         evaluate(Lower(E), {"email": 5})
-    with pytest.raises(UsageError, match="string"):
+    with pytest.raises(ArgumentError, match="string"):
         run_program(Lower(E), {"email": None})
-    with pytest.raises(UsageError, match="object"):
+    with pytest.raises(ArgumentError, match="object"):
         evaluate(Lower(E), ["x"])
     # A constant program reads nothing, so any object is a valid input.
     assert evaluate(Const("x"), {}) == "x"
@@ -498,7 +498,7 @@ def test_size_counts_nodes():
     assert size(Record((("a", E), ("b", Const(1))))) == 3
     assert size(If(((Contains(E, "a"), Const("x")),), Deopt())) == 5
     assert size(EXAMPLE) == 1 + (1 + 3 + 1 + 3 + 1 + 1) + 2 + 4 + (1 + 4 + 3)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         size(Lower(object()))
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from auto.errors import CompileError, UsageError
+from auto.errors import CompileError, ArgumentError
 from auto.extract.regex import (
     ASSERT,
     BYTE,
@@ -104,9 +104,9 @@ def test_start_offset_matches_python_pos():
 
 def test_start_offset_out_of_range_is_a_usage_error():
     prog = compile_regex("a")
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         pike_search(prog, b"abc", 4)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         pike_search(prog, b"abc", -1)
 
 
@@ -314,7 +314,7 @@ def test_any_unicode_text_with_dot_and_negated_classes(text):
 def test_deep_nesting_and_bad_arguments_are_clear_errors():
     with pytest.raises(RegexError, match="nested too deeply"):
         compile_regex("(?:" * 5000 + "a" + ")" * 5000)
-    with pytest.raises(UsageError, match="bytes"):
+    with pytest.raises(ArgumentError, match="bytes"):
         pike_search(compile_regex("a"), "a")  # type: ignore[arg-type]
     long_bad = "a" * 500 + "(?=b)"
     with pytest.raises(RegexError) as info:

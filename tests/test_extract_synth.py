@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from auto.errors import SpendCapExceeded, UsageError
+from auto.errors import SpendCapExceeded, ArgumentError
 from auto.extract import ast as A
 from auto.extract.interp import run_program
 from auto.extract.propose import LLMProposer, ScriptedProposer, extract_json_values
@@ -288,7 +288,7 @@ def test_llm_proposer_under_default_cap_refuses_cleanly(tmp_path, monkeypatch):
     assert res2.program is None and "field 'a'" in res2.reason and len(prop2.refusals) == 1
     with pytest.raises(SpendCapExceeded):
         prop.propose("tags", data[:2], None)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         LLMProposer(client, "another-model")
 
 
@@ -351,11 +351,11 @@ def test_search_time_regex_agrees_with_the_pike_vm():
 
 
 def test_bad_input_is_a_usage_error():
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         synthesize([], field="t")
-    with pytest.raises(UsageError, match="no string field"):
+    with pytest.raises(ArgumentError, match="no string field"):
         synthesize([({"x": "a"}, "a")], field="t")
-    with pytest.raises(UsageError, match="same keys"):
+    with pytest.raises(ArgumentError, match="same keys"):
         synthesize([({"t": "a"}, {"k": 1}), ({"t": "b"}, {"j": 1})], field="t")
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         synthesize([({"t": "a"}, "a")], field="t", time_budget_s=0)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from auto.guards.semantic import HostGuard, SemanticNovelty, load_embedder, make_host_guard, without_novelty
 
 
@@ -111,7 +111,7 @@ def test_make_host_guard_modes_keep_what_they_say():
     assert isinstance(g, HostGuard) and g.rest is None and g.mode == "semantic"  # novelty replaced, nothing left
     c = make_host_guard("combined", art, sem)
     assert c.rest is art.guard and c.mode == "combined"  # the whole compiled guard kept
-    with pytest.raises(UsageError, match="mode"):
+    with pytest.raises(ArgumentError, match="mode"):
         make_host_guard("lexical", art, sem)
     assert without_novelty({"method": "stack", "components": [novelty]})[0] is None
     kept, note = without_novelty({"method": "exact-match"})

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from auto.guards import (ShiftMonitor, audit_summary, build_stack, calibrate_novelty, calibrate_selective_risk,
                          smallest_certifiable_epsilon)
 from auto.guards.novelty import leave_one_out_pass
@@ -121,11 +121,11 @@ def test_bad_data_falls_back_with_a_reason(conf, correct, why):
 
 def test_bad_levels_are_usage_errors():
     for kw in ({"epsilon": 0.0}, {"epsilon": 1.0}, {"delta": 1.5}, {"delta": True}):
-        with pytest.raises(UsageError):
+        with pytest.raises(ArgumentError):
             calibrate_selective_risk([0.5] * 50, [True] * 50, **kw)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         calibrate_novelty([0.1], 0.0)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         ShiftMonitor(alpha=2.0)
 
 
@@ -330,13 +330,13 @@ def test_update_score_bad_values_rebase_and_usage_errors():
     assert m.statistic == wealth and m.reference_n == 40 and m.n == 5 and m.alarm
     m.reset()
     assert m.statistic == 1.0 and m.reference_n == 0 and m.n == 0
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         m.online_p_value(math.nan)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         ShiftMonitor(method="cusum")
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         ShiftMonitor(method="plugin", burn_in=0)
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         ShiftMonitor(jump_size=1.0)
 
 
@@ -346,7 +346,7 @@ def test_audit_summary():
     assert 0 < s["silent_wrong_ci95_low"] < 0.04 < s["silent_wrong_ci95_high"] < 0.2
     empty = audit_summary(type("A", (), {"n": 0, "disagreements": 0, "errors": 0})())
     assert empty["silent_wrong_rate"] is None and empty["silent_wrong_ci95_high"] is None
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         audit_summary({"n": 3, "disagreements": 4})
 
 

@@ -35,6 +35,12 @@ from auto.features import FeatureSpec
 DEFAULT_FOLDS = 5
 """K of the K-fold cross-fit: 80% of the inputs train each fold model."""
 
+SELECTIVE_MODELS = ("logreg", "linsvc")
+"""Candidates for a guarded specialist: linear models only. A decision tree's margin is a leaf's
+class-fraction gap, 1.0 on every pure leaf, so it cannot rank inputs for a selective-risk
+threshold (measured: trees win on agreement on small triage sets and then certify nothing,
+"constant confidence on all calibration points")."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -72,13 +78,13 @@ class CrossFit:
 
 def choose_config(items: Sequence[tuple[dict[str, Any], Any, float]], seed: int,
                   selection_fraction: float = 0.25) -> tuple[Config, DistillResult]:
-    """Select the candidate (estimator × n-gram range) by agreement on a stratified selection
-    split (:func:`auto.distill.distill` over its default grid).
+    """Select the candidate (linear estimator × n-gram range, :data:`SELECTIVE_MODELS`) by
+    agreement on a stratified selection split (:func:`auto.distill.distill`).
 
     Raises:
         CompileError: as :func:`auto.distill.distill`.
     """
-    res = distill(list(items), heldout_fraction=selection_fraction, seed=seed)
+    res = distill(list(items), heldout_fraction=selection_fraction, seed=seed, models=SELECTIVE_MODELS)
     return Config(res.selected.model, res.selected.features), res
 
 

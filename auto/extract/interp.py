@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from auto.extract import ast as A
 from auto.extract.regex import compile_regex, pike_search
 from auto.extract.types import check, input_fields
@@ -101,7 +101,7 @@ def const_value(value: A.Scalar) -> Any:
     """The interpreter value of a :class:`~auto.extract.ast.Const` value (floats -> :class:`Fixed`).
 
     Raises:
-        UsageError: a float constant with more than 4 decimals or ``|v| >= 1e14`` (the type
+        ArgumentError: a float constant with more than 4 decimals or ``|v| >= 1e14`` (the type
             checker rejects those first), or a value that is not a scalar.
     """
     if value is None or isinstance(value, (bool, str)):
@@ -111,9 +111,9 @@ def const_value(value: A.Scalar) -> Any:
     if isinstance(value, float):
         units = float_units(value)
         if units is None:
-            raise UsageError(f"float constant {value!r} needs at most 4 decimals and |v| < 1e14")
+            raise ArgumentError(f"float constant {value!r} needs at most 4 decimals and |v| < 1e14")
         return Fixed(units)
-    raise UsageError(f"constant {value!r} is not a text, int, float, bool or null")
+    raise ArgumentError(f"constant {value!r} is not a text, int, float, bool or null")
 
 
 def _search(text: str, pattern: str, group: int) -> str | None:
@@ -144,7 +144,7 @@ def _compare(op: str, x: Any, value: Any) -> bool:
     if op == "ne":
         return not (x == c and type(x) is type(c))
     if isinstance(x, bool) or isinstance(c, bool) or isinstance(x, str) or isinstance(c, str):
-        raise UsageError(f"compare {op!r} needs numbers, got {x!r} and {value!r}")
+        raise ArgumentError(f"compare {op!r} needs numbers, got {x!r} and {value!r}")
     if op == "lt":
         return int(x) < int(c)
     if op == "le":
@@ -153,7 +153,7 @@ def _compare(op: str, x: Any, value: Any) -> bool:
         return int(x) > int(c)
     if op == "ge":
         return int(x) >= int(c)
-    raise UsageError(f"unknown compare op {op!r}")
+    raise ArgumentError(f"unknown compare op {op!r}")
 
 
 def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A.Node, dict], Any]:
@@ -228,7 +228,7 @@ def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A
                     if key == x:
                         return ev(value, inp)
             return ev(node.default, inp)
-        raise UsageError(f"not a program node: {node!r}")
+        raise ArgumentError(f"not a program node: {node!r}")
 
     return ev
 
@@ -263,12 +263,12 @@ def _check_input(program: A.Node, inp: dict) -> None:
     except TypeError:  # an unhashable attribute: check without the cache (it will refuse it)
         fields = _check_program(program)
     if not isinstance(inp, dict):
-        raise UsageError(f"a program input must be a JSON object, not {type(inp).__name__}")
+        raise ArgumentError(f"a program input must be a JSON object, not {type(inp).__name__}")
     for name in fields:
         if name not in inp:
-            raise UsageError(f"the input has no field {name!r}")
+            raise ArgumentError(f"the input has no field {name!r}")
         if not isinstance(inp[name], str):
-            raise UsageError(f"the input field {name!r} must be a string, not {type(inp[name]).__name__}")
+            raise ArgumentError(f"the input field {name!r} must be a string, not {type(inp[name]).__name__}")
 
 
 def evaluate(program: A.Node, inp: dict) -> Any:
@@ -286,7 +286,7 @@ def evaluate(program: A.Node, inp: dict) -> Any:
     Raises:
         DeoptSignal: a :class:`~auto.extract.ast.Deopt` node was reached.
         ProgramTypeError: (a :class:`~auto.errors.CompileError`) the program is ill-typed.
-        UsageError: ``inp`` is not a dict, lacks a field the program reads, or that field is not
+        ArgumentError: ``inp`` is not a dict, lacks a field the program reads, or that field is not
             a string.
     """
     _check_input(program, inp)
@@ -302,7 +302,7 @@ def run_program(program: A.Node, inp: dict) -> dict:
 
     Raises:
         ProgramTypeError: the program is ill-typed (as :func:`evaluate`).
-        UsageError: bad input object (as :func:`evaluate`).
+        ArgumentError: bad input object (as :func:`evaluate`).
     """
     try:
         return {"answer": evaluate(program, inp), "deopt": False}

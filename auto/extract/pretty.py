@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 from auto.extract import ast as A
 
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -121,14 +121,14 @@ def _r(node: Any) -> list[str]:  # noqa: C901 - one dispatch over node types
             lines += ["  " + ln for ln in _join([_lit(key), " -> ", _r(value)], sep="")]
         lines += ["  " + ln for ln in _join(["else -> ", _r(node.default)], sep="")]
         return lines + ["}"]
-    raise UsageError(f"not a program node: {node!r}")
+    raise ArgumentError(f"not a program node: {node!r}")
 
 
 def render(program: A.Node) -> str:
     """The readable multi-line form of ``program`` (no trailing newline).
 
     Raises:
-        UsageError: ``program`` holds something that is not a node.
+        ArgumentError: ``program`` holds something that is not a node.
     """
     return "\n".join(_r(program))
 
@@ -138,7 +138,7 @@ def size(program: A.Node) -> int:
     constant values count 0): the description length that synthesis minimizes.
 
     Raises:
-        UsageError: ``program`` holds something that is not a node.
+        ArgumentError: ``program`` holds something that is not a node.
     """
     n = 0
     stack: list[Any] = [program]
@@ -150,7 +150,7 @@ def size(program: A.Node) -> int:
         if type(node) not in A.NODE_TYPES:
             if isinstance(node, (str, int, float, bool)) or node is None:
                 continue  # keys and attributes
-            raise UsageError(f"not a program node: {node!r}")
+            raise ArgumentError(f"not a program node: {node!r}")
         n += 1
         stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f not in ("value",))
     return n

@@ -21,7 +21,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from auto.canonical import canonical_json
-from auto.errors import ReferenceModelError, SpendCapExceeded, UsageError
+from auto.errors import ReferenceModelError, SpendCapExceeded, ArgumentError
 from auto.extract import ast as A
 from auto.extract.serial import to_json
 
@@ -61,17 +61,17 @@ class ScriptedProposer:
         calls: every call's arguments, ``(field_name, examples_failing, current_program_json)``.
 
     Raises:
-        UsageError: ``answers`` is not a list of program JSON objects / lists of them.
+        ArgumentError: ``answers`` is not a list of program JSON objects / lists of them.
     """
 
     def __init__(self, answers: list[Any]):
         if not isinstance(answers, list):
-            raise UsageError("ScriptedProposer needs a list of answers")
+            raise ArgumentError("ScriptedProposer needs a list of answers")
         self._answers: list[list[dict]] = []
         for k, a in enumerate(answers):
             items = a if isinstance(a, list) else [a]
             if not all(isinstance(x, dict) for x in items):
-                raise UsageError(f"ScriptedProposer answer {k} is not a program JSON object or a list of them")
+                raise ArgumentError(f"ScriptedProposer answer {k} is not a program JSON object or a list of them")
             self._answers.append(list(items))
         self.calls: list[tuple[str, list[tuple[dict, Any]], dict | None]] = []
 
@@ -134,12 +134,12 @@ class LLMProposer:
         refusals: messages of refused calls (spend cap).
 
     Raises:
-        UsageError: ``model`` differs from ``client.model``.
+        ArgumentError: ``model`` differs from ``client.model``.
     """
 
     def __init__(self, client: Any, model: str, *, max_tokens: int = 800, max_examples: int = 8):
         if getattr(client, "model", model) != model:
-            raise UsageError(f"LLMProposer model {model!r} differs from the client's model {client.model!r}")
+            raise ArgumentError(f"LLMProposer model {model!r} differs from the client's model {client.model!r}")
         self.client = client
         self.model = model
         self.max_tokens = max_tokens

@@ -57,7 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from auto.errors import CompileError, UsageError
+from auto.errors import CompileError, ArgumentError
 
 BYTE, SPLIT, JMP, SAVE, ASSERT, MATCH = range(6)
 """Opcodes of :class:`RegexProgram` instructions."""
@@ -631,18 +631,18 @@ def pike_search(prog: RegexProgram, data: bytes, start: int = 0) -> tuple[int, .
         None when there is no match.
 
     Raises:
-        UsageError: ``start`` is outside ``0..len(data)``, ``data`` is not bytes or ``prog`` is
+        ArgumentError: ``start`` is outside ``0..len(data)``, ``data`` is not bytes or ``prog`` is
             not a :class:`RegexProgram`.
 
     Time O(len(data) * len(prog.insts)); memory O(len(prog.insts) * prog.nslots).
     """
     if not isinstance(data, (bytes, bytearray)):
-        raise UsageError(f"pike_search: data must be bytes, not {type(data).__name__}")
+        raise ArgumentError(f"pike_search: data must be bytes, not {type(data).__name__}")
     if not isinstance(prog, RegexProgram):
-        raise UsageError(f"pike_search: prog must be a RegexProgram, not {type(prog).__name__}")
+        raise ArgumentError(f"pike_search: prog must be a RegexProgram, not {type(prog).__name__}")
     n = len(data)
     if not 0 <= start <= n:
-        raise UsageError(f"pike_search: start {start} outside 0..{n}")
+        raise ArgumentError(f"pike_search: start {start} outside 0..{n}")
     insts = prog.insts
     members, first = _prepared(prog)
     ninsts = len(insts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 
 
 def _get(audit: Any, name: str) -> Any:
@@ -32,7 +32,7 @@ def audit_summary(audit: Any) -> dict[str, Any]:
         None when nothing was audited.
 
     Raises:
-        UsageError: ``n`` or ``disagreements`` is missing, negative, not an integer, or
+        ArgumentError: ``n`` or ``disagreements`` is missing, negative, not an integer, or
             ``disagreements > n``.
     """
     from auto.verify import clopper_pearson
@@ -41,9 +41,9 @@ def audit_summary(audit: Any) -> dict[str, Any]:
     errors = _get(audit, "errors") or 0
     for name, v in (("n", n), ("disagreements", k), ("errors", errors)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise UsageError(f"audit {name} must be a non-negative integer, got {v!r}")
+            raise ArgumentError(f"audit {name} must be a non-negative integer, got {v!r}")
     if k > n:
-        raise UsageError(f"audit has {k} disagreements but only {n} audited answers")
+        raise ArgumentError(f"audit has {k} disagreements but only {n} audited answers")
     low, high = clopper_pearson(k, n)
     rate = k / n if n else None
     statement = (f"{k} of {n} audited tier-1 answers differed from the reference (silent-wrong rate "

@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 
 
 def _check_alpha(alpha: Any) -> float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
-        raise UsageError(f"alpha must be a number in (0, 1), got {alpha!r}")
+        raise ArgumentError(f"alpha must be a number in (0, 1), got {alpha!r}")
     return float(alpha)
 
 
@@ -85,7 +85,7 @@ def calibrate_novelty(cal_scores: Sequence[float], alpha: float) -> dict[str, An
         Never raises on bad data.
 
     Raises:
-        UsageError: ``alpha`` is not a number in (0, 1).
+        ArgumentError: ``alpha`` is not a number in (0, 1).
     """
     alpha = _check_alpha(alpha)
     entry: dict[str, Any] = {"method": "conformal-novelty", "alpha": alpha, "n": 0, "calibration_scores": [],

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 
 PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
@@ -55,7 +55,7 @@ _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
 
 def _check_level(name: str, x: Any) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < float(x) < 1.0:
-        raise UsageError(f"{name} must be a number in (0, 1), got {x!r}")
+        raise ArgumentError(f"{name} must be a number in (0, 1), got {x!r}")
     return float(x)
 
 
@@ -180,7 +180,7 @@ def smallest_certifiable_epsilon(confidence: Sequence[float], correct: Sequence[
         (see :func:`calibrate_selective_risk`) or no level below 1 can be certified.
 
     Raises:
-        UsageError: ``delta`` is not in (0, 1).
+        ArgumentError: ``delta`` is not in (0, 1).
     """
     delta = _check_level("delta", delta)
     data = _clean(confidence, correct)
@@ -253,7 +253,7 @@ def calibrate_selective_risk(
         reason). Never raises on bad data.
 
     Raises:
-        UsageError: ``epsilon`` or ``delta`` is not in (0, 1).
+        ArgumentError: ``epsilon`` or ``delta`` is not in (0, 1).
     """
     epsilon = _check_level("epsilon", epsilon)
     delta = _check_level("delta", delta)

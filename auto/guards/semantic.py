@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from auto_runtime.guard import Guard, GuardDecision, build_guard
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 
 MODES = ("semantic", "combined")
 """Host guard modes (see :func:`make_host_guard`)."""
@@ -109,15 +109,15 @@ class SemanticNovelty:
         embed: the embedding function of :func:`load_embedder`.
 
     Raises:
-        UsageError: empty reference or calibration set, or ``alpha`` outside (0, 1).
+        ArgumentError: empty reference or calibration set, or ``alpha`` outside (0, 1).
     """
 
     def __init__(self, reference_texts: Sequence[str], calibration_texts: Sequence[str], alpha: float,
                  embed: Callable[[Sequence[str]], np.ndarray]) -> None:
         if not reference_texts or not calibration_texts:
-            raise UsageError("semantic novelty needs at least one reference and one calibration text")
+            raise ArgumentError("semantic novelty needs at least one reference and one calibration text")
         if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
-            raise UsageError(f"alpha must be in (0, 1), got {alpha!r}")
+            raise ArgumentError(f"alpha must be in (0, 1), got {alpha!r}")
         self.alpha = float(alpha)
         self._embed = embed
         self._ref = embed(list(reference_texts))
@@ -130,13 +130,13 @@ class SemanticNovelty:
         """Split distinct ``texts`` by a digest of each text: ``share`` calibration, the rest reference.
 
         Raises:
-            UsageError: fewer than two distinct texts, or one side of the split is empty.
+            ArgumentError: fewer than two distinct texts, or one side of the split is empty.
         """
         distinct = sorted(set(texts))
         cal = [t for t in distinct if _in_calibration(t, share)]
         ref = [t for t in distinct if not _in_calibration(t, share)]
         if not cal or not ref:
-            raise UsageError(f"{len(distinct)} distinct witnesses cannot be split into reference and calibration sets")
+            raise ArgumentError(f"{len(distinct)} distinct witnesses cannot be split into reference and calibration sets")
         return cls(ref, cal, alpha, embed)
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
@@ -197,10 +197,10 @@ def make_host_guard(mode: str, artifact: Any, semantic: SemanticNovelty) -> "Hos
     with each input (:meth:`HostGuard.prime`) before the call.
 
     Raises:
-        UsageError: ``mode`` is not one of :data:`MODES`.
+        ArgumentError: ``mode`` is not one of :data:`MODES`.
     """
     if mode not in MODES:
-        raise UsageError(f"unknown host guard mode {mode!r} (available: {', '.join(MODES)})")
+        raise ArgumentError(f"unknown host guard mode {mode!r} (available: {', '.join(MODES)})")
     if mode == "combined":
         return HostGuard(semantic, artifact.guard, "combined")
     rest, _note = without_novelty(artifact.manifest.get("guard"))

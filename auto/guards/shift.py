@@ -58,7 +58,7 @@ import math
 import warnings
 from typing import Any, Sequence
 
-from auto.errors import UsageError
+from auto.errors import ArgumentError
 
 #: ``a`` of the one-sided step bets: the share of the traffic a bet expects to turn strange.
 STEP_SHARES: tuple[float, ...] = (0.25, 0.5)
@@ -103,7 +103,7 @@ class ShiftMonitor:
         reference_n: reference scores :meth:`update_score` ranks against (set by :meth:`reset`).
 
     Raises:
-        UsageError: ``alpha`` or ``jump_size`` outside (0, 1), an unknown ``method``, or
+        ArgumentError: ``alpha`` or ``jump_size`` outside (0, 1), an unknown ``method``, or
             ``burn_in`` below 1.
     """
 
@@ -111,11 +111,11 @@ class ShiftMonitor:
                  burn_in: int = 20) -> None:
         for name, v in (("alpha", alpha), ("jump_size", jump_size)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 < float(v) < 1.0:
-                raise UsageError(f"{name} must be a number in (0, 1), got {v!r}")
+                raise ArgumentError(f"{name} must be a number in (0, 1), got {v!r}")
         if method not in METHODS:
-            raise UsageError(f"unknown shift-monitor method {method!r} (available: {', '.join(METHODS)})")
+            raise ArgumentError(f"unknown shift-monitor method {method!r} (available: {', '.join(METHODS)})")
         if isinstance(burn_in, bool) or not isinstance(burn_in, int) or burn_in < 1:
-            raise UsageError(f"burn_in must be an integer >= 1, got {burn_in!r}")
+            raise ArgumentError(f"burn_in must be an integer >= 1, got {burn_in!r}")
         self.alpha = float(alpha)
         self.jump_size = float(jump_size)
         self.seed = int(seed)
@@ -233,10 +233,10 @@ class ShiftMonitor:
         larger scores give smaller p-values). Does not record ``score``.
 
         Raises:
-            UsageError: ``score`` is not a finite number.
+            ArgumentError: ``score`` is not a finite number.
         """
         if not _is_number(score):
-            raise UsageError(f"a nonconformity score must be a finite number, got {score!r}")
+            raise ArgumentError(f"a nonconformity score must be a finite number, got {score!r}")
         return float(self._test.compute_p_value(float(score), self._scores))
 
     def update_score(self, score: float) -> bool:

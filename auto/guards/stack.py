@@ -123,7 +123,7 @@ def calibrate_stack(
         those of the whole stack.
 
     Raises:
-        UsageError: ``alpha``, ``epsilon`` or ``delta`` is not in (0, 1).
+        ArgumentError: ``alpha``, ``epsilon`` or ``delta`` is not in (0, 1).
     """
     import math
     from bisect import bisect_left

@@ -59,6 +59,12 @@ call, so the steady-state cost per item is at least this share of the reference'
 audit's cost a twentieth of the all-reference cost while giving the risk monitor ~50 audits per
 1,000 tier-1 answers."""
 
+DEFAULT_AUDIT_HIT_RATE = 0.01
+"""Share of exact-match table hits the shadow audit re-asks by default (capped at ``audit_rate``)."""
+
+AUDIT_RECORDS = 1000
+"""The shadow audit keeps the latest this many records in memory (its counters count all)."""
+
 POLL_INTERVAL_S = 1.0
 """How often (at most) a ratchet looks in the store for a generation another ratchet installed."""
 
@@ -103,6 +109,9 @@ class Ratchet:
         task: the task name (the compilation unit's name in the store).
         contract: the gate's contract (default :meth:`Contract.default_for`).
         audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
+        audit_hit_rate: share of exact-match table hits it re-asks (default
+            :data:`DEFAULT_AUDIT_HIT_RATE`): a hit repeats a witnessed reference answer, so its
+            audit measures the reference's own consistency, not the specialist's risk.
         audit_seed: the audit's selection seed.
         policy: when to compile (:class:`CompilePolicy`).
         shift_alpha: level of the exchangeability monitor (None: off).
@@ -115,6 +124,9 @@ class Ratchet:
         progress: optional callback for human-readable lines (installs, refusals, alarms).
         signature: the task function's signature (``__call__`` then takes the task's own
             arguments); None: ``__call__`` takes one input dict.
+        guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
+            (e.g. :func:`auto.guards.semantic.make_host_guard`); a guard with a ``prime(input)``
+            method is primed with each input before the call. None keeps the manifest's guard.
 
     Raises:
         ArgumentError: a bad setting (audit rate outside [0, 1], unknown worker mode).
@@ -122,11 +134,13 @@ class Ratchet:
     """
 
     def __init__(self, reference: Callable[[dict[str, Any]], Any], store: str | os.PathLike, task: str, *,
-                 contract: Contract | None = None, audit_rate: float = DEFAULT_AUDIT_RATE, audit_seed: int = 0,
+                 contract: Contract | None = None, audit_rate: float = DEFAULT_AUDIT_RATE,
+                 audit_hit_rate: float | None = None, audit_seed: int = 0,
                  policy: CompilePolicy | None = None, shift_alpha: float | None = 0.05, risk_alpha: float = 0.05,
                  worker: str = "process", compile_timeout_s: float = DEFAULT_TIMEOUT_S,
                  reference_model: str | None = None, programs: bool = True, load: bool = True,
-                 progress: Callable[[str], None] | None = None, signature: inspect.Signature | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, signature: inspect.Signature | None = None,
+                 guard_factory: Callable[[Artifact, Store], Any] | None = None) -> None:
         if not callable(reference):
             raise ArgumentError("the reference must be callable")
         if isinstance(audit_rate, bool) or not isinstance(audit_rate, (int, float)) or not 0.0 <= audit_rate <= 1.0:
@@ -144,6 +158,9 @@ class Ratchet:
         self._say = progress or (lambda _m: None)
         self._reference = reference
         self._signature = signature
+        self._guard_factory = guard_factory
+        self._prime: Callable[[Any], Any] | None = None
+        self.calls = 0
         self._store = Store(self.store_path)
         self._state_lock = threading.RLock()
         self._compile_lock = _CompileLock(self.store_path)
@@ -163,8 +180,10 @@ class Ratchet:
         self._installed_id: str | None = None
         self._parent: dict[int, int | None] = {}
         self._evidence = GenerationEvidence(None, self.contract.epsilon, risk_alpha)
+        hit_rate = min(audit_rate, DEFAULT_AUDIT_HIT_RATE) if audit_hit_rate is None else audit_hit_rate
         self._tiered = TieredTask(None, reference=self._tier0, capture=self._capture, task=task,
-                                  audit_rate=audit_rate, audit_seed=audit_seed)
+                                  audit_rate=audit_rate, audit_seed=audit_seed, audit_hit_rate=hit_rate,
+                                  audit_max_records=AUDIT_RECORDS)
         self._count_witnesses()
         if load:
             self._load_installed()
@@ -183,7 +202,11 @@ class Ratchet:
     def call_result(self, input_obj: dict[str, Any]) -> Any:
         """Like :meth:`call`, returning the :class:`auto_runtime.CallResult` (tier, reason, score,
         latency, generation)."""
+        prime = self._prime
+        if prime is not None:
+            prime(input_obj)
         res = self._tiered(input_obj)
+        self.calls += 1
         ev = self._evidence
         ev.calls += 1
         if res.tier is TIER_1:
@@ -240,8 +263,11 @@ class Ratchet:
             if prev is None:
                 st.witnesses += 1
                 self._seen[key] = out_key
-            elif prev == out_key:
-                st.repeats_consistent += 1
+            else:
+                if prev == out_key:
+                    st.repeats_consistent += 1
+                if not rec.get("audit"):
+                    st.known_misses += 1
             if out_key not in self._labels:
                 st.new_labels[out_key] = st.new_labels.get(out_key, 0) + 1
             if st.alarm is not None:
@@ -290,9 +316,11 @@ class Ratchet:
                 return
             st = self._state
             st.attempts += 1
-            st.witnesses_at_attempt = st.witnesses
-            st.repeats_at_attempt = st.repeats_consistent
-            st.new_labels = {}
+            st.known_misses_at_attempt = st.known_misses
+            if trig["kind"] != "memo":
+                st.witnesses_at_attempt = st.witnesses
+                st.repeats_at_attempt = st.repeats_consistent
+                st.new_labels = {}
             if st.alarm is not None:
                 st.alarm = None
             th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
@@ -307,9 +335,12 @@ class Ratchet:
         try:
             latest = self._store.latest_artifact(self.task)
             generation = (latest.generation + 1) if latest else 1
+            # a table refresh while no generation answers new inputs: the memo rung alone (cheap)
+            table_only = trigger["kind"] == "memo" and not self._installed_answers_new_inputs()
             req = CompileRequest(store_path=self.store_path, task=self.task, contract=self.contract.model_dump(),
                                  generation=generation, out_path=default_out_path(self.store_path, self.task, generation),
-                                 reference_model=self.reference_model, programs=self.programs)
+                                 reference_model=self.reference_model, programs=self.programs,
+                                 rungs=["memo"] if table_only else None)
             res = run_compile(req, timeout_s=self.compile_timeout_s, mode=self.worker)
             self._finish(res, trigger)
         except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
@@ -326,6 +357,11 @@ class Ratchet:
         if res.verdict != "pass" or res.artifact_id is None:
             self._say(f"  compile of generation {res.generation} ({trigger['kind']}): {res.verdict}: {res.reason}")
             return
+        weaker = self._weaker_than_installed(res.artifact_id)
+        if weaker is not None:
+            self._log("install-skipped", generation=res.generation, artifact_id=res.artifact_id, detail={"reason": weaker})
+            self._say(f"  generation {res.generation} not installed: {weaker}")
+            return
         try:
             self._install(res.artifact_id, res.generation, parent=self._state.installed, trigger=trigger)
         except AutoError as e:
@@ -333,15 +369,44 @@ class Ratchet:
                       detail={"reason": f"{type(e).__name__}: {e}"})
             self._say(f"  generation {res.generation} could not be installed: {e}")
 
+    def _installed_answers_new_inputs(self) -> bool:
+        cur = self._installed_id
+        stored = self._store.get_artifact(cur) if cur is not None else None
+        return stored is not None and _answers_new_inputs(stored.manifest)
+
+    def _weaker_than_installed(self, candidate_id: str) -> str | None:
+        """Why the candidate would answer less than the installed generation, or None.
+
+        A candidate that only repeats witnessed inputs (``memo``) never replaces a generation
+        whose certified specialist (or program) answers new inputs too: the ladder falls to the
+        memo when the specialist's certificate fails on the new witnesses (e.g. a new label with
+        few witnesses), and installing it would turn every new input into a deopt.
+        """
+        cur = self._installed_id
+        if cur is None:
+            return None
+        cand = self._store.get_artifact(candidate_id)
+        old = self._store.get_artifact(cur)
+        if cand is None or old is None:
+            return None
+        if _answers_new_inputs(old.manifest) and not _answers_new_inputs(cand.manifest):
+            return (f"it is compiled as {cand.manifest.get('compiled_as')} (only witnessed inputs answer), while the "
+                    f"installed generation {self._state.installed} ({old.manifest.get('compiled_as')}) answers new inputs "
+                    "under its certificate")
+        return None
+
     def _install(self, artifact_id: str, generation: int, *, parent: int | None, trigger: dict[str, Any] | None,
                  record: bool = True) -> None:
         stored = self._store.get_artifact(artifact_id)
         if stored is None:
             raise AutoError(f"artifact {artifact_id} is not in the store")
         art = Artifact.load(stored.wasm, expected_id=artifact_id)
+        if self._guard_factory is not None:
+            art.guard = self._guard_factory(art, self._store)
         labels = {canonical_json(a) for a in ((art.manifest.get("interface") or {}).get("output") or {}).get("enum") or []}
         with self._state_lock:
             self._tiered.swap(art)
+            self._prime = getattr(art.guard, "prime", None)
             self._installed_id = artifact_id
             self._parent.setdefault(generation, parent)
             self._state.installed = generation
@@ -373,6 +438,7 @@ class Ratchet:
         else:
             with self._state_lock:
                 self._tiered.swap(None)
+                self._prime = None
                 self._installed_id = None
                 self._state.installed = None
                 self._evidence = GenerationEvidence(None, self.contract.epsilon, self._risk_alpha)
@@ -382,12 +448,13 @@ class Ratchet:
 
     def _log(self, kind: str, *, generation: int | None = None, artifact_id: str | None = None,
              detail: dict[str, Any] | None = None) -> None:
-        row = {"kind": kind, "generation": generation, "artifact_id": artifact_id, "detail": detail or {},
-               "calls": self._evidence.calls}
+        detail = {**(detail or {}), "at_call": self.calls}
+        row = {"kind": kind, "generation": generation, "artifact_id": artifact_id, "detail": detail,
+               "calls": self.calls}
         self._events.append(row)
         try:
             self._store.add_ratchet_event(self.task, kind, generation=generation, artifact_id=artifact_id,
-                                          detail=detail or {})
+                                          detail=detail)
         except AutoError as e:
             log.warning("task %s: ratchet event %s not stored: %s", self.task, kind, e)
 
@@ -432,6 +499,27 @@ class Ratchet:
                             self.task, cur[0], e)
 
     # ------------------------------------------------------------------ control
+
+    def adopt(self, wasm: bytes, *, generation: int | None = None) -> int:
+        """Install an artifact compiled elsewhere (e.g. before deployment) as the current
+        generation: stored, logged (``install``, trigger ``adopted``), swapped in.
+
+        Returns:
+            The generation number it was installed as (its manifest's, unless given).
+
+        Raises:
+            ArtifactError: the bytes are not a loadable artifact, or it is for another task.
+        """
+        art = Artifact.load(wasm)
+        if art.task != self.task:
+            raise ArgumentError(f"the artifact is for task {art.task!r}, this ratchet serves {self.task!r}")
+        gen = generation if generation is not None else int(art.generation or 1)
+        aid = self._store.put_artifact(wasm, art.manifest, self.task, gen)
+        self._install(aid, gen, parent=self._state.installed, trigger={"kind": "adopted"})
+        with self._state_lock:
+            self._state.witnesses_at_attempt = self._state.witnesses
+            self._state.attempts += 1
+        return gen
 
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         """Wait until queued audits are done and no compile is running (benchmarks call this to
@@ -484,11 +572,27 @@ class Ratchet:
         """JSON-able state: installed generation, counters, the installed generation's evidence."""
         with self._state_lock:
             st = self._state
-            return {"task": self.task, "generation": st.installed, "artifact_id": self._installed_id,
+            return {"task": self.task, "store_path": self.store_path, "calls": self.calls,
+                    "generation": st.installed, "artifact_id": self._installed_id,
                     "witnesses": st.witnesses, "compile_attempts": st.attempts,
                     "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,
                     "evidence": self._evidence.describe(),
                     "shift_monitor": self._shift.describe() if self._shift is not None else None}
+
+
+def _answers_new_inputs(manifest: dict[str, Any]) -> bool:
+    """Whether an artifact may answer inputs that were never witnessed: a program, or a specialist
+    whose guard certified a threshold (not a fallback that always deopts)."""
+    kind = manifest.get("compiled_as")
+    if kind == "program":
+        return True
+    if kind not in ("specialist", "memo-first"):
+        return False
+    guard = manifest.get("guard") or {}
+    if guard.get("fallback_reason"):
+        return False
+    risk = [c for c in guard.get("components") or [] if isinstance(c, dict) and c.get("method") == "selective-risk"]
+    return bool(risk) and risk[-1].get("threshold") is not None
 
 
 def _calibration_scores(manifest: dict[str, Any]) -> list[float] | None:
@@ -527,4 +631,4 @@ def ratchet(fn: Callable[..., Any], store: str | os.PathLike, task: str | None =
     return Ratchet(reference, store, name, signature=sig, **options)
 
 
-__all__ = ["DEFAULT_AUDIT_RATE", "Ratchet", "ratchet"]
+__all__ = ["DEFAULT_AUDIT_HIT_RATE", "DEFAULT_AUDIT_RATE", "Ratchet", "ratchet"]

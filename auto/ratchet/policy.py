@@ -4,8 +4,9 @@ A compile is worth its cost when the evidence since the last attempt says a new 
 answer more or answer better. :class:`CompilePolicy` reads the ratchet's counters
 (:class:`PolicyState`) after every deopt and audit and names the trigger, or says "not yet":
 
-- ``first``: no generation yet, and enough witnesses for the cheapest rung to have a chance (the
-  memo's repetition evidence, or the specialist's ``min_witnesses``);
+- ``first``: no generation yet, and enough evidence for the cheapest rung to have a chance
+  (``first_at`` distinct witnesses, or ``first_repeats`` inputs seen again with the same answer:
+  the memo's evidence);
 - ``risk-alarm``: the online risk monitor rejected the installed generation's certificate (it was
   rolled back); compile as soon as one new witness exists;
 - ``shift-alarm``: the exchangeability monitor alarmed (the installed generation is tightened and
@@ -15,8 +16,13 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
   cost per witness, so the compile budget stays a constant share of the traffic);
-- ``memo``: inputs seen again and answered consistently since the last attempt (``memo_new``
-  of them): a cheap table refresh lets their next repeats answer at tier-1.
+- ``memo``: the task repeats itself (consistent repeats seen) and, since the last attempt,
+  ``memo_new`` calls deopted on inputs that were already witnessed (the installed table lags the
+  witnesses): a cheap table refresh (the memo rung alone, when no specialist is installed) lets
+  their next repeats answer at tier-1.
+
+``growth`` and ``new-label`` count from the last full attempt (a table refresh does not reset
+them); ``memo`` counts from the last attempt of any kind.
 
 After a refusal the next attempt waits for ``growth`` again, so a task that cannot be compiled
 costs a logarithmic number of attempts in the witnesses seen.
@@ -35,8 +41,10 @@ class PolicyState:
     Attributes:
         installed: the installed generation number, or None.
         witnesses: distinct witnessed inputs in the store for the task (as counted by the ratchet).
-        witnesses_at_attempt: ``witnesses`` at the last compile attempt (0 before any).
+        witnesses_at_attempt: ``witnesses`` at the last full compile attempt (0 before any).
         attempts: compile attempts so far (by this ratchet).
+        known_misses: deopts of inputs that were already witnessed, in total.
+        known_misses_at_attempt: ``known_misses`` at the last attempt of any kind.
         repeats_consistent: inputs witnessed again with the same answer, in total.
         repeats_at_attempt: ``repeats_consistent`` at the last attempt.
         new_labels: outputs witnessed since the last attempt that the installed generation cannot
@@ -51,6 +59,8 @@ class PolicyState:
     attempts: int = 0
     repeats_consistent: int = 0
     repeats_at_attempt: int = 0
+    known_misses: int = 0
+    known_misses_at_attempt: int = 0
     new_labels: dict[str, int] = field(default_factory=dict)
     alarm: str | None = None
     new_since_alarm: int = 0
@@ -65,14 +75,17 @@ class CompilePolicy:
         min_new: the fewest new witnesses a ``growth`` trigger needs.
         growth: the share by which witnesses must grow since the last attempt (0.15 = 15%).
         new_label_support: witnesses of an unanswerable output before ``new-label`` fires.
-        memo_new: consistent repeats since the last attempt before ``memo`` fires (0: never).
+        first_repeats: consistent repeats that allow the first attempt before ``first_at``.
+        memo_new: deopts of already witnessed inputs since the last attempt before ``memo``
+            fires, once ``first_repeats`` consistent repeats were seen (0: never).
     """
 
     first_at: int = 20
     min_new: int = 10
     growth: float = 0.15
     new_label_support: int = 5
-    memo_new: int = 8
+    first_repeats: int = 6
+    memo_new: int = 3
 
     def trigger(self, s: PolicyState) -> dict[str, Any] | None:
         """The trigger to compile on now, ``{"kind", "evidence"}``, or None."""
@@ -80,8 +93,8 @@ class CompilePolicy:
         if s.alarm is not None and s.new_since_alarm >= 1:
             return {"kind": s.alarm, "evidence": {"new_witnesses_since_alarm": s.new_since_alarm}}
         if s.installed is None and s.attempts == 0:
-            if s.witnesses >= self.first_at:
-                return {"kind": "first", "evidence": {"witnesses": s.witnesses}}
+            if s.witnesses >= self.first_at or s.repeats_consistent >= self.first_repeats:
+                return {"kind": "first", "evidence": {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent}}
             return None
         if s.installed is not None:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
@@ -89,7 +102,8 @@ class CompilePolicy:
                 return {"kind": "new-label", "evidence": {"labels": seen}}
         if new >= self.min_new and new >= self.growth * max(1, s.witnesses_at_attempt):
             return {"kind": "growth", "evidence": {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt}}
-        repeats = s.repeats_consistent - s.repeats_at_attempt
-        if self.memo_new and repeats >= self.memo_new:
-            return {"kind": "memo", "evidence": {"consistent_repeats_since_attempt": repeats}}
+        lag = s.known_misses - s.known_misses_at_attempt
+        if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:
+            return {"kind": "memo", "evidence": {"deopts_of_witnessed_inputs": lag,
+                                                 "consistent_repeats": s.repeats_consistent}}
         return None

@@ -44,6 +44,7 @@ class CompileRequest:
         out_path: where the child writes the ``.wasm``.
         reference_model: provenance label (None: read from the store).
         programs, memo: the ladder's switches.
+        rungs: the rung names to try (None: the ladder of ``programs`` / ``memo``).
     """
 
     store_path: str
@@ -54,6 +55,7 @@ class CompileRequest:
     reference_model: str | None = None
     programs: bool = True
     memo: bool = True
+    rungs: list[str] | None = None
 
 
 @dataclass
@@ -92,7 +94,7 @@ def compile_once(req: CompileRequest) -> CompileResult:
         with Store(req.store_path) as store:
             out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
                                out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
-                               memo=req.memo)
+                               memo=req.memo, rungs=req.rungs)
         return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
                              eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
                              seconds=time.perf_counter() - t0, detail={"timings_s": out.timings_s})

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from auto.errors import RecordError, UsageError
+from auto.errors import RecordError, ArgumentError
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
 """The directory holding the bootstrap ``sitecustomize.py``."""
@@ -56,11 +56,11 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     fast. A child killed by signal N returns ``128 + N`` (shell convention).
 
     Raises:
-        UsageError: empty command, or the program is not found / not executable.
+        ArgumentError: empty command, or the program is not found / not executable.
         NotAStore, SchemaTooNew: the store cannot be used.
     """
     if not cmd:
-        raise UsageError("auto record: no command given (usage: auto record --store S -- python agent.py)")
+        raise ArgumentError("auto record: no command given (usage: auto record --store S -- python agent.py)")
     from auto.store import Store
 
     import json
@@ -73,9 +73,9 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     try:
         proc = subprocess.Popen(list(cmd), env=env)
     except FileNotFoundError:
-        raise UsageError(f"auto record: command not found: {cmd[0]}") from None
+        raise ArgumentError(f"auto record: command not found: {cmd[0]}") from None
     except PermissionError:
-        raise UsageError(f"auto record: command not executable: {cmd[0]}") from None
+        raise ArgumentError(f"auto record: command not executable: {cmd[0]}") from None
     try:
         rc = proc.wait()
     except KeyboardInterrupt:  # the child got SIGINT too (same process group); let it finish

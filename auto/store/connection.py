@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 import sqlite_utils
 
-from auto.errors import NotAStore, StoreError
+from auto.errors import IngestError, NotAStore, StoreError
 from auto.store.schema import SCHEMA_VERSION, SQLITE_MAGIC, migrate, read_version
 
 BUSY_TIMEOUT_MS = 30_000
@@ -33,6 +33,22 @@ BUSY_TIMEOUT_MS = 30_000
 def _is_busy(exc: BaseException) -> bool:
     msg = str(exc).lower()
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+def store_error(exc: sqlite3.Error, path: Path) -> StoreError:
+    """The :class:`StoreError` for an SQLite failure on ``path`` (one line, with a hint where
+    one helps: a lock held too long, a corrupt file, a full disk)."""
+    msg = str(exc)
+    low = msg.lower()
+    if isinstance(exc, sqlite3.IntegrityError):
+        return IngestError(f"batch rejected by the database: {msg}")
+    if _is_busy(exc):
+        return StoreError(f"{path}: {msg} (another process holds the store locked; retry when it is done)")
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return StoreError(f"{path} is corrupt ({msg}); nothing was changed: restore it from a copy or record into a new store")
+    if "full" in low or "disk i/o" in low:
+        return StoreError(f"{path}: {msg} (the disk is full or failing; nothing of this write was kept)")
+    return StoreError(f"{path}: {type(exc).__name__}: {msg}")
 
 
 def retry_busy(fn: Callable[[], Any]) -> Any:
@@ -145,7 +161,10 @@ class Connection:
         is written or none."""
         with self._lock:
             db = self._database()
-            return retry_busy(lambda: self._transaction(db, fn))
+            try:
+                return retry_busy(lambda: self._transaction(db, fn))
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path) from None
 
     def snapshot(self, fn: Callable[[Callable[..., list[dict]]], Any]) -> Any:
         """Run ``fn(query)`` where every ``query(sql, params)`` reads one consistent snapshot of
@@ -170,12 +189,18 @@ class Connection:
                         db.conn.execute("ROLLBACK")
                     raise
 
-            return retry_busy(attempt)
+            try:
+                return retry_busy(attempt)
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path) from None
 
     def read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         """The rows of one query as dicts (column name -> value), retried on busy."""
         with self._lock:
             db = self._database()
-            cur = retry_busy(lambda: db.execute(sql, list(params)))
-            cols = [c[0] for c in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
+            try:
+                cur = retry_busy(lambda: db.execute(sql, list(params)))
+                cols = [c[0] for c in cur.description]
+                return [dict(zip(cols, r)) for r in cur.fetchall()]
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path) from None

@@ -114,10 +114,7 @@ class Store:
             unchanged = len(ns) - len(new_spans) + len(nt) - len(new_traces)
             return {"spans": len(new_spans), "traces": len(new_traces), "unchanged": unchanged}
 
-        try:
-            return self._conn.write(write)
-        except sqlite3.IntegrityError as exc:
-            raise IngestError(f"batch rejected by the database: {exc}") from None
+        return self._conn.write(write)  # an integrity violation becomes IngestError
 
     @staticmethod
     def _new_rows(db: sqlite_utils.Database, table: str, key: str, items: list[dict]) -> list[dict]:
@@ -340,7 +337,9 @@ class Store:
         Kinds written by :mod:`auto.ratchet`: ``compile`` (an attempt: ``detail.verdict`` pass /
         refuse / error / timeout / crashed / skipped, its trigger and evidence), ``install`` (a
         generation was swapped in; ``detail.parent``), ``rollback`` (a generation was taken out;
-        ``detail.to`` the generation installed instead, or None), ``alarm``, ``install-failed``.
+        ``detail.to`` the generation installed instead, or None), ``alarm``, ``install-failed``,
+        ``install-skipped`` (a generation that passed its gate but would answer less than the
+        installed one).
 
         Raises:
             IngestError: ``detail`` is not canonical JSON.

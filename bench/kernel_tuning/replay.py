@@ -129,9 +129,9 @@ def record_on_gpu(out: Path, progress: Callable[[str], None] | None = None, limi
     under both protocols); everything is written under ``out``.
 
     Raises:
-        UsageError: no CUDA GPU with torch and Triton here (use ``--replay`` with recordings).
+        ArgumentError: no CUDA GPU with torch and Triton here (use ``--replay`` with recordings).
     """
-    from auto.errors import UsageError
+    from auto.errors import ArgumentError
 
     try:
         import torch  # noqa: F401
@@ -141,7 +141,7 @@ def record_on_gpu(out: Path, progress: Callable[[str], None] | None = None, limi
     except ImportError:
         has_gpu = False
     if not has_gpu:
-        raise UsageError("kernel-tuning records on a CUDA GPU (torch + triton); on this machine use "
+        raise ArgumentError("kernel-tuning records on a CUDA GPU (torch + triton); on this machine use "
                          "--replay with recorded decisions, e.g. --replay traces/kernel-tuning")
     from bench.kernel_tuning import run as driver
 
@@ -165,11 +165,11 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     """Replay the recordings in ``replay_dir``; write ``results.json`` and the artifact to ``out_dir``.
 
     Raises:
-        UsageError: the folder lacks ``pass1.jsonl`` / ``pass2.jsonl``.
+        ArgumentError: the folder lacks ``pass1.jsonl`` / ``pass2.jsonl``.
     """
     from auto_runtime import Artifact, TieredTask
 
-    from auto.errors import UsageError
+    from auto.errors import ArgumentError
     from auto.compile import compile_memo
     from auto.store import Store
     from auto.verify import Contract
@@ -177,7 +177,7 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     say = progress or (lambda _m: None)
     p1, p2, ho = _load(replay_dir, "pass1"), _load(replay_dir, "pass2"), _load(replay_dir, "holdout")
     if not p1 or not p2:
-        raise UsageError(f"{replay_dir}: needs pass1.jsonl and pass2.jsonl (recorded by bench.kernel_tuning.run)")
+        raise ArgumentError(f"{replay_dir}: needs pass1.jsonl and pass2.jsonl (recorded by bench.kernel_tuning.run)")
     env_path = replay_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     copy_gbs = (env.get("copy_bandwidth") or {}).get("gbs")

@@ -160,26 +160,26 @@ def test_stream_shadow_audit_is_counted(oracle_generation, tmp_path):
 
 
 def test_stream_rejects_bad_audit_rate(tmp_path):
-    from auto.errors import UsageError
+    from auto.errors import ArgumentError
     from auto.store import Store
     from auto.verify import Contract
     from bench.stream import run_stream
 
-    with pytest.raises(UsageError, match="audit rate"):
+    with pytest.raises(ArgumentError, match="audit rate"):
         run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "s.sqlite"),
                    out_dir=tmp_path, contract=Contract.default_for("triage"), audit_rate=1.5)
 
 
 def test_stream_rejects_bad_shift_input(tmp_path):
-    from auto.errors import UsageError
+    from auto.errors import ArgumentError
     from auto.store import Store
     from auto.verify import Contract
     from bench.stream import run_stream
 
-    with pytest.raises(UsageError, match="shift_input"):
+    with pytest.raises(ArgumentError, match="shift_input"):
         run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "s.sqlite"),
                    out_dir=tmp_path, contract=Contract.default_for("triage"), shift_input="labels")
-    with pytest.raises(UsageError, match="unknown shift-monitor method"):
+    with pytest.raises(ArgumentError, match="unknown shift-monitor method"):
         run_stream(task="triage", items=[], labels=[], reference=_oracle_reference, store=Store(tmp_path / "t.sqlite"),
                    out_dir=tmp_path, contract=Contract.default_for("triage"), shift_method="cusum")
 
@@ -275,10 +275,10 @@ def test_cli_bad_audit_rate_and_unknown_guard_are_usage_errors(tmp_path):
     assert res.exit_code == 2 and "audit-rate" in res.output
     res = CliRunner().invoke(main, ["bench", "guards", "--out", str(tmp_path / "y"), "--guard", "psychic"])
     assert res.exit_code == 2
-    from auto.errors import UsageError
+    from auto.errors import ArgumentError
     from bench.guard_eval import run_guards
 
-    with pytest.raises(UsageError, match="family"):
+    with pytest.raises(ArgumentError, match="family"):
         run_guards(out_dir=tmp_path / "z", family="routing")
-    with pytest.raises(UsageError, match="variant"):
+    with pytest.raises(ArgumentError, match="variant"):
         run_guards(out_dir=tmp_path / "z", variants=("lexical", "psychic"))

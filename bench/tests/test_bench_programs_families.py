@@ -11,7 +11,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from auto.errors import ReferenceModelError, UsageError
+from auto.errors import ReferenceModelError, ArgumentError
 from bench.extraction import agent as ex_agent
 from bench.extraction import corpus as ex_corpus
 from bench.extraction import oracle as sim_extraction
@@ -408,7 +408,7 @@ def test_extraction_normalize():
 
 def test_family_registry():
     assert set(FAMILIES) == {"triage", "extraction", "routing"}
-    with pytest.raises(UsageError, match="available: triage, extraction, routing"):
+    with pytest.raises(ArgumentError, match="available: triage, extraction, routing"):
         get_family("summarize")
     f = get_family("routing")
     item = f.default_corpus(0)["train"][0]
@@ -421,10 +421,10 @@ def test_family_registry():
 
 def test_read_anchor_errors(tmp_path):
     f = get_family("extraction")
-    with pytest.raises(UsageError, match="not found"):
+    with pytest.raises(ArgumentError, match="not found"):
         f.read_anchor(tmp_path)
     (tmp_path / f.anchor_file).write_text('{"email": "ok"}\n{"nope": 1}\n')
-    with pytest.raises(UsageError, match=":2:"):
+    with pytest.raises(ArgumentError, match=":2:"):
         f.read_anchor(tmp_path)
     (tmp_path / f.anchor_file).write_text('{"email": "ok"}\n\n{"email": "two"}\n')
     assert [r["email"] for r in f.read_anchor(tmp_path)] == ["ok", "two"]

@@ -190,16 +190,22 @@ def generate(n: int, seed: int = 0, categories: tuple[str, ...] = TRAIN_CATEGORI
     return out
 
 
-def default_corpus(seed: int = 0) -> dict[str, list[Ticket]]:
-    """The frozen default corpus: ``train`` (400), ``stream_pool`` (300) and ``shift`` (120).
+SHIFT_POOL = 480
+"""Distinct ``shipping`` tickets in the default corpus: enough for a 1,000-item stream whose shift
+(40% of the traffic from item 150 on) lasts to its end."""
 
-    All 820 tickets are distinct. ``train`` and ``stream_pool`` are drawn from the five training
+
+def default_corpus(seed: int = 0) -> dict[str, list[Ticket]]:
+    """The frozen default corpus: ``train`` (400), ``stream_pool`` (300) and ``shift``
+    (:data:`SHIFT_POOL`).
+
+    All tickets are distinct. ``train`` and ``stream_pool`` are drawn from the five training
     categories; ``shift`` holds tickets of the held-back ``shipping`` category.
     """
     base = generate(700, seed=seed)
     rng = random.Random(seed + 1)
     rng.shuffle(base)
-    shift = generate(120, seed=seed + 2, categories=(SHIFT_CATEGORY,), mix_rate=0.0)
+    shift = generate(SHIFT_POOL, seed=seed + 2, categories=(SHIFT_CATEGORY,), mix_rate=0.0)
     seen = {t.ticket for t in base}
     shift = [t for t in shift if t.ticket not in seen]
     return {"train": base[:400], "stream_pool": base[400:], "shift": shift}
@@ -226,4 +232,44 @@ def shifted_stream(corpus: dict[str, list[Ticket]], items: int = 300, shift_at: 
             out.append(shift.pop())
         else:
             out.append(pool.pop() if pool else rng.choice(corpus["train"]))
+    return out
+
+
+REPETITIVE_PHASES = (
+    ("billing", "bug", "feature"),
+    ("billing", "bug", "feature", "account"),
+    ("billing", "bug", "account", "security"),
+    ("billing", "bug", "account", "security", "shipping"),
+)
+"""The active categories of the repetitive stream's four phases (three shifts): one arrives at
+each shift, one leaves at the second."""
+
+
+def repetitive_stream(items: int = 500, *, per_category: int = 10, shifts: tuple[int, ...] = (125, 250, 375),
+                      zipf: float = 1.1, seed: int = 0) -> list[Ticket]:
+    """A stream with realistic repetition: about 60 distinct tickets, heavily repeated.
+
+    ``per_category`` distinct tickets for each of the six categories (60 by default) are the
+    whole vocabulary of the stream. Each item picks one of the current phase's categories
+    (:data:`REPETITIVE_PHASES`; the phase changes at each position in ``shifts``) uniformly, then
+    one of that category's tickets with Zipf popularity (the ``r``-th most popular has weight
+    ``r ** -zipf``): a few tickets make most of the traffic, as support queues do.
+
+    Raises:
+        ValueError: ``shifts`` is not three increasing positions, or ``items`` < 1.
+    """
+    if items < 1:
+        raise ValueError(f"items must be >= 1, got {items}")
+    if len(shifts) != len(REPETITIVE_PHASES) - 1 or list(shifts) != sorted(shifts):
+        raise ValueError(f"shifts must be {len(REPETITIVE_PHASES) - 1} increasing positions, got {shifts!r}")
+    rng = random.Random(seed + 11)
+    vocab: dict[str, list[Ticket]] = {}
+    for i, cat in enumerate(CATEGORIES):
+        vocab[cat] = generate(per_category, seed=seed + 100 + i, categories=(cat,), mix_rate=0.0)
+    weights = [(r + 1) ** -zipf for r in range(per_category)]
+    out: list[Ticket] = []
+    for pos in range(items):
+        phase = sum(1 for s in shifts if pos >= s)
+        cat = rng.choice(REPETITIVE_PHASES[phase])
+        out.append(rng.choices(vocab[cat], weights=weights)[0])
     return out

@@ -87,6 +87,10 @@ class ShadowAudit:
             audit.
         capture: the capture callback (called on the audit thread), or ``None``.
         rate: fraction of tier-1 answers to audit, in [0, 1].
+        hit_rate: fraction of exact-match table hits (answers offered with score 0, the ABI's
+            table-hit nonconformity) to audit, in [0, 1]; ``None``: ``rate``. A table hit repeats a
+            witnessed reference answer, so auditing it measures the reference's own consistency;
+            a deployment may spend less on it than on answers the specialist derived.
         seed: seed of the selection RNG (``random.Random(seed)``).
         max_audits: at most this many answers are selected for audit (``None``: no cap).
         queue_size: audits waiting for the worker at most (>= 1); further selections are
@@ -108,10 +112,12 @@ class ShadowAudit:
     def __init__(self, reference: Callable[[Any], Any] | None,
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  rate: float = 0.0, seed: int = 0, max_audits: int | None = None,
+                 hit_rate: float | None = None,
                  queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None) -> None:
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
-                math.isfinite(rate) and 0.0 <= rate <= 1.0):
-            raise ValueError(f"audit rate must be a number in [0, 1], got {rate!r}")
+        for r in (rate, 0.0 if hit_rate is None else hit_rate):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not (
+                    math.isfinite(r) and 0.0 <= r <= 1.0):
+                raise ValueError(f"audit rate must be a number in [0, 1], got {r!r}")
         for name, v in (("audit seed", seed), ("queue_size", queue_size)):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError(f"{name} must be an integer, got {v!r}")
@@ -123,6 +129,7 @@ class ShadowAudit:
         if queue_size < 1:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
         self.rate = float(rate)
+        self.hit_rate = self.rate if hit_rate is None else float(hit_rate)
         self.seed = seed
         self.max_audits = max_audits
         self._reference = reference
@@ -140,7 +147,7 @@ class ShadowAudit:
         self.errors = 0
         self.pending = 0
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
-        self.active = reference is not None and self.rate > 0.0 and max_audits != 0
+        self.active = reference is not None and max(self.rate, self.hit_rate) > 0.0 and max_audits != 0
         """Whether offers may still be selected (the request path checks only this)."""
 
     # ------------------------------------------------------------------ request path
@@ -160,7 +167,8 @@ class ShadowAudit:
             return False
         try:
             # The draw needs no lock: Random.random() is one atomic C call under the GIL.
-            if self.rate < 1.0 and self._rng.random() >= self.rate:
+            rate = self.hit_rate if score == 0 and not isinstance(score, bool) else self.rate
+            if rate < 1.0 and self._rng.random() >= rate:
                 return False
             with self._lock:
                 if not self.active:
@@ -259,7 +267,7 @@ class ShadowAudit:
         """The counters as one consistent JSON-able dict (plus ``rate``, ``seed``,
         ``max_audits``)."""
         with self._lock:
-            return {"rate": self.rate, "seed": self.seed, "max_audits": self.max_audits,
+            return {"rate": self.rate, "hit_rate": self.hit_rate, "seed": self.seed, "max_audits": self.max_audits,
                     "selected": self.selected, "skipped": self.skipped, "n": self.n,
                     "disagreements": self.disagreements, "errors": self.errors,
                     "pending": self.pending}

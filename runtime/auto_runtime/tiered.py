@@ -163,6 +163,7 @@ class TieredTask:
             answers -> same audited answers).
         audit_max: at most this many answers are audited (``None``: no cap).
         audit_max_records: the audit keeps at most this many latest records (``None``: all).
+        audit_hit_rate: the audit's rate for exact-match table hits (``None``: ``audit_rate``).
         audit_queue: audits that may wait for the audit thread; when full, a selected answer
             is skipped (counted in ``audit.skipped``) rather than delaying the request.
 
@@ -181,13 +182,14 @@ class TieredTask:
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK,
                  audit_rate: float = 0.0, audit_seed: int = 0, audit_max: int | None = None,
+                 audit_hit_rate: float | None = None,
                  audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None) -> None:
         if batch_chunk < 1:
             raise ValueError("batch_chunk must be >= 1")
         if reference is None and not isinstance(audit_rate, bool) and \
                 isinstance(audit_rate, (int, float)) and audit_rate > 0:
             raise ValueError("a shadow audit (audit_rate > 0) needs a reference to ask")
-        self._audit = ShadowAudit(reference, capture, rate=audit_rate, seed=audit_seed,
+        self._audit = ShadowAudit(reference, capture, rate=audit_rate, seed=audit_seed, hit_rate=audit_hit_rate,
                                   max_audits=audit_max, queue_size=audit_queue,
                                   max_records=audit_max_records)
         self._reference = reference

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from auto.canonical import canonical_json
-from auto.errors import AutoError, UsageError
+from auto.errors import AutoError, ArgumentError
 from auto.extract import ast as A
 from auto.extract.interp import run_program
 from auto.extract.regex import compile_regex
@@ -73,20 +73,20 @@ def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: in
 
 def _check_witnesses(pairs: Any, field: str, what: str) -> list[tuple[dict, Any]]:
     if not isinstance(pairs, (list, tuple)):
-        raise UsageError(f"{what} must be a list of (input object, answer) pairs")
+        raise ArgumentError(f"{what} must be a list of (input object, answer) pairs")
     out = []
     for k, p in enumerate(pairs):
         if not isinstance(p, (list, tuple)) or len(p) != 2:
-            raise UsageError(f"{what}[{k}] is not an (input object, answer) pair")
+            raise ArgumentError(f"{what}[{k}] is not an (input object, answer) pair")
         inp, ans = p
         if not isinstance(inp, dict):
-            raise UsageError(f"{what}[{k}]: the input must be a dict, not {type(inp).__name__}")
+            raise ArgumentError(f"{what}[{k}]: the input must be a dict, not {type(inp).__name__}")
         if not isinstance(inp.get(field), str):
-            raise UsageError(f"{what}[{k}]: the input has no string field {field!r}")
+            raise ArgumentError(f"{what}[{k}]: the input has no string field {field!r}")
         try:
             canonical_json(ans)
         except (TypeError, ValueError) as e:
-            raise UsageError(f"{what}[{k}]: the answer is not a JSON value ({e})") from None
+            raise ArgumentError(f"{what}[{k}]: the answer is not a JSON value ({e})") from None
         out.append((inp, ans))
     return out
 
@@ -128,23 +128,23 @@ def synthesize(
         A :class:`SynthResult`; its agreements come from the reference interpreter.
 
     Raises:
-        UsageError: ``train`` is empty or malformed (not pairs, input not a dict, ``field``
+        ArgumentError: ``train`` is empty or malformed (not pairs, input not a dict, ``field``
             missing or not a string, answer not JSON), record answers have different keys, or
             an argument is out of range.
     """
     t0 = time.perf_counter()
     if not isinstance(field, str) or not field:
-        raise UsageError("field must be a non-empty string")
+        raise ArgumentError("field must be a non-empty string")
     train = _check_witnesses(train, field, "train")
     heldout = _check_witnesses(heldout or [], field, "heldout")
     if not train:
-        raise UsageError("synthesis needs at least one training witness")
+        raise ArgumentError("synthesis needs at least one training witness")
     if not (time_budget_s > 0):
-        raise UsageError(f"time_budget_s must be positive, got {time_budget_s!r}")
+        raise ArgumentError(f"time_budget_s must be positive, got {time_budget_s!r}")
     if not 0.0 <= min_agreement <= 1.0:
-        raise UsageError(f"min_agreement must be in [0, 1], got {min_agreement!r}")
+        raise ArgumentError(f"min_agreement must be in [0, 1], got {min_agreement!r}")
     if wrong_cost < 0:
-        raise UsageError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
+        raise ArgumentError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
     budget = _Budget(time_budget_s)
     notes: list[str] = []
     state: dict[str, Any] = {"proposer_declined": False}
@@ -153,13 +153,13 @@ def synthesize(
     if record:
         keyset = {tuple(sorted(a)) for a in answers}
         if len(keyset) != 1:
-            raise UsageError("record answers must have the same keys in every witness; saw "
+            raise ArgumentError("record answers must have the same keys in every witness; saw "
                              + "; ".join(str(list(k)) for k in sorted(keyset)[:3]))
         if heldout and not all(isinstance(a, dict) and tuple(sorted(a)) in keyset for _i, a in heldout):
-            raise UsageError("held-out record answers must have the training answers' keys")
+            raise ArgumentError("held-out record answers must have the training answers' keys")
         keys = list(next(iter(keyset)))
         if not keys:
-            raise UsageError("record answers have no keys")
+            raise ArgumentError("record answers have no keys")
     per_field: dict[str, FieldResult] = {}
     if record:
         for k in keys:

@@ -1,0 +1,134 @@
+"""The layout is part of the product: no import cycles, and the product never imports the bench.
+
+The import graph is built from the source with :mod:`ast` (no module is imported): an edge
+``a -> b`` for every ``import`` / ``from ... import`` in ``a`` that names first-party module
+``b``, at module level *or inside a function* (a function-level import hides a cycle, it does not
+remove it). ``from pkg import name`` counts as an edge to ``pkg.name`` when that is a module, else
+to ``pkg``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _modules(root: Path, package: str) -> dict[str, Path]:
+    mods = {}
+    for p in sorted((root / package).rglob("*.py")):
+        parts = list(p.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    return mods
+
+
+def _resolve(name: str, mods: dict[str, Path]) -> str | None:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """``module -> first-party modules it imports`` for every module under ``root/package``."""
+    mods = _modules(root, package)
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = m.split(".") if is_pkg else m.split(".")[:-1]
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod for a in node.names]
+            for t in targets:
+                r = _resolve(t, mods)
+                if r is not None and r != m:
+                    graph[m].add(r)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "p"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from p import b\n")
+    (pkg / "b.py").write_text("def f():\n    from p.a import x\n")  # hidden in a function
+    (pkg / "c.py").write_text("import p.a\n")
+    assert cycles(import_graph(tmp_path, "p")) == [["p.a", "p.b"]]
+
+
+def test_auto_has_no_import_cycle():
+    assert cycles(import_graph(REPO, "auto")) == []
+
+
+def test_the_runtime_has_no_import_cycle():
+    assert cycles(import_graph(REPO / "runtime", "auto_runtime")) == []
+
+
+def test_the_bench_has_no_import_cycle():
+    assert cycles(import_graph(REPO, "bench")) == []
+
+
+def test_the_product_never_imports_the_bench():
+    for package, root in (("auto", REPO), ("auto_runtime", REPO / "runtime")):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+                for n in names:
+                    assert n.split(".")[0] != "bench", f"{path.relative_to(REPO)} imports {n}"
+
+
+def test_the_runtime_never_imports_the_compiler():
+    for path in (REPO / "runtime" / "auto_runtime").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for n in names:
+                assert n.split(".")[0] != "auto", f"{path.relative_to(REPO)} imports {n}"
