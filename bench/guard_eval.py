@@ -191,7 +191,7 @@ def _stream_extra(run: Any, shift_at: int | None, audit_rate: float) -> dict[str
     out["shift_alarms"] = run.shift_alarms
     out["compiles"] = [{k: c.get(k) for k in ("position", "generation", "verdict", "compiled_as", "after_shift_alarm")}
                        for c in run.compiles]
-    out["guard"] = guard_figures(run.last_outcome.manifest if run.last_outcome is not None else None)
+    out["guard"] = guard_figures(run.last_manifest)
     out["shadow_audit"] = shadow_audit_figures(run, audit_rate)
     return out
 
@@ -297,7 +297,8 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
                 by_kind.append(guard_row(family=family, guard=v, split="ood", kind=k, tier1=[t1[i] for i in idx],
                                          answers=[ans[i] for i in idx], references=[probe_refs[i] for i in idx]))
 
-        stream_items, labels, shift_at = generated_stream(data, items=items, seed=seed)
+        stream_items, labels, shifts = generated_stream(data, items=items, seed=seed)
+        shift_at = shifts[0]
         results["stream_source"] = f"generated (seed {seed}, shift to '{corpus.SHIFT_CATEGORY}' at item {shift_at})"
         for v in live:
             say(f"[guards] {v}: the shifted stream ({len(stream_items)} items)")
@@ -309,13 +310,13 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
             if warm_start:
                 with _open_store(out_dir / "offline.sqlite") as off:
                     st.ingest(off.spans(), off.traces())
+            st.close()
 
             factory = None if v == "lexical" else semantic_guard_factory(v, embed, contract.alpha)  # type: ignore[arg-type]
-            run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage, store=st,
-                             out_dir=vdir, contract=contract, initial=outcome if warm_start else None,
-                             reference_model=ref_label, progress=say, audit_rate=audit_rate, audit_seed=seed,
-                             guard_factory=factory)
-            st.close()
+            run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage,
+                             store_path=vdir / "stream.sqlite", contract=contract,
+                             initial=outcome if warm_start else None, reference_model=ref_label, progress=say,
+                             audit_rate=audit_rate, audit_seed=seed, guard_factory=factory, worker="thread")
             write_ratchet_csv(run.rows, vdir / "ratchet.csv", simulated=ref_label.startswith("simulated"))
             rows.append(_stream_row(family, v, run, _variant_note(v, outcome.manifest)
                                     + "; reference: the control leg (simulator at T=0.3)"))

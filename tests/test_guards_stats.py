@@ -350,17 +350,15 @@ def test_audit_summary():
         audit_summary({"n": 3, "disagreements": 4})
 
 
-def _compile(store_path, tmp_path, name, **contract_kw):
-    import inspect
-
+def _compile(store_path, tmp_path, name, memo=True, **contract_kw):
     from auto.compile import compile_task
     from auto.store import Store
     from auto.verify import Contract
 
-    kw = {"programs": False} if "programs" in inspect.signature(compile_task).parameters else {}
+    kw = {"programs": False}
     with Store(store_path) as st:
         return compile_task(st, "triage", contract=Contract(task="triage", **contract_kw), generation=90,
-                            out_path=tmp_path / name, **kw)
+                            out_path=tmp_path / name, memo=memo, **kw)
 
 
 def test_compiled_specialist_carries_the_stack(triage_artifact):
@@ -371,20 +369,33 @@ def test_compiled_specialist_carries_the_stack(triage_artifact):
     assert nov["method"] == "conformal-novelty" and nov["n"] == len(nov["calibration_scores"]) > 0
     assert risk["method"] == "selective-risk" and risk["epsilon"] == 0.05 and risk["delta"] == 0.1
     assert risk["confidence_field"] == "margin" and risk["n"] <= nov["n"]
-    assert risk["heldout_n"] == outcome.manifest["parity"]["heldout"]["n"]
-    if risk["threshold"] is None:
-        assert g["fallback_reason"] and risk["reason"]
-    else:
-        assert g["fallback_reason"] is None and 0 <= risk["heldout_coverage"] <= 1
+    # cross-fit (the default): every distinct input calibrates through its out-of-fold prediction
+    held = outcome.manifest["parity"]["heldout"]
+    assert "out-of-fold" in held["method"] and held["n"] == nov["n"] == outcome.manifest["provenance"]["distinct_inputs"]
+    assert outcome.manifest["model"]["calibration"]["method"] == "cross-fit"
+    # the gate passed, so the guard certified a threshold that lets some inputs through
+    assert g["fallback_reason"] is None and risk["threshold"] is not None and 0 < risk["calibration_coverage"] <= 1
+    assert any("cross-fit" in n for n in risk["notes"]) and "cross-fit" in g["statement"]
+    assert "fresh call" in g["epsilon_refers_to"]
     summary = outcome.summary()["guard"]
     assert all("calibration_scores" not in c for c in summary["components"])
 
 
 @pytest.mark.slow
-def test_uncertifiable_risk_makes_the_guard_always_deopt_but_the_compile_passes(triage_store, tmp_path):
-    out = _compile(triage_store, tmp_path, "strict.wasm", epsilon=0.02, delta=0.1)  # needs >= 114 points, even error-free
+def test_split_calibration_measures_the_stack_on_held_out_inputs(triage_store, tmp_path):
+    out = _compile(triage_store, tmp_path, "split.wasm", calibration="split")
     g = out.manifest["guard"]
-    risk = g["components"][1]
-    assert risk["threshold"] is None and "selective risk <= 0.02" in risk["reason"]
-    assert g["fallback_reason"] and "every input deopts" in g["statement"]
-    assert risk["heldout_coverage"] == 0.0
+    nov, risk = g["components"]
+    assert risk["heldout_n"] == out.manifest["parity"]["heldout"]["n"] > 0
+    assert out.manifest["parity"]["heldout"]["method"] == "held-out"
+    assert 0 <= risk["heldout_coverage"] <= 1 and nov["n"] < out.manifest["provenance"]["distinct_inputs"]
+
+
+@pytest.mark.slow
+def test_uncertifiable_risk_is_a_refusal_that_says_the_guard_would_deopt_everything(triage_store, tmp_path):
+    from auto.errors import GateRefused
+
+    with pytest.raises(GateRefused) as e:  # needs >= 114 error-free points above the threshold
+        _compile(triage_store, tmp_path, "strict.wasm", epsilon=0.02, delta=0.1, memo=False)
+    assert "the guard would deopt every input outside the table" in e.value.reason
+    assert "selective risk <= 0.02" in e.value.reason

@@ -29,8 +29,10 @@ def test_manifest_carries_measured_numbers(triage_artifact, triage_store):
     nov, risk = g["components"]
     assert g["method"] == "stack" and nov["method"] == "conformal-novelty" and nov["n"] == len(nov["calibration_scores"]) > 0
     assert nov["calibration_scores"] == sorted(nov["calibration_scores"])
-    assert 0.0 <= nov["heldout_coverage"] <= 1.0
-    assert risk["method"] == "selective-risk" and risk["heldout_n"] == held["n"] and 0.0 <= risk["heldout_coverage"] <= 1.0
+    # cross-fit: the out-of-fold predictions of every distinct input are the calibration set
+    assert "out-of-fold" in held["method"] and nov["n"] == held["n"] == m["provenance"]["distinct_inputs"]
+    assert risk["method"] == "selective-risk" and 0.0 < risk["calibration_coverage"] <= 1.0
+    assert risk["calibration_selective_risk"] <= risk["epsilon"]
     assert m["latency_us"] is None and m["fuel_per_call"]["p50"] > 0
     assert m["provenance"]["reference_model"].startswith("simulated:")
     with Store(triage_store) as st:

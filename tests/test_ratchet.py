@@ -196,9 +196,10 @@ def test_two_ratchets_on_one_store_lose_no_witness(tmp_path):
 
 
 def test_policy_triggers():
-    p = CompilePolicy(first_at=20, min_new=10, growth=0.15, new_label_support=5, memo_new=8)
+    p = CompilePolicy(first_at=20, min_new=10, growth=0.15, new_label_support=5, memo_new=8, first_repeats=6)
     assert p.trigger(PolicyState(witnesses=19)) is None
     assert p.trigger(PolicyState(witnesses=20))["kind"] == "first"
+    assert p.trigger(PolicyState(witnesses=5, repeats_consistent=6))["kind"] == "first"  # the memo's evidence
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=90, attempts=1)
     assert p.trigger(s) is None  # 10 new but < 15% growth
     s.witnesses = 104
@@ -208,8 +209,19 @@ def test_policy_triggers():
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, alarm="shift-alarm",
                     new_since_alarm=1)
     assert p.trigger(s)["kind"] == "shift-alarm"
-    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, repeats_consistent=8)
+    s.alarm_streak = 2  # the third alarm compile in a row waits for 4 new witnesses
+    assert p.trigger(s) is None
+    s.new_since_alarm = 4
+    assert p.trigger(s)["kind"] == "shift-alarm"
+    # a table refresh: the installed table lags inputs that were witnessed and came back
+    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, repeats_consistent=8,
+                    known_misses=8)
     assert p.trigger(s)["kind"] == "memo"
+    s.known_misses_at_attempt = 1
+    assert p.trigger(s) is None
+    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, repeats_consistent=2,
+                    known_misses=8)
+    assert p.trigger(s) is None  # no evidence yet that the task repeats itself
 
 
 def test_risk_monitor_false_alarm_rate_and_power():

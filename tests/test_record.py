@@ -18,7 +18,7 @@ import pydantic
 import pytest
 
 import auto
-from auto.errors import RecordError, UsageError
+from auto.errors import ArgumentError, RecordError, UsageError
 from auto.record import openai_hook, pricing, run_recorded
 from auto.record.template import template_messages
 from bench.sim import SimServer
@@ -522,7 +522,7 @@ def test_run_recorded_without_task_records_top_level_spans(sim, tmp_path, monkey
 
 
 def test_run_recorded_bad_command(tmp_path):
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         run_recorded(["definitely-not-a-command-xyz"], str(tmp_path / "s.db"))
-    with pytest.raises(UsageError):
+    with pytest.raises(ArgumentError):
         run_recorded([], str(tmp_path / "s.db"))

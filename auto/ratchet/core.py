@@ -209,15 +209,17 @@ class Ratchet:
         self.calls += 1
         ev = self._evidence
         ev.calls += 1
+        s = res.score
         if res.tier is TIER_1:
             ev.tier1 += 1
-            s = res.score
             if s == 0:
                 ev.table_hits += 1
-            elif s is not None and self._shift is not None:
-                self._pending_scores.append(s)
-                if len(self._pending_scores) >= SCORE_BATCH:
-                    self._feed_scores()
+        # every specialist score feeds the exchangeability monitor (a table hit's 0 is no specialist
+        # score); deopts are fed at once, tier-1 answers in batches
+        if s is not None and s != 0 and self._shift is not None:
+            self._pending_scores.append(s)
+            if res.tier is not TIER_1 or len(self._pending_scores) >= SCORE_BATCH:
+                self._feed_scores()
         return res
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -283,8 +285,6 @@ class Ratchet:
                     ev.would_be_correct += int(canonical_json(wb["answer"]) == out_key)
         if alarm:
             self._rollback(f"risk alarm: audits reject the certificate ({self._evidence.monitor.describe()})")
-        if not rec.get("audit"):
-            self._feed_scores()
         self._maybe_compile()
 
     def _feed_scores(self) -> None:
@@ -317,6 +317,7 @@ class Ratchet:
             st = self._state
             st.attempts += 1
             st.known_misses_at_attempt = st.known_misses
+            st.alarm_streak = st.alarm_streak + 1 if trig["kind"] in ("shift-alarm", "risk-alarm") else 0
             if trig["kind"] != "memo":
                 st.witnesses_at_attempt = st.witnesses
                 st.repeats_at_attempt = st.repeats_consistent

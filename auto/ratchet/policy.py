@@ -10,7 +10,9 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
 - ``risk-alarm``: the online risk monitor rejected the installed generation's certificate (it was
   rolled back); compile as soon as one new witness exists;
 - ``shift-alarm``: the exchangeability monitor alarmed (the installed generation is tightened and
-  deopts everything);
+  deopts everything); the ``k``-th alarm-triggered compile in a row waits for ``2**k`` new
+  witnesses since the alarm, so a shift the next generations cannot learn yet (garbage, another
+  language) costs a logarithmic number of compiles, not one per alarm;
 - ``new-label``: an output the installed generation cannot give was witnessed at least
   ``new_label_support`` times since;
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
@@ -51,6 +53,7 @@ class PolicyState:
             give, with how often each was seen.
         alarm: ``"risk-alarm"`` or ``"shift-alarm"`` when one is pending, else None.
         new_since_alarm: witnesses captured since that alarm.
+        alarm_streak: alarm-triggered compiles since the last compile of another kind.
     """
 
     installed: int | None = None
@@ -64,6 +67,7 @@ class PolicyState:
     new_labels: dict[str, int] = field(default_factory=dict)
     alarm: str | None = None
     new_since_alarm: int = 0
+    alarm_streak: int = 0
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ class CompilePolicy:
     def trigger(self, s: PolicyState) -> dict[str, Any] | None:
         """The trigger to compile on now, ``{"kind", "evidence"}``, or None."""
         new = s.witnesses - s.witnesses_at_attempt
-        if s.alarm is not None and s.new_since_alarm >= 1:
-            return {"kind": s.alarm, "evidence": {"new_witnesses_since_alarm": s.new_since_alarm}}
+        if s.alarm is not None and s.new_since_alarm >= 2 ** min(s.alarm_streak, 16):
+            return {"kind": s.alarm, "evidence": {"new_witnesses_since_alarm": s.new_since_alarm,
+                                                  "alarm_compiles_in_a_row": s.alarm_streak}}
         if s.installed is None and s.attempts == 0:
             if s.witnesses >= self.first_at or s.repeats_consistent >= self.first_repeats:
                 return {"kind": "first", "evidence": {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent}}
