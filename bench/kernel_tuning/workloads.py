@@ -77,6 +77,8 @@ class Workload:
     * ``rmsnorm``: ``m`` rows of width ``n`` (= D); ``k`` = 0.
     * ``swiglu``: ``m`` rows, ``n`` = I (output width; the input is ``m × 2I``); ``k`` = 0.
     * ``softmax``: ``m`` rows of ``n`` = C logits (fp32 in, fp32 out); ``k`` = 0.
+    * ``rmsnorm_residual``: ``m`` rows of width ``n`` = D: ``s = x + d``, ``y = rmsnorm(s)·w``
+      (the fused residual add + norm of a decoder block; in no recorded corpus); ``k`` = 0.
 
     ``m_tokens`` is the token count M the shape came from (rows = M·(heads+kv) for QK-norm).
     """
@@ -121,6 +123,7 @@ LAYOUTS = {
     "rmsnorm": "x_rowmajor,w_D",
     "swiglu": "gu_rowmajor_[g|u]",
     "softmax": "x_rowmajor",
+    "rmsnorm_residual": "x_rowmajor,d_rowmajor,w_D",
 }
 
 
@@ -209,7 +212,7 @@ def holdout_workloads() -> list[Workload]:
     return measure_order(ho)
 
 
-_OP_ORDER = {"gemm": 0, "softmax": 1, "rmsnorm": 2, "swiglu": 3}
+_OP_ORDER = {"gemm": 0, "softmax": 1, "rmsnorm": 2, "swiglu": 3, "rmsnorm_residual": 4}
 
 
 def measure_order(ws: list[Workload]) -> list[Workload]:
@@ -231,9 +234,20 @@ def select(ws: list[Workload], ops: list[str] | None = None, max_m: int | None =
     return out
 
 
+ROW_OPS = ("rmsnorm", "swiglu", "softmax")
+
+
+def rerecord_workloads() -> list[Workload]:
+    """The seen workloads whose candidate space grew with torch.compile's kernel (every
+    RMSNorm, SwiGLU and softmax workload: 64), in measuring order."""
+    return [w for w in seen_workloads() if w.op in ROW_OPS]
+
+
 def corpus(name: str) -> list[Workload]:
     if name in ("seen", "pass1", "pass2", "pass3"):
         return seen_workloads()
+    if name.startswith("rerecord"):
+        return rerecord_workloads()
     if name == "holdout":
         return holdout_workloads()
     raise KeyError(name)
