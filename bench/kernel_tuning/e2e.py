@@ -44,11 +44,12 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from . import record as R
 from . import specialist as S
-from .workloads import LAYOUTS, Workload
+from .workloads import LAYOUTS, MODELS, QK_NORM_MODELS, Workload
 
 SCHEMA = "auto.kt.e2e.v1"
 LEGS = ("compiled", "eager", "eager_graph", "torch_compile")
@@ -67,10 +68,7 @@ def step_workloads(model: str, batch: int) -> dict[str, Workload]:
     """``{role: Workload}`` of one decode step's tuned ops at ``batch``: the five GEMM sites, the
     first layer's input RMSNorm, the fused residual add + RMSNorm (every later norm), Qwen3's
     QK-norm (rows = B·(heads + kv), D = head_dim) and SwiGLU."""
-    from .decoder import CONFIGS
-
-    cfg = CONFIGS[model]
-    s = cfg.shape
+    s = MODELS[model]
     out: dict[str, Workload] = {}
     for site, (n, k) in s.gemm_sites().items():
         out[f"gemm/{site}"] = Workload("gemm", batch, n, k, "bf16", model, site, "decode", batch, LAYOUTS["gemm"])
@@ -78,7 +76,7 @@ def step_workloads(model: str, batch: int) -> dict[str, Workload]:
                                     LAYOUTS["rmsnorm"])
     out["rmsnorm_residual"] = Workload("rmsnorm_residual", batch, s.hidden, 0, "bf16", model, "residual_norm",
                                        "decode", batch, LAYOUTS["rmsnorm_residual"])
-    if cfg.qk_norm:
+    if model in QK_NORM_MODELS:
         out["rmsnorm/qk"] = Workload("rmsnorm", batch * (s.heads + s.kv_heads), s.head_dim, 0, "bf16", model,
                                      "qk_norm", "decode", batch, LAYOUTS["rmsnorm"])
     out["swiglu"] = Workload("swiglu", batch, s.inter, 0, "bf16", model, "swiglu", "decode", batch, LAYOUTS["swiglu"])
@@ -98,9 +96,11 @@ class Specialist:
     """
 
     def __init__(self, artifact_path: str | None, env: dict[str, Any], deopt_path: str,
-                 log: Callable[[str], None], seed: int = 909):
+                 log: Callable[[str], None], seed: int = 909,
+                 decide: Callable[..., tuple[dict[str, Any], bool]] | None = None):
         from auto_runtime import Artifact, TieredTask
 
+        self.decide = decide  # the reference agent (``agent.decide``); tests pass a stand-in
         self.env = env
         self.env_hash = R.env_hash(env)
         self.log = log
@@ -125,12 +125,13 @@ class Specialist:
         return row
 
     def _reference(self, inp: dict[str, Any]) -> dict[str, Any]:
-        from . import agent as AG
-
         w = self._pending[R.canonical_json(inp)]
+        decide = self.decide
+        if decide is None:
+            from .agent import decide
         t0 = time.time()
-        rec, lost = AG.decide(w, env=self.env, pass_name="e2e-deopt", seed=self.seed,
-                              extra_attrs={"kt.corpus": "e2e-deopt"})
+        rec, lost = decide(w, env=self.env, pass_name="e2e-deopt", seed=self.seed,
+                           extra_attrs={"kt.corpus": "e2e-deopt"})
         with open(self.deopt_path, "a") as f:
             f.write(R.dumps_line(rec))
             f.flush()
@@ -328,6 +329,36 @@ def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: floa
 
 
 # --------------------------------------------------------------------------- driver
+
+
+def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None = None,
+               argv: list[str] | None = None) -> Path:
+    """``auto bench run kernel-tuning --e2e``: compile the specialist from the recordings in
+    ``traces`` (the replay, into ``out``), then measure the decode step on this machine's GPU,
+    writing ``e2e.json``, ``e2e.log`` and ``e2e_deopt.jsonl`` into ``traces``. Returns ``traces``.
+
+    Raises:
+        UsageError: no CUDA GPU with torch and Triton here, or the e2e run failed.
+    """
+    from auto.errors import UsageError
+
+    try:
+        import torch
+        import triton  # noqa: F401
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        raise UsageError("--e2e measures on a CUDA GPU (torch + triton); on this machine replay a recorded run: "
+                         "--replay traces/kernel-tuning (it reports e2e.json when present)")
+    from .replay import run_replay
+
+    run_replay(traces, out, progress=progress)
+    rc = main(["--artifact", str(out / "kernel-tuning.wasm"), "--out", str(traces)] + list(argv or []))
+    if rc == 1:
+        raise UsageError(f"the e2e measurement failed; see {traces / 'e2e.log'}")
+    return traces
 
 
 def _clean(obj: Any) -> Any:

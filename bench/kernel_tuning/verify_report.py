@@ -221,6 +221,9 @@ def summarize(lines: list[dict[str, Any]], bw_gbs: float | None = None) -> dict[
         s["per_protocol"][p] = dict(_parity_counts(lp, lambda ln, p=p: p),
                                     verified=sum(1 for ln in lp if ln["parity"][p]["specialist_us"] is not None))
     s["deciding"] = _parity_counts(lines, _deciding)
+    # a workload whose specialist, reference, vendor (and torch.compile) answers are one candidate
+    # is at parity by construction; "with choice" keeps those with >= 2 distinct candidates
+    s["with_choice"] = _parity_counts([ln for ln in lines if len(ln["candidates"]) >= 2], _deciding)
     s["same_choice"] = sum(1 for ln in lines if ln["same_choice"])
     for g in GROUPS:
         lg = [ln for ln in lines if group_of(ln) == g]
@@ -235,6 +238,8 @@ def summarize(lines: list[dict[str, Any]], bw_gbs: float | None = None) -> dict[
             gd[p] = dict(_parity_counts(lp, lambda ln, p=p: p),
                          geo_specialist_vs_vendor=geo([ln["parity"][p]["ratio_specialist_vendor"] for ln in lp]),
                          geo_reference_vs_vendor=geo([ln["parity"][p]["ratio_reference_vendor"] for ln in lp]),
+                         geo_specialist_vs_torch_compile=geo([ln["parity"][p].get("ratio_specialist_inductor")
+                                                              for ln in lp]),
                          specialist_beats_vendor=sum(1 for ln in lp if (ln["parity"][p]["ratio_specialist_vendor"]
                                                                           or 9) < 1.0))
         s["groups"][g] = gd
