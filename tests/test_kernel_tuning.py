@@ -1,6 +1,6 @@
 """F7 kernel-tuning family: CPU-side tests (no GPU; torch/triton-only parts are skipped).
 
-Covers the workload corpus, the exact legality rules (numbers from kernel-tuning.md §2), the
+Covers the workload corpus, the exact legality rules (Triton 3.6 limits measured on an H200), the
 heuristic advisor's determinism and schema, the LLM hook's discard rules, the decision-record
 schema (and the recorded traces in traces/kernel-tuning when present) and the replay census.
 """
@@ -64,7 +64,7 @@ def test_workload_fields_and_roundtrip():
         assert w.phase == ("decode" if w.m_tokens <= 8 else "prefill")
 
 
-def test_shapes_from_notes():
+def test_shapes_of_the_models():
     ks = {(w.model, w.site): (w.n, w.k) for w in seen_workloads_raw() if w.op == "gemm"}
     assert ks[("Qwen3-4B", "qkv")] == (6144, 2560)
     assert ks[("Qwen3-4B", "o_proj")] == (2560, 4096)
@@ -93,7 +93,7 @@ def _rules(viol):
     return {v.rule for v in viol}
 
 
-def test_smem_exact_numbers_from_notes():
+def test_smem_exact_numbers():
     assert L.tc_smem_bytes(128, 256, 128, 4) == 393_216
     assert L.tc_smem_bytes(256, 256, 128, 4) == 524_288
     v = L.check("tc_gemm", _tc(128, 256, 128, 4), "gemm", 2048, 12288, 2048, "bf16")

@@ -1,7 +1,7 @@
 """Advisor I/O (schema ``auto.kt.advise.v1``), the deterministic heuristic advisor, the optional
 LLM hook (off by default), the analytic ranker and the candidate plan.
 
-Pure Python: no torch, no triton. The pipeline for one workload (kernel-tuning.md §4.3):
+Pure Python: no torch, no triton. The pipeline for one workload:
 
     advisor_input(workload, hw) ─► advisor (heuristic; LLM hook optional) ─► schema validation
       ─► proposals ─► legality.check (exact + est. rules; pruned ones are kept with reasons)
@@ -407,7 +407,7 @@ def _fair_cap(cands: list[dict[str, Any]], fams: list[str], cap: int) -> list[di
 
 
 def heuristic_advise(inp: dict[str, Any]) -> dict[str, Any]:
-    """Deterministic advisor (§4.3 step 1): labels, family priority, hints, proposals, risks."""
+    """Deterministic advisor: labels, family priority, hints, proposals, risks."""
     w = inp["workload"]
     hw = inp["hardware"]
     sms = int(hw["sms"])

@@ -5,7 +5,7 @@ Runs on any CPU machine from the canonical JSONL the reference agent wrote on th
 from :mod:`bench.kernel_tuning.verify`):
 
 1. ingest the recorded decisions (task spans of task ``kernel-tuning``) into a store;
-2. the domain census (kernel-tuning.md §4.4): per workload, the two passes' choices are
+2. the domain census: per workload, the two passes' choices are
    *exact* (same id), *tolerant* (within ε = 5% of the other pass's best) or *divergent*; the
    reference agent's self-parity is the ceiling;
 3. compile the specialist through the same pipeline as every family: an exact-match table

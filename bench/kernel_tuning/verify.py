@@ -1,4 +1,4 @@
-"""Verify the compiled specialist's choices on the GPU (kernel-tuning.md §4.4–4.5, issue item 7).
+"""Verify the compiled specialist's choices on the GPU, against the reference agent and the vendor path.
 
     python -m bench.kernel_tuning.verify --traces traces/kernel-tuning --out DIR \\
         [--limit-s 450] [--ops gemm,rmsnorm] [--precompile-jobs 12] [--copy-bw]

@@ -1,6 +1,11 @@
 """F7 kernel-tuning workloads: GEMM/GEMV, RMSNorm, SwiGLU and vocabulary softmax from real decoders.
 
-Pure Python (no torch, no triton). Shapes come from the F7 research notes (kernel-tuning.md §3/§4.1):
+Pure Python (no torch, no triton). Shapes: the models' ``config.json`` as mirrored on Hugging Face
+(huggingface.co/keras/qwen3_1.7b_en, huggingface.co/MultiRL/qwen3_4b_instruct_sft,
+huggingface.co/Emm9625/Llama-3.2-1B-chatml — a duplicate of unsloth/Llama-3.2-1B; holdout:
+huggingface.co/DeepBrainz/DeepBrainz-R1-0.6B-8K and huggingface.co/thejaminator/qwen-hook-layer-9-step-500,
+a copy of Qwen/Qwen3-8B's); Qwen3-1.7B's 3.44 GB of bf16 weights match its safetensors
+(huggingface.co/Qwen/Qwen3-1.7B-Base):
 
 * GEMM ``y[M,N] = x[M,K] · W[N,K]ᵀ`` (bf16), sites qkv (fused), o_proj, gate_up (fused), down,
   lm_head of Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B at decode M ∈ {1,2,4,8} and prefill
@@ -59,7 +64,7 @@ HOLDOUT_MODELS: dict[str, ModelShape] = {
     "Qwen3-8B": ModelShape("Qwen3-8B", 4096, 12288, 32, 8, 128, 151936),
 }
 SITES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
-# decoder layers (kernel-tuning.md §3): per decoded token every layer runs qkv, o_proj, gate_up and
+# decoder layers (the same config.json files): per decoded token every layer runs qkv, o_proj, gate_up and
 # down once; lm_head runs once.
 LAYERS: dict[str, int] = {"Qwen3-1.7B": 28, "Qwen3-4B": 36, "Llama-3.2-1B": 16}
 QK_NORM_MODELS = ("Qwen3-1.7B", "Qwen3-4B")  # Llama has no QK-norm
@@ -179,7 +184,7 @@ def dedupe(ws: list[Workload]) -> list[Workload]:
 
 
 def seen_workloads_raw() -> list[Workload]:
-    """All seen workloads before de-duplication (§4.1: 120 GEMM + norms + SwiGLU + softmax)."""
+    """All seen workloads before de-duplication (120 GEMM + norms + SwiGLU + softmax)."""
     out: list[Workload] = []
     for model in MODELS.values():
         out.extend(_model_workloads(model, SEEN_M, extras=True))
