@@ -334,8 +334,9 @@ def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: floa
 def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None = None,
                argv: list[str] | None = None) -> Path:
     """``auto bench run kernel-tuning --e2e``: compile the specialist from the recordings in
-    ``traces`` (the replay, into ``out``), then measure the decode step on this machine's GPU,
-    writing ``e2e.json``, ``e2e.log`` and ``e2e_deopt.jsonl`` into ``traces``. Returns ``traces``.
+    ``traces`` (the replay, into ``out``; the next generation when ``e2e_deopt.jsonl`` holds
+    earlier deopts), then measure the decode step on this machine's GPU, writing ``e2e.json``,
+    ``e2e.log`` and ``e2e_deopt.jsonl`` into ``traces``. Returns ``traces``.
 
     Raises:
         UsageError: no CUDA GPU with torch and Triton here, or the e2e run failed.
@@ -355,7 +356,11 @@ def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None =
     from .replay import run_replay
 
     run_replay(traces, out, progress=progress)
-    rc = main(["--artifact", str(out / "kernel-tuning.wasm"), "--out", str(traces)] + list(argv or []))
+    # the newest generation: the ratchet's next one when an earlier e2e run's deopts were tabulated
+    art = out / "kernel-tuning-next.wasm"
+    if not art.exists():
+        art = out / "kernel-tuning.wasm"
+    rc = main(["--artifact", str(art), "--out", str(traces)] + list(argv or []))
     if rc == 1:
         raise UsageError(f"the e2e measurement failed; see {traces / 'e2e.log'}")
     return traces
