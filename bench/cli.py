@@ -54,9 +54,13 @@ def bench() -> None:
               help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference.")
 @click.option("--audit-rate", default=0.05, show_default=True, type=float,
               help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
+@click.option("--e2e", "e2e", is_flag=True,
+              help="kernel-tuning, on a GPU machine: measure the decode step built from the specialist's choices against "
+                   "torch eager / CUDA graph / torch.compile, writing e2e.json into the --replay folder "
+                   "(default traces/kernel-tuning), then replay it.")
 def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, stream_kind: str, seed: int,
               warm_start: bool, worker: str, replay_dir: str | None, inputs_path: str | None, eval_path: str | None,
-              audit_rate: float) -> None:
+              audit_rate: float, e2e: bool) -> None:
     """Record, census, compile, verify, then drive a stream through the tiered runtime.
 
     \b
@@ -64,9 +68,15 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
     kernel-tuning: on a GPU machine, records two passes + the holdout with the reference agent,
                    then compiles; with --replay DIR it replays recordings on any machine.
     """
+    if e2e and family != "kernel-tuning":
+        raise UsageError("--e2e applies to the kernel-tuning family only")
     if family == "kernel-tuning":
         from bench.kernel_tuning.replay import record_on_gpu, run_replay
 
+        if e2e:
+            from bench.kernel_tuning.e2e import run_on_gpu
+
+            replay_dir = str(run_on_gpu(Path(replay_dir or "traces/kernel-tuning"), Path(out_dir), progress=say))
         if replay_dir is None:
             replay_dir = str(record_on_gpu(Path(out_dir) / "recordings", progress=say))
         _emit_json(run_replay(Path(replay_dir), Path(out_dir), progress=say))

@@ -1,8 +1,10 @@
 """F7 kernel-tuning benchmark family (GPU, Triton 3.6 on H200).
 
-Modules (torch/triton are imported only by ``kernels`` and inside ``agent.decide``):
+Modules (torch/triton are imported at module level only by ``kernels``, ``decoder``,
+``decode_kernels`` and ``choice_step``; elsewhere inside functions):
 
-* ``workloads``  — the seen corpus (176 unique) and the novel-shape holdout (61).
+* ``workloads``  — the seen corpus (176 unique), its 64 re-recorded row ops, the novel-shape
+                    holdout (61).
 * ``legality``   — exact static legality (+ marked spill estimates) of a (family, config).
 * ``advisor``    — advisor I/O schema ``auto.kt.advise.v1``, heuristic advisor, LLM hook (off),
                     analytic rank, ``make_plan`` (vendor + top-k candidates).
@@ -16,5 +18,13 @@ Modules (torch/triton are imported only by ``kernels`` and inside ``agent.decide
                     P1 and P2 (``python -m bench.kernel_tuning.verify --out DIR``).
 * ``verify_report`` — summary of ``verify.jsonl`` (parity, ratios, per-token sums, drift).
 * ``aot_check``  — offline sm_90 compile + ptxas register/spill check (no GPU).
-* ``device.sh``  — what the device calls ran.
+* ``decoder``    — the decode step's models (configs, random bf16 weights) and the torch step the
+                    eager, eager + CUDA graph and torch.compile legs run (fp32: the reference).
+* ``decode_kernels`` — fixed Triton kernels of the step (rotary + KV write, split-KV decode
+                    attention) and the QK-norm variant of the RMSNorm template.
+* ``choice_step`` — the decode step built from the specialist's answers, one CUDA graph.
+* ``e2e``        — ``python -m bench.kernel_tuning.e2e``: specialist (+ live deopt), numerics,
+                    interleaved legs, HBM floor → ``e2e.json``; ``run_on_gpu`` for ``bench run --e2e``.
+* ``e2e_report`` — summary of ``e2e.json`` (tokens/s per leg, ratios, floor ratio, targets).
+* ``device.sh``, ``device_e2e.sh`` — what the device calls ran.
 """

@@ -1,7 +1,7 @@
 """Advisor I/O (schema ``auto.kt.advise.v1``), the deterministic heuristic advisor, the optional
 LLM hook (off by default), the analytic ranker and the candidate plan.
 
-Pure Python: no torch, no triton. The pipeline for one workload (kernel-tuning.md §4.3):
+Pure Python: no torch, no triton. The pipeline for one workload:
 
     advisor_input(workload, hw) ─► advisor (heuristic; LLM hook optional) ─► schema validation
       ─► proposals ─► legality.check (exact + est. rules; pruned ones are kept with reasons)
@@ -25,7 +25,11 @@ from . import legality as L
 from .workloads import Workload
 
 SCHEMA = "auto.kt.advise.v1"
-ADVISOR_NAME = "heuristic-v1"
+ADVISOR_V1 = "heuristic-v1"
+# v2 adds torch.compile's kernel (family ``inductor``) as a candidate of every non-GEMM op and the
+# fused residual add + RMSNorm op; its GEMM plans equal v1's.
+ADVISOR_NAME = "heuristic-v2"
+ADVISORS = (ADVISOR_V1, ADVISOR_NAME)
 
 # Nominal hardware summary fed to the advisor (fixed numbers, so the advisor input of a workload
 # is identical across passes; the measured environment goes to env.json and the env hash).
@@ -49,9 +53,12 @@ FAMILIES_BY_REGIME = {
     "rmsnorm": ["rmsnorm_rows", "vendor"],
     "softmax": ["softmax_split", "softmax_online", "softmax_onepass", "vendor"],
     "swiglu": ["swiglu_2d", "vendor"],
+    "rmsnorm_residual": ["rmsnorm_residual_rows", "vendor"],
 }
+INDUCTOR_OPS = ("rmsnorm", "softmax", "swiglu", "rmsnorm_residual")
 
-DEFAULT_TOP_K = {"decode_gemm": 8, "mid_gemm": 6, "large_gemm": 6, "rmsnorm": 6, "softmax": 6, "swiglu": 6}
+DEFAULT_TOP_K = {"decode_gemm": 8, "mid_gemm": 6, "large_gemm": 6, "rmsnorm": 6, "softmax": 6, "swiglu": 6,
+                 "rmsnorm_residual": 6}
 
 # Fixed tile palettes, so compiled kernels are shared across shapes (M, N, K are runtime args).
 TC_TILES = [  # (BM, BN, BK, warps, stages)
@@ -104,6 +111,9 @@ def region(w: Workload, hw: dict[str, Any] = H200) -> dict[str, Any]:
     elif w.op == "rmsnorm":
         flops = 4 * w.m * w.n
         min_bytes = e * (2 * w.m * w.n + w.n)
+    elif w.op == "rmsnorm_residual":  # read x, d, w; write y and s
+        flops = 5 * w.m * w.n
+        min_bytes = e * (4 * w.m * w.n + w.n)
     elif w.op == "swiglu":
         flops = 5 * w.m * w.n
         min_bytes = e * 3 * w.m * w.n
@@ -125,9 +135,11 @@ def region(w: Workload, hw: dict[str, Any] = H200) -> dict[str, Any]:
     }
 
 
-def space(w: Workload) -> dict[str, Any]:
+def space(w: Workload, version: str = ADVISOR_NAME) -> dict[str, Any]:
     r = regime(w)
-    fams = FAMILIES_BY_REGIME.get(r, ["vendor"])
+    fams = list(FAMILIES_BY_REGIME.get(r, ["vendor"]))
+    if version != ADVISOR_V1 and w.op in INDUCTOR_OPS:
+        fams.insert(len(fams) - 1, "inductor")
     if r == "decode_gemm":
         params = {"BLOCK_M": [L.next_pow2(w.m)], "BLOCK_N": [4, 8, 16, 32, 64, 128],
                   "BLOCK_K": [128, 256, 512, 1024], "num_warps": [2, 4, 8], "num_stages": [1, 2, 3, 4],
@@ -137,7 +149,7 @@ def space(w: Workload) -> dict[str, Any]:
         params = {"BLOCK_M": [16, 32, 64, 128, 256], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128, 256],
                   "GROUP_M": [8], "num_warps": [4, 8], "num_stages": [2, 3, 4], "SPLIT_K": [1, 2, 4, 8]}
         cons = ["stages*(BM*BK+BK*BN)*2<=232448", "dot dims>=16", "BM*BN/(32*warps)<=200 (est.)"]
-    elif r == "rmsnorm":
+    elif r in ("rmsnorm", "rmsnorm_residual"):
         params = {"BLOCK_D": [L.next_pow2(w.n)], "ROWS": [1, 2, 4, 8, 16], "num_warps": [1, 2, 4, 8, 16]}
         cons = ["BLOCK_D>=D", "BLOCK_D*2<=65536", "ROWS*BLOCK_D<=1048576"]
     elif r == "softmax":
@@ -153,8 +165,14 @@ def space(w: Workload) -> dict[str, Any]:
 
 
 def advisor_input(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None = None,
-                  max_candidates: int = 48) -> dict[str, Any]:
-    """The advisor's input JSON for one workload (§4.2). It never contains measured numbers."""
+                  max_candidates: int = 48, version: str = ADVISOR_NAME) -> dict[str, Any]:
+    """The advisor's input JSON for one workload. It never contains measured numbers.
+
+    Raises:
+        ValueError: unknown advisor ``version`` (one of :data:`ADVISORS`).
+    """
+    if version not in ADVISORS:
+        raise ValueError(f"unknown advisor version {version!r}; known: {', '.join(ADVISORS)}")
     return {
         "schema": SCHEMA,
         "workload": {"op": w.op, "m": w.m, "n": w.n, "k": w.k, "dtype": w.dtype, "layout": w.layout,
@@ -162,7 +180,7 @@ def advisor_input(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None =
                      "key": w.key},
         "hardware": dict(hw),
         "region": region(w, hw),
-        "space": space(w),
+        "space": space(w, version),
         "budget": {"max_candidates": max_candidates,
                    "top_k": top_k if top_k is not None else DEFAULT_TOP_K.get(regime(w), 6),
                    "max_device_s": 20},
@@ -389,7 +407,7 @@ def _fair_cap(cands: list[dict[str, Any]], fams: list[str], cap: int) -> list[di
 
 
 def heuristic_advise(inp: dict[str, Any]) -> dict[str, Any]:
-    """Deterministic advisor (§4.3 step 1): labels, family priority, hints, proposals, risks."""
+    """Deterministic advisor: labels, family priority, hints, proposals, risks."""
     w = inp["workload"]
     hw = inp["hardware"]
     sms = int(hw["sms"])
@@ -441,14 +459,16 @@ def heuristic_advise(inp: dict[str, Any]) -> dict[str, Any]:
             hints = {"BLOCK_M": sorted({c[0] for c in tiles_src}), "BLOCK_N": sorted({c[1] for c in tiles_src}),
                      "BLOCK_K": sorted({c[2] for c in tiles_src}), "num_warps": [4, 8], "num_stages": [3, 4]}
             fam = ["tc_gemm", "tc_gemm_splitk", "vendor"]
-    elif op == "rmsnorm":
+    elif op in ("rmsnorm", "rmsnorm_residual"):
         bd = L.next_pow2(n)
-        labels += ["row_reduction", "memory_bound"] + (["latency_bound"] if m * n * 2 < (1 << 20) else [])
+        labels += (["residual_add"] if op == "rmsnorm_residual" else []) + ["row_reduction", "memory_bound"] \
+            + (["latency_bound"] if m * n * 2 < (1 << 20) else [])
         rows_opts = [1, 2, 4, 8, 16] if bd <= 512 else [1, 2]
         warp_opts = [1, 2, 4] if bd <= 512 else [2, 4, 8, 16]
         hints = {"BLOCK_D": [bd], "ROWS": rows_opts, "num_warps": warp_opts}
-        cands += _product("rmsnorm_rows", {"BLOCK_D": [bd], "ROWS": rows_opts, "num_warps": warp_opts})
-        fam = ["rmsnorm_rows", "vendor"]
+        tfam = "rmsnorm_rows" if op == "rmsnorm" else "rmsnorm_residual_rows"
+        cands += _product(tfam, {"BLOCK_D": [bd], "ROWS": rows_opts, "num_warps": warp_opts})
+        fam = [tfam, "vendor"]
         risks.append("fusion into the next GEMV is the real lever (est.)")
     elif op == "softmax":
         labels += ["row_softmax", "vocab_row", "memory_bound"]
@@ -469,6 +489,9 @@ def heuristic_advise(inp: dict[str, Any]) -> dict[str, Any]:
         risks.append("fusion into the down-projection prologue is the real lever (est.)")
     else:  # pragma: no cover - guarded by workload_support
         fam = ["vendor"]
+    if "inductor" in inp["space"]["families"]:  # torch.compile's kernel competes as one more candidate
+        cands.append({"family": "inductor"})
+        fam.insert(len(fam) - 1, "inductor")
     maxc = int(inp["budget"]["max_candidates"])
     return {"labels": labels, "family_priority": fam, "param_hints": hints, "candidates": _fair_cap(cands, fam, maxc),
             "risks": risks, "fallback": "vendor"}
@@ -523,8 +546,8 @@ class LLMAdvisor:
 
 
 def cand_id(family: str, cfg: dict[str, int]) -> str:
-    if family == "vendor":
-        return "vendor"
+    if family in ("vendor", "inductor"):
+        return family
     return family + ":" + ",".join(f"{k}={cfg[k]}" for k in sorted(cfg))
 
 
@@ -544,6 +567,8 @@ def predict_us(family: str, cfg: dict[str, int], w: Workload, hw: dict[str, Any]
     m, n, k = w.m, w.n, w.k
     if family == "vendor":
         return region(w, hw)["floor_us"] * 1.15 + 4.0
+    if family == "inductor":  # one fused generated kernel (est.)
+        return region(w, hw)["floor_us"] * 1.1 + 3.0
     if family in ("gemv_splitn", "gemv_splitk"):
         bn, bk, sk, wp, st = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["SPLIT_K"], cfg["num_warps"], cfg["num_stages"]
         ctas = L.cdiv(n, bn) * sk
@@ -580,10 +605,10 @@ def predict_us(family: str, cfg: dict[str, int], w: Workload, hw: dict[str, Any]
         iters = L.cdiv(L.cdiv(k, sk), bk)
         iter_pen = 1.0 + 1.0 / iters
         return max(t_c, t_m) * 1e6 * iter_pen + 3.0 + (LAUNCH_US if sk > 1 else 0.0)
-    if family == "rmsnorm_rows":
+    if family in ("rmsnorm_rows", "rmsnorm_residual_rows"):
         rows, wp, bd = cfg["ROWS"], cfg["num_warps"], cfg["BLOCK_D"]
         progs = L.cdiv(m, rows)
-        byts = e * (2 * m * n + n)
+        byts = e * ((2 if family == "rmsnorm_rows" else 4) * m * n + n)
         fill = min(1.0, progs / (2 * sms))
         pad = n / bd
         per_thread = rows * bd / (32 * wp)
@@ -639,15 +664,25 @@ class Plan:
 
 
 def make_plan(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None = None,
-              llm: LLMAdvisor | None = None, extra_candidates: list[dict[str, Any]] | None = None) -> Plan:
+              llm: LLMAdvisor | None = None, extra_candidates: list[dict[str, Any]] | None = None,
+              version: str = ADVISOR_NAME) -> Plan:
     """Advisor → schema check → legality → analytic rank → top-k. Deterministic when ``llm`` is
     off. ``extra_candidates`` (fault injection / tests) bypass the advisor but not legality,
-    unless an entry carries ``"_bypass_legality": True``."""
-    inp = advisor_input(w, hw, top_k=top_k)
+    unless an entry carries ``"_bypass_legality": True``.
+
+    The candidate list is ``[vendor]`` + (``inductor`` when the advisor proposes it: always
+    measured, outside the top-k) + the top-k Triton candidates. ``version`` selects the advisor
+    (:data:`ADVISORS`; a record's ``kt.advisor`` names the one that planned it, ``+llm`` aside).
+
+    Raises:
+        ValueError: unknown ``version``.
+    """
+    version = version.removesuffix("+llm")
+    inp = advisor_input(w, hw, top_k=top_k, version=version)
     validate_input(inp)
     out = heuristic_advise(inp)
     validate_output(out)
-    name = ADVISOR_NAME
+    name = version
     llm_info: dict[str, Any] = {"enabled": bool(llm and llm.enabled)}
     proposals = list(out["candidates"])
     if llm is not None and llm.enabled:
@@ -666,7 +701,7 @@ def make_plan(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None = Non
                 raise L_IllegalProposal(f"{dropped} illegal or out-of-space LLM candidates")
             proposals = legal_llm + proposals
             llm_info.update(accepted=True, n=len(legal_llm))
-            name = ADVISOR_NAME + "+llm"
+            name = version + "+llm"
         except (SchemaError, L_IllegalProposal, TypeError, KeyError) as e:
             llm_info.update(accepted=False, reason=str(e)[:200])
     why = L.workload_support(w.op, w.m, w.n, w.k, w.dtype)
@@ -677,10 +712,16 @@ def make_plan(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None = Non
         return plan
     seen: set[str] = set()
     legal: list[dict[str, Any]] = []
+    forced: list[dict[str, Any]] = []
     for c in proposals:
         fam, cfg = split_cand(c)
         cid = cand_id(fam, cfg)
         if cid in seen or fam == "vendor":
+            continue
+        if fam == "inductor" and not L.check(fam, cfg, w.op, w.m, w.n, w.k, w.dtype):
+            seen.add(cid)
+            forced.append({"id": cid, "family": fam, "config": cfg,
+                           "predicted_us": round(predict_us(fam, cfg, w, hw), 3)})
             continue
         seen.add(cid)
         viol = L.check(fam, cfg, w.op, w.m, w.n, w.k, w.dtype)
@@ -722,7 +763,7 @@ def make_plan(w: Workload, hw: dict[str, Any] = H200, *, top_k: int | None = Non
                 continue
         chosen.append({"id": cid, "family": fam, "config": cfg, "predicted_us": None,
                        "injected": True})
-    plan.candidates = [vendor] + chosen
+    plan.candidates = [vendor] + forced + chosen
     return plan
 
 

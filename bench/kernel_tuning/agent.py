@@ -6,9 +6,11 @@
         upcast inputs, ‖out−ref‖/‖ref‖ ≤ 1e-2, no NaN/Inf)
       → timing, 3 interleaved rounds per protocol:
           P1 = triton.testing.do_bench(return_mode="median") (L2 flushed before every call)
-          P2 = CUDA-graph replay over rotated input copies > 4× L2 (decode GEMMs only)
-      → pick the fastest Triton candidate by the median of its 3 round medians under the
-        deciding protocol (P2 for decode GEMMs, P1 otherwise); vendor if none beats it.
+          P2 = CUDA-graph replay over rotated input copies > 4× L2, at most 64 copies (decode
+               GEMMs and every non-GEMM op, see ``p2_applies``)
+      → pick the fastest non-vendor candidate (Triton templates, and for non-GEMM ops
+        ``inductor`` = torch.compile's kernel) by the median of its 3 round medians under the
+        deciding protocol (P2 where it applies, P1 otherwise); vendor if none beats it.
 
 Bad cases fall back to the vendor path and say why (``output.reason`` /
 ``attributes["kt.fallback_reason"]``): ``unsupported_shape``, ``no_legal_candidate``,
@@ -40,6 +42,7 @@ class TimingCfg:
     p2_replays: int = 10
     p2_l2_factor: int = 4
     p2_decode_gemm: bool = True
+    p2_row_ops: bool = True
 
 
 def _err(phase: str, e: BaseException) -> str:
@@ -49,9 +52,14 @@ def _err(phase: str, e: BaseException) -> str:
     return f"{phase}: {type(e).__name__}: {first[:300]}"
 
 
-def p2_applies(w: Workload) -> bool:
-    """Protocol P2 (CUDA-graph replay over rotated copies) is measured for decode GEMMs only."""
-    return w.op == "gemm" and w.m <= 8
+def p2_applies(w: Workload, row_ops: bool = True) -> bool:
+    """Whether protocol P2 (CUDA-graph replay over rotated copies) is measured, and then decides:
+    decode GEMMs (M ≤ 8), and with ``row_ops`` every non-GEMM op. A decode step runs inside one
+    CUDA graph, and P1's ``do_bench`` times the host's launch of a small kernel whenever that
+    launch takes longer than the kernel (as for torch.compile's guarded wrapper, tens of µs)."""
+    if w.op == "gemm":
+        return w.m <= 8
+    return row_ops
 
 
 def gpu_alive() -> bool:
@@ -210,7 +218,7 @@ def decide(w: Workload, *, env: dict[str, Any], pass_name: str, hw: dict[str, An
                 if lost:
                     break
         # ---- P2 timing for decode GEMMs
-        if not lost and cuda and timing.p2_decode_gemm and p2_applies(w):
+        if not lost and cuda and p2_applies(w, timing.p2_row_ops) and (w.op != "gemm" or timing.p2_decode_gemm):
             protocol = "P2"
             copies = None
             graphs: dict[str, Any] = {}
@@ -265,12 +273,12 @@ def decide(w: Workload, *, env: dict[str, Any], pass_name: str, hw: dict[str, An
         fallback_reason = "no_legal_candidate: every proposal was pruned"
     elif best is None:
         chosen = vendor
-        fallback_reason = "all_candidates_failed: no Triton candidate compiled, passed numerics and timed"
+        fallback_reason = "all_candidates_failed: no non-vendor candidate compiled, passed numerics and timed"
     elif vendor_us is None or best["median_us"] < vendor_us:
         chosen = best
     else:
         chosen = vendor
-        fallback_reason = f"unprofitable: best Triton {best['median_us']:.2f} us >= vendor {vendor_us:.2f} us"
+        fallback_reason = f"unprofitable: best non-vendor {best['median_us']:.2f} us >= vendor {vendor_us:.2f} us"
     status = "error" if (lost or problem is None) else "ok"
     if lost:
         record_error = record_error or {"type": "LostGPU", "message": "CUDA context lost during the decision"}
@@ -289,7 +297,9 @@ def decide(w: Workload, *, env: dict[str, Any], pass_name: str, hw: dict[str, An
         "kt.pruned": plan.pruned,
         "kt.candidates": cands,
         "kt.vendor_impl": {"gemm": "torch.nn.functional.linear (cuBLAS)", "rmsnorm": "torch.nn.functional.rms_norm",
-                           "swiglu": "F.silu(g)*u", "softmax": "torch.softmax"}.get(w.op, "none"),
+                           "swiglu": "F.silu(g)*u", "softmax": "torch.softmax",
+                           "rmsnorm_residual": "x + d, then torch.nn.functional.rms_norm"}.get(w.op, "none"),
+        "kt.inductor_us": next((c["median_us"] for c in cands if c["id"] == "inductor"), None),
         "kt.vendor_us": vendor_us,
         "kt.vendor_us_p1": vendor["median_us_p1"],
         "kt.vendor_us_p2": vendor["median_us_p2"],
@@ -297,8 +307,9 @@ def decide(w: Workload, *, env: dict[str, Any], pass_name: str, hw: dict[str, An
         "kt.protocol": protocol,
         "kt.protocols": {"P1": f"triton.testing.do_bench(warmup={timing.p1_warmup_ms}, rep={timing.p1_rep_ms}, "
                                f"return_mode='median'), L2 flushed; {timing.rounds} interleaved rounds",
-                         "P2": f"CUDA-graph replay over rotated input copies > {timing.p2_l2_factor}x L2, median of "
-                               f"{timing.p2_replays} replays per round; {timing.rounds} interleaved rounds"},
+                         "P2": f"CUDA-graph replay over rotated input copies > {timing.p2_l2_factor}x L2 (at most "
+                               f"{KN.MAX_COPIES}), median of {timing.p2_replays} replays per round; "
+                               f"{timing.rounds} interleaved rounds"},
         "kt.rel_tol": REL_TOL,
         "kt.seed": seed,
         "kt.env_hash": env_h,

@@ -5,7 +5,8 @@ rest of ``bench.kernel_tuning`` imports on machines without either.
 
 Families (config keys in ``legality.PARAMS``):
 
-* ``vendor``: ``F.linear`` (cuBLAS), ``F.rms_norm``, ``F.silu(g)*u``, ``torch.softmax``.
+* ``vendor``: ``F.linear`` (cuBLAS), ``F.rms_norm``, ``F.silu(g)*u``, ``torch.softmax``, and for
+  ``rmsnorm_residual`` the unfused ``s = x + d; F.rms_norm(s)``.
 * ``gemv_splitn`` / ``gemv_splitk``: one program per (BLOCK_N rows of W, K slice); up to 8
   activation rows share each W tile (BLOCK_M = next_pow2(M), per-row fp32 2-D accumulators,
   reduced once at the end). Split-K writes fp32 partials [SPLIT_K, M, N] reduced by a second
@@ -17,6 +18,10 @@ Families (config keys in ``legality.PARAMS``):
   max/sum then a write pass), ``softmax_split`` (CHUNKS programs per row: partial (max,sum)
   then a combine-and-write kernel).
 * ``swiglu_2d``: ``silu(g)·u`` over a (rows, I/BLOCK) grid.
+* ``rmsnorm_residual_rows``: the fused residual add + RMSNorm of a decoder block
+  (``s = x + d``; ``y = rmsnorm(s)·w``; both written), ROWS rows per program, one pass.
+* ``inductor``: ``torch.compile`` (Inductor, default mode, static shapes) of the vendor path of
+  a non-GEMM op, writing into the preallocated output; compiled at first call.
 
 M (and the row count R) are marked ``do_not_specialize`` so one compiled kernel serves every
 M of a bucket; N, K are multiples of 16 in the corpus, so kernels are shared across shapes.
@@ -178,6 +183,29 @@ def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, R, D, stride, eps,
     tl.store(y_ptr + ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit(do_not_specialize=["R"])
+def rmsnorm_residual_kernel(x_ptr, d_ptr, w_ptr, y_ptr, s_ptr, R, D, stride, eps,
+                            BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_D)
+    rmask = rows < R
+    cmask = cols < D
+    mask = rmask[:, None] & cmask[None, :]
+    ptrs = rows[:, None] * stride + cols[None, :]
+    x = tl.load(x_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+    d = tl.load(d_ptr + ptrs, mask=mask, other=0.0).to(tl.float32)
+    # the residual stream is kept in the activation dtype, as the unfused path keeps it
+    s = (x + d).to(s_ptr.dtype.element_ty)
+    tl.store(s_ptr + ptrs, s, mask=mask)
+    sf = s.to(tl.float32)
+    ms = tl.sum(sf * sf, axis=1) / D
+    r = tl.rsqrt(ms + eps)
+    wv = tl.load(w_ptr + cols, mask=cmask, other=0.0).to(tl.float32)
+    y = sf * r[:, None] * wv[None, :]
+    tl.store(y_ptr + ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
 # --------------------------------------------------------------------------- softmax
 
 
@@ -294,6 +322,13 @@ class Problem:
             self.args = (x, wt)
             self.out_shape = (w.m, w.n)
             self.out_dtype = dt
+        elif w.op == "rmsnorm_residual":
+            x = torch.randn(w.m, w.n, device=device, dtype=torch.float32, generator=g).to(dt)
+            d = torch.randn(w.m, w.n, device=device, dtype=torch.float32, generator=g).to(dt)
+            wt = (1.0 + 0.1 * torch.randn(w.n, device=device, dtype=torch.float32, generator=g)).to(dt)
+            self.args = (x, d, wt)
+            self.out_shape = (2, w.m, w.n)
+            self.out_dtype = dt
         elif w.op == "swiglu":
             gu = (2.0 * torch.randn(w.m, 2 * w.n, device=device, dtype=torch.float32, generator=g)).to(dt)
             self.args = (gu,)
@@ -313,14 +348,23 @@ class Problem:
         self.out.fill_(float("nan"))
 
 
-def reference(w, args) -> torch.Tensor:
+def reference(w, args, eps: float | None = None) -> torch.Tensor:
+    """fp32 (fp64 for softmax) reference of the op on upcast inputs. ``rmsnorm_residual`` gives
+    ``stack((rmsnorm(x + d)·w, x + d))``, the residual rounded to the activation dtype first as the
+    candidates keep it."""
+    eps = EPS if eps is None else eps
+    if w.op == "rmsnorm_residual":
+        x, d, wt = args
+        s = (x.float() + d.float()).to(x.dtype).float()
+        y = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps) * wt.float()
+        return torch.stack((y, s))
     if w.op == "gemm":
         x, W = args
         return x.float() @ W.float().t()
     if w.op == "rmsnorm":
         x, wt = args
         xf = x.float()
-        return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * wt.float()
+        return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * wt.float()
     if w.op == "swiglu":
         (gu,) = args
         g, u = gu.float().chunk(2, dim=-1)
@@ -334,8 +378,10 @@ def reference(w, args) -> torch.Tensor:
 EPS = 1e-6
 
 
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, bool]:
-    """(‖out−ref‖/‖ref‖, all finite)."""
+def rel_err(out: torch.Tensor | tuple, ref: torch.Tensor) -> tuple[float, bool]:
+    """(‖out−ref‖/‖ref‖, all finite). A tuple result (``rmsnorm_residual``: ``(y, s)``) is stacked."""
+    if isinstance(out, (tuple, list)):
+        out = torch.stack(tuple(out))
     o = out.float()
     finite = bool(torch.isfinite(o).all().item())
     if not finite:
@@ -350,15 +396,30 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, bool]:
 Runner = Callable[[tuple, torch.Tensor], torch.Tensor]
 
 
-def build(family: str, cfg: dict[str, int], w, device: str = "cuda") -> Runner:
+def build(family: str, cfg: dict[str, int], w, device: str = "cuda", eps: float = EPS) -> Runner:
     """A callable ``run(args, out) -> result`` for this candidate on this workload (workspaces
-    preallocated here, so the call can be graph-captured). Compilation happens at first call."""
+    preallocated here, so the call can be graph-captured). Compilation happens at first call.
+
+    ``eps`` is the RMSNorm epsilon (1e-6 in the recorded workloads; a decoder passes its own).
+    ``rmsnorm_residual`` runners take ``args = (x, d, w)`` and ``out`` of shape (2, M, D) and
+    return ``(y, s)``: the normalized rows and the new residual ``s = x + d``.
+
+    Raises:
+        ValueError: unknown family, or no vendor / Inductor path for the op.
+    """
     m, n, k = w.m, w.n, w.k
+    if family == "inductor":
+        return _inductor(w, eps)
     if family == "vendor":
         if w.op == "gemm":
             return lambda args, out: F.linear(args[0], args[1])
         if w.op == "rmsnorm":
-            return lambda args, out: F.rms_norm(args[0], (n,), args[1], EPS)
+            return lambda args, out: F.rms_norm(args[0], (n,), args[1], eps)
+        if w.op == "rmsnorm_residual":
+            def _rr(args, out):
+                s = args[0] + args[1]
+                return F.rms_norm(s, (n,), args[2], eps), s
+            return _rr
         if w.op == "swiglu":
             def _sw(args, out):
                 g, u = args[0].chunk(2, dim=-1)
@@ -420,10 +481,19 @@ def build(family: str, cfg: dict[str, int], w, device: str = "cuda") -> Runner:
 
         def _r(args, out):
             x, wt = args
-            rmsnorm_kernel[(cdiv(m, rows),)](x, wt, out, m, n, x.stride(0), EPS, BLOCK_D=bd, ROWS=rows,
+            rmsnorm_kernel[(cdiv(m, rows),)](x, wt, out, m, n, x.stride(0), eps, BLOCK_D=bd, ROWS=rows,
                                              num_warps=nw)
             return out
         return _r
+    if family == "rmsnorm_residual_rows":
+        bd, rows, nw = cfg["BLOCK_D"], cfg["ROWS"], cfg["num_warps"]
+
+        def _rr2(args, out):
+            x, d, wt = args
+            rmsnorm_residual_kernel[(cdiv(m, rows),)](x, d, wt, out[0], out[1], m, n, x.stride(0), eps,
+                                                      BLOCK_D=bd, ROWS=rows, num_warps=nw)
+            return out[0], out[1]
+        return _rr2
     if family == "softmax_onepass":
         b, nw = cfg["BLOCK"], cfg["num_warps"]
 
@@ -467,10 +537,53 @@ def build(family: str, cfg: dict[str, int], w, device: str = "cuda") -> Runner:
     raise ValueError(f"unknown family {family!r}")
 
 
-def make_copies(w, problem: Problem, l2_bytes: int, factor: int = 4, device: str = "cuda") -> list[tuple]:
-    """Rotated copies of the inputs whose total exceeds ``factor``·L2 (protocol P2)."""
+def _inductor(w, eps: float) -> Runner:
+    """``torch.compile`` (Inductor, default mode, ``dynamic=False``) of the vendor path of a
+    non-GEMM op, writing its result into ``out`` inside the compiled region (so Inductor can fuse
+    the store). One compiled function per workload: its kernel is specialized to the shape."""
+    n = w.n
+    if w.op == "rmsnorm":
+        def f(x, wt, out):
+            out.copy_(F.rms_norm(x, (n,), wt, eps))
+    elif w.op == "rmsnorm_residual":
+        def f(x, d, wt, out):
+            s = x + d
+            out[1].copy_(s)
+            out[0].copy_(F.rms_norm(s, (n,), wt, eps))
+    elif w.op == "swiglu":
+        def f(gu, out):
+            g, u = gu.chunk(2, dim=-1)
+            out.copy_(F.silu(g) * u)
+    elif w.op == "softmax":
+        def f(x, out):
+            out.copy_(torch.softmax(x, dim=-1))
+    else:
+        raise ValueError(f"no Inductor path for {w.op}")
+    # every workload's function shares one code object, so each shape is a recompile of it:
+    # lift dynamo's per-code recompile limit (8 by default; with fullgraph=True the 9th fails)
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 4096))
+    cf = torch.compile(f, dynamic=False, fullgraph=True)
+
+    def run(args, out):
+        cf(*args, out)
+        if w.op == "rmsnorm_residual":
+            return out[0], out[1]
+        return out
+    return run
+
+
+MAX_COPIES = 64
+
+
+def make_copies(w, problem: Problem, l2_bytes: int, factor: int = 4, device: str = "cuda",
+                max_copies: int = MAX_COPIES) -> list[tuple]:
+    """Rotated copies of the inputs whose total exceeds ``factor``·L2 (protocol P2), at most
+    ``max_copies`` (so a few-KB row op replays 64 copies, L2-resident as in a decode step; no
+    decode GEMM of the corpora needs more than 62)."""
     nbytes = sum(a.numel() * a.element_size() for a in problem.args)
-    n = max(2, cdiv(factor * l2_bytes, max(1, nbytes)) + 1)
+    n = min(max_copies, max(2, cdiv(factor * l2_bytes, max(1, nbytes)) + 1))
     copies = [problem.args]
     for _ in range(n - 1):
         copies.append(tuple(a.clone() for a in problem.args))

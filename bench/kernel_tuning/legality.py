@@ -1,6 +1,6 @@
 """Static legality of a (family, config) on a workload, before anything is compiled.
 
-Pure Python. Two kinds of rule (see the F7 research notes, kernel-tuning.md §2):
+Pure Python. Two kinds of rule (Triton 3.6 sources named per rule; limits measured on an H200):
 
 * ``exact``: what Triton 3.6 on sm_90 refuses, or what our templates cannot compute:
   power-of-two block dims (``tl.arange``), block tensor numel ≤ 2**20 (``TRITON_MAX_TENSOR_NUMEL``),
@@ -31,12 +31,14 @@ REG_TILE_PER_THREAD = 128
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 FAMILIES = {
-    "vendor": "gemm|rmsnorm|swiglu|softmax",
+    "vendor": "gemm|rmsnorm|swiglu|softmax|rmsnorm_residual",
+    "inductor": "rmsnorm|swiglu|softmax|rmsnorm_residual",
     "gemv_splitn": "gemm",
     "gemv_splitk": "gemm",
     "tc_gemm": "gemm",
     "tc_gemm_splitk": "gemm",
     "rmsnorm_rows": "rmsnorm",
+    "rmsnorm_residual_rows": "rmsnorm_residual",
     "softmax_onepass": "softmax",
     "softmax_online": "softmax",
     "softmax_split": "softmax",
@@ -45,18 +47,21 @@ FAMILIES = {
 
 PARAMS = {
     "vendor": (),
+    "inductor": (),
     "gemv_splitn": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages"),
     "gemv_splitk": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages"),
     "tc_gemm": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages"),
     "tc_gemm_splitk": ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "num_warps", "num_stages"),
     "rmsnorm_rows": ("BLOCK_D", "ROWS", "num_warps"),
+    "rmsnorm_residual_rows": ("BLOCK_D", "ROWS", "num_warps"),
     "softmax_onepass": ("BLOCK", "num_warps"),
     "softmax_online": ("BLOCK", "num_warps", "num_stages"),
     "softmax_split": ("BLOCK", "CHUNKS", "num_warps"),
     "swiglu_2d": ("BLOCK", "num_warps"),
 }
 
-SUPPORTED_DTYPES = {"gemm": ("bf16",), "rmsnorm": ("bf16",), "swiglu": ("bf16",), "softmax": ("fp32",)}
+SUPPORTED_DTYPES = {"gemm": ("bf16",), "rmsnorm": ("bf16",), "swiglu": ("bf16",), "softmax": ("fp32",),
+                    "rmsnorm_residual": ("bf16",)}
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,9 @@ def cdiv(a: int, b: int) -> int:
 
 
 def tc_smem_bytes(bm: int, bn: int, bk: int, stages: int, elem: int = 2) -> int:
-    """Shared memory of the pipelined A/B tiles: stages·(BM·BK + BK·BN)·elem (exact, §2)."""
+    """Shared memory of the pipelined A/B tiles: stages·(BM·BK + BK·BN)·elem (exact: on an H200 Triton
+    3.6 raised ``OutOfResources ... Required: 393216, Hardware limit: 232448`` for (128, 256, 128, 4
+    stages), as ``traces/kernel-tuning/faults.jsonl`` records)."""
     return stages * (bm * bk + bk * bn) * elem
 
 
@@ -118,6 +125,10 @@ def check(family: str, cfg: dict[str, int], op: str, m: int, n: int, k: int, dty
         ex("family_op", f"{family} does not implement {op}")
         return v
     if family == "vendor":
+        return v
+    if family == "inductor":  # torch.compile of the vendor path: no parameters, any shape the op takes
+        if cfg:
+            ex("config_keys", f"inductor takes no parameters, got {sorted(cfg)}")
         return v
     why = workload_support(op, m, n, k, dtype)
     if why:
@@ -198,7 +209,7 @@ def check(family: str, cfg: dict[str, int], op: str, m: int, n: int, k: int, dty
             he("acc_spill", f"BM·BN/threads = {acc} fp32 acc regs > {TC_ACC_REGS_PER_THREAD}")
         if cfg["GROUP_M"] > 64:
             ex("group_m_range", f"GROUP_M={cfg['GROUP_M']} > 64")
-    elif family == "rmsnorm_rows":
+    elif family in ("rmsnorm_rows", "rmsnorm_residual_rows"):
         bd, rows = cfg["BLOCK_D"], cfg["ROWS"]
         if bd < n:
             ex("row_fits_block", f"BLOCK_D={bd} < D={n} (one-pass template)")

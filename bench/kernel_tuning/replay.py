@@ -5,7 +5,7 @@ Runs on any CPU machine from the canonical JSONL the reference agent wrote on th
 from :mod:`bench.kernel_tuning.verify`):
 
 1. ingest the recorded decisions (task spans of task ``kernel-tuning``) into a store;
-2. the domain census (kernel-tuning.md §4.4): per workload, the two passes' choices are
+2. the domain census: per workload, the two passes' choices are
    *exact* (same id), *tolerant* (within ε = 5% of the other pass's best) or *divergent*; the
    reference agent's self-parity is the ceiling;
 3. compile the specialist through the same pipeline as every family: an exact-match table
@@ -54,15 +54,18 @@ def _chosen_time(rec: dict[str, Any], cand_id: str, protocol: str) -> float | No
     return None
 
 
-def latency_table(recs: list[dict[str, Any]], choice: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
-    """Geo-mean of t(choice) / t(vendor) per op (and decode/prefill for GEMM) per protocol."""
+def latency_table(recs: list[dict[str, Any]], choice: Callable[[dict[str, Any]], str],
+                  baseline: str = "vendor") -> dict[str, Any]:
+    """Geo-mean of t(choice) / t(baseline) per op (and decode/prefill for GEMM) per protocol;
+    ``baseline`` is a candidate id (``vendor``, or ``inductor`` = torch.compile's kernel, measured
+    in the re-recorded row-op workloads only)."""
     groups: dict[str, dict[str, list[float]]] = {}
     for r in recs:
         w = r["input"]["workload"]
         op = w["op"] + (f"/{w['phase']}" if w["op"] == "gemm" else "")
         cid = choice(r)
         for proto in ("P1", "P2"):
-            t, v = _chosen_time(r, cid, proto), _chosen_time(r, "vendor", proto)
+            t, v = _chosen_time(r, cid, proto), _chosen_time(r, baseline, proto)
             if t and v:
                 groups.setdefault(op, {}).setdefault(proto, []).append(t / v)
     return {op: {p: {"geo_ratio_vs_vendor": _geo(xs), "n": len(xs)} for p, xs in d.items()} for op, d in sorted(groups.items())}
@@ -161,6 +164,80 @@ def record_on_gpu(out: Path, progress: Callable[[str], None] | None = None, limi
     return out
 
 
+def ratchet(store: Any, entries: list, deopts: list[dict[str, Any]], probes: list[dict[str, Any]], out_dir: Path,
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """The next generation: the current table plus the answers the reference agent gave to the
+    workloads the specialist deopted on during the GPU run (``e2e_deopt.jsonl``), compiled into
+    ``kernel-tuning-next.wasm``; every deopted workload must now be answered at tier 1 with the
+    reference's answer, and every holdout probe must still miss."""
+    from auto_runtime import Artifact, TieredTask
+
+    from auto.compile import compile_memo
+    from auto.verify import Contract
+
+    new = [(S.specialist_input(r), S.answer(r)) for r in deopts if r.get("status") == "ok"]
+    seen = {R.canonical_json(e[0]) for e in entries}
+    new = [e for e in new if R.canonical_json(e[0]) not in seen]
+    if not new:
+        return {"deopt_keys": [], "next_generation": None}
+    outcome = compile_memo(store, TASK, [(e[0], e[1]) for e in entries] + new, probes=probes,
+                           contract=Contract(task=TASK, min_witnesses=4), out_path=out_dir / "kernel-tuning-next.wasm",
+                           reference_model="reference agent: heuristic advisor + measurement on the GPU",
+                           note="next generation (current table + e2e deopts)")
+    tt = TieredTask(Artifact.load(outcome.wasm, expected_id=outcome.artifact_id), reference=None)
+    hits = [tt(inp) for inp, _ in new]
+    ok = sum(1 for (_, ans), h in zip(new, hits) if h.tier == "tier-1" and h.answer == ans)
+    say(f"[ratchet] next generation {outcome.generation}: {ok}/{len(new)} deopted workloads answered at tier 1")
+    return {"deopt_keys": [r["attributes"]["kt.workload_key"] for r in deopts],
+            "next_generation": {"generation": outcome.generation, "artifact_id": outcome.artifact_id,
+                                "entries": len(entries) + len(new), "deopts_answered_tier1": ok, "deopts": len(new),
+                                "reason": outcome.reason}}
+
+
+def e2e_block(replay_dir: Path, store: Any, entries: list, deopts: list[dict[str, Any]], probes: list[dict[str, Any]],
+              out_dir: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """``results["e2e"]``: the end-to-end run (``e2e.json``), its repeat with the next generation
+    (``e2e_rep.json``) when present, the ratchet, and whether the answers the GPU run used at
+    tier 1 are the replayed table's."""
+    from bench.kernel_tuning import e2e_report as ER
+
+    path = replay_dir / "e2e.json"
+    if not path.exists():
+        return None
+    raw = ER.load(str(path))
+    block = ER.summarize(raw)
+    say(ER.render(block))
+    table = {R.canonical_json(e[0]): e[1] for e in entries}
+    same = diff = 0
+    for m in (raw.get("models") or {}).values():
+        for rows in (m.get("answers") or {}).values():
+            for row in rows.values():
+                if row["tier"] != "tier-1":
+                    continue
+                w = row["key"].split(":")
+                inp = S.input_for(w[0], w[1], _layout(w[0]), int(w[2][1:]), int(w[3][1:]), int(w[4][1:]), raw["env_hash"])
+                if table.get(R.canonical_json(inp)) == row["answer"]:
+                    same += 1
+                else:
+                    diff += 1
+    block["tier1_answers_match_replayed_table"] = {"same": same, "different": diff}
+    block["ratchet"] = ratchet(store, entries, deopts, probes, out_dir, say)
+    rep = replay_dir / "e2e_rep.json"
+    if rep.exists():
+        block["repeat"] = ER.summarize(ER.load(str(rep)))
+        say(ER.render(block["repeat"], "e2e repeat (next generation)"))
+    smoke = replay_dir / "e2e_smoke.json"
+    if smoke.exists():
+        block["smoke"] = ER.summarize(ER.load(str(smoke)))
+    return block
+
+
+def _layout(op: str) -> str:
+    from bench.kernel_tuning.workloads import LAYOUTS
+
+    return LAYOUTS[op]
+
+
 def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Replay the recordings in ``replay_dir``; write ``results.json`` and the artifact to ``out_dir``.
 
@@ -175,9 +252,13 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     from auto.verify import Contract
 
     say = progress or (lambda _m: None)
-    p1, p2, ho = _load(replay_dir, "pass1"), _load(replay_dir, "pass2"), _load(replay_dir, "holdout")
-    if not p1 or not p2:
+    raw1, raw2, ho = _load(replay_dir, "pass1"), _load(replay_dir, "pass2"), _load(replay_dir, "holdout")
+    if not raw1 or not raw2:
         raise ArgumentError(f"{replay_dir}: needs pass1.jsonl and pass2.jsonl (recorded by bench.kernel_tuning.run)")
+    # the current generation: pass1/pass2, with the re-recorded row-op workloads substituted
+    p1, p2, gen_info = S.generation_passes(str(replay_dir), 2)
+    rer = [r for n in S.RERECORDS for r in _load(replay_dir, n)] if gen_info["generation"] == 2 else []
+    deopts = _load(replay_dir, "e2e_deopt")
     env_path = replay_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     copy_gbs = (env.get("copy_bandwidth") or {}).get("gbs")
@@ -187,8 +268,9 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
         if f.exists():
             f.unlink()
     store = Store(out_dir / "kernel-tuning.sqlite")
-    n = store.ingest(p1 + p2 + ho)
-    say(f"[replay] ingested {n['spans']} recorded decisions ({len(p1)} pass1, {len(p2)} pass2, {len(ho)} holdout)")
+    n = store.ingest(raw1 + raw2 + rer + ho + deopts)
+    say(f"[replay] ingested {n['spans']} recorded decisions ({len(raw1)} pass1, {len(raw2)} pass2, {len(rer)} re-recorded, "
+        f"{len(ho)} holdout, {len(deopts)} e2e deopts)")
 
     cen = R.census_from_records(p1, p2, eps=S.EPS)
     say(f"[census] exact {cen['counts']['exact']}, tolerant {cen['counts']['tolerant']}, divergent "
@@ -247,28 +329,37 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
         "tuning_time_saved_s_median": statistics.median(saved) if saved else None,
         "specialist_lookup_us_p50": round(lookup_us, 2),
         "reference_decision_s_median": statistics.median(r["attributes"]["kt.wall_s"] for r in p1),
+        "generation": gen_info,
         "latency_vs_vendor_reference": latency_table(p1, lambda r: r["output"]["chosen_id"]),
         "latency_vs_vendor_specialist": latency_table(p1, choice_spec),
+        "latency_vs_torch_compile_specialist": latency_table(p1, choice_spec, baseline="inductor"),
         "decode_gemv_specialist": decode_gemv(p1, choice_spec, copy_gbs),
         "es_t": es_t(p1, answers),
         "artifact": {"id": outcome.artifact_id, "bytes": outcome.artifact_bytes, "compiled_as": outcome.manifest["compiled_as"],
                      "eval_run_id": outcome.eval_run_id, "fuel_per_call": outcome.manifest["fuel_per_call"]},
         "compile_s": round(time.perf_counter() - t0, 3),
     }
-    vpath = replay_dir / "verify.jsonl"
-    if vpath.exists():
-        try:
-            from bench.kernel_tuning.verify_report import summarize as vsum
+    from bench.kernel_tuning.verify_report import summarize as vsum
 
-            results["gpu_verify"] = vsum(R.load_jsonl(str(vpath)), copy_gbs)
-        except ImportError:  # pragma: no cover - verify report not present
-            results["gpu_verify"] = None
-    else:
-        results["gpu_verify"] = None
-    gv = results["gpu_verify"] or {}
+    for name, key in (("verify", "gpu_verify"), ("verify2", "gpu_verify_current")):
+        vpath = replay_dir / f"{name}.jsonl"
+        results[key] = vsum(R.load_jsonl(str(vpath)), copy_gbs) if vpath.exists() else None
+    # the current generation's GPU re-verification: verify2.jsonl when the row ops were re-recorded
+    gv = (results["gpu_verify_current"] if gen_info["generation"] == 2 else results["gpu_verify"]) or {}
     dec = gv.get("deciding") or {}
+    wc = gv.get("with_choice") or {}
     results["parity_seen_gpu_verify"] = dec.get("specialist_rate")
     results["reference_parity_gpu_verify"] = dec.get("reference_rate")
+    results["parity_seen_with_choice"] = wc.get("specialist_rate")
+    results["parity_seen_with_choice_n"] = wc.get("n")
+    results["parity_seen_with_choice_detail"] = {
+        **wc, "source": ("verify2.jsonl" if gen_info["generation"] == 2 else "verify.jsonl") if gv else None,
+        "definition": "GPU re-measurement in one process, interleaved: workloads whose specialist, reference, vendor "
+                      "(and torch.compile) answers are >= 2 distinct candidates; at parity = the specialist's choice "
+                      f"within {S.EPS:.0%} of the fastest of them under its deciding protocol",
+        "previous_generation": ((results["gpu_verify"] or {}).get("with_choice") if gen_info["generation"] == 2 else None),
+        "target": 0.95}
+    results["e2e"] = e2e_block(replay_dir, store, entries, deopts, probes, out_dir, say)
     store.close()
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     say(render(results))
@@ -290,7 +381,8 @@ def render(r: dict[str, Any]) -> str:
     ]
     if r.get("parity_seen_gpu_verify") is not None:
         lines.append(f"GPU re-verification (interleaved, same run): specialist at parity {f(r['parity_seen_gpu_verify'])}, "
-                     f"reference agent {f(r['reference_parity_gpu_verify'])}")
+                     f"reference agent {f(r['reference_parity_gpu_verify'])}; on the {r.get('parity_seen_with_choice_n')} "
+                     f"workloads with a choice {f(r.get('parity_seen_with_choice'))}")
     for m, d in sorted(r["decode_gemv_specialist"]["per_token_m1_p2"].items()):
         lines.append(f"  {m:<14} Σ M=1 GEMV (P2) {d['chosen_us']:.1f} µs vs vendor {d['vendor_us']:.1f} "
                      f"(ratio {f(d['ratio_vs_vendor'])}), vs HBM floor {f(d['ratio_vs_floor'], '.2f')}x")

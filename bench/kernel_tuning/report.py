@@ -15,7 +15,7 @@ from typing import Any
 
 from . import record as R
 
-PASSES = ("pass1", "pass2", "pass3", "holdout", "faults")
+PASSES = ("pass1", "pass2", "pass3", "rerecord1", "rerecord2", "holdout", "faults", "e2e_deopt")
 
 
 def load_dir(d: str) -> dict[str, list[dict[str, Any]]]:

@@ -9,7 +9,9 @@ before ``--limit-s`` (predicting each next workload's cost from the ones already
 0 = corpus complete, 2 = stopped by the time limit, 3 = the CUDA context was lost (restart the
 process; it resumes after the lost workload), 1 = error.
 
-Corpora: pass1/pass2/... → the seen corpus; holdout → the novel-shape holdout; faults → the
+Corpora: pass1/pass2/... → the seen corpus; rerecord1/rerecord2 → its 64 RMSNorm, SwiGLU and
+softmax workloads (re-recorded with torch.compile's kernel among the candidates and P2 deciding);
+holdout → the novel-shape holdout; faults → the
 bad-case demonstrations (unsupported shape, no legal candidate, OutOfResources, NaN-leaving kernel,
 invalid LLM advice, lost GPU last).
 """
@@ -111,7 +113,7 @@ def precompile(ws: list[Workload], jobs: int, top_k: int | None, budget_s: float
         plan = A.make_plan(w, top_k=top_k)
         size = w.m * max(w.n, 1) + max(w.n, 1) * max(w.k, 1)
         for c in plan.candidates[1:]:
-            key = (c["id"], w.op)
+            key = (c["id"], w.op) if c["family"] != "inductor" else (c["id"], w.key)  # Inductor compiles per shape
             if key not in rep or size < rep[key][0]:
                 rep[key] = (size, w, c["family"], c["config"])
     items = sorted(rep.values(), key=lambda t: (t[2], json.dumps(t[3], sort_keys=True)))
@@ -132,6 +134,10 @@ def precompile_items(items: list[tuple[Workload, str, dict]], jobs: int, budget_
     ok = fail = 0
     errs: list[str] = []
     ctx = mp.get_context("spawn")
+    # each worker compiles torch.compile candidates in-process (the workers are the parallelism);
+    # the variable is read when a worker imports torch; restored once the workers exist
+    prev = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     ex = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
     try:
         futs = [ex.submit(_precompile_worker, ch, device) for ch in chunks if ch]
@@ -144,6 +150,10 @@ def precompile_items(items: list[tuple[Workload, str, dict]], jobs: int, budget_
     except Exception as e:  # timeout or a dead worker: the rest compiles lazily in the pass
         log(fh, f"precompile: stopped ({type(e).__name__}); the rest compiles lazily")
     finally:
+        if prev is None:
+            os.environ.pop("TORCHINDUCTOR_COMPILE_THREADS", None)
+        else:
+            os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = prev
         procs = list(getattr(ex, "_processes", {}).values())
         ex.shutdown(wait=False, cancel_futures=True)
         for p in procs:
@@ -207,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
 
     pass_name = args.pass_name
     cname = args.corpus or ("holdout" if pass_name.startswith("holdout") else
-                            "faults" if pass_name.startswith("faults") else "seen")
+                            "faults" if pass_name.startswith("faults") else
+                            "rerecord" if pass_name.startswith("rerecord") else "seen")
     logf = open(os.path.join(args.out, "run.log"), "a")
     env_path = os.path.join(args.out, "env.json")
     if args.device == "cpu":

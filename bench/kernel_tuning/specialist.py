@@ -1,10 +1,10 @@
 """The kernel-tuning specialist's inputs, answers and parity, from recorded decisions (CPU only).
 
 The specialist answers "which candidate for this workload on this machine?" from a compiled
-exact-match table (an Auto artifact) keyed on the fields that decide a tuning result
-(kernel-tuning.md §4.6): op, dtype, layout, N, K, M, alignment flags (N % 16, K % 16) and the
-environment hash (GPU, SMs, driver, CUDA, Triton, torch). A miss on any field deopts to the full
-agent. M is exact, not the ``2^ceil(log2 M)`` bucket §4.6 proposes above M = 8: on the recorded
+exact-match table (an Auto artifact) keyed on the fields that decide a tuning result: op, dtype,
+layout, N, K, M, alignment flags (N % 16, K % 16) and the environment hash (GPU, SMs, driver,
+CUDA, Triton, torch). A miss on any field deopts to the full agent. M is exact, not a
+``2^ceil(log2 M)`` bucket above M = 8: on the recorded
 corpus the bucket merged 4 pairs of distinct seen workloads (QK-norm row counts such as 40 and
 48) whose recorded winners differ, so a bucketed key would answer one of them with a choice that
 was never measured for it.
@@ -13,9 +13,10 @@ Where two recorded passes chose differently, the table keeps the choice with the
 regret over the passes (regret = its median / the best median in that pass, each pass under its
 own protocol) — the choice that needs no re-measurement to be defensible.
 
-Parity (kernel-tuning.md §4.4): a choice is *at parity* in a pass when it passed numerics there
-and its median is within ``(1 + eps)`` of that pass's best candidate; ``eps`` = 5% covers the
-measured 4.1% regret of reusing the first sweep's winner.
+Parity: a choice is *at parity* in a pass when it passed numerics there and its median is within
+``(1 + eps)`` of that pass's best candidate; ``eps`` = 5% covers the regret of reusing a first
+sweep's winner measured on one H200 (four repeated 48-config GEMV sweeps on three shapes: the
+argmin changed in all three, reusing the first sweep's winner cost at most 4.1%).
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def specialist_input(rec: dict[str, Any]) -> dict[str, Any]:
         "k_mod16": int(w.get("k") or 0) % 16 == 0,
         "env": a["kt.env_hash"],
     }
+
+
+def input_for(op: str, dtype: str, layout: str, m: int, n: int, k: int, env_hash: str) -> dict[str, Any]:
+    """The specialist's task input for a workload asked at run time (same fields as
+    :func:`specialist_input` builds from a record)."""
+    return {"op": op, "dtype": dtype, "layout": layout, "n": int(n), "k": int(k), "m": int(m),
+            "n_mod16": int(n) % 16 == 0, "k_mod16": int(k) % 16 == 0, "env": env_hash}
 
 
 def answer(rec: dict[str, Any]) -> dict[str, Any]:
@@ -89,6 +97,41 @@ def resolve(records: list[dict[str, Any]]) -> dict[str, Any]:
         return max((x if x is not None else math.inf) for x in rs)
 
     return min(choices, key=worst)
+
+
+RERECORDS = ("rerecord1", "rerecord2")
+
+
+def generation_passes(traces: str, generation: int = 2) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """The two passes a specialist generation is compiled from, loaded from ``traces``.
+
+    Generation 1: ``pass1.jsonl`` and ``pass2.jsonl`` (the seen corpus). Generation 2: the same,
+    each record of a workload that ``rerecord1.jsonl`` / ``rerecord2.jsonl`` re-recorded (RMSNorm,
+    SwiGLU, softmax with torch.compile's kernel among the candidates) replaced by the re-recorded
+    one; without both re-record files generation 2 equals generation 1. Returns (pass A, pass B,
+    info: which files and how many records each contributed).
+
+    Raises:
+        FileNotFoundError: ``pass1.jsonl`` or ``pass2.jsonl`` is missing.
+    """
+    import os
+
+    from . import record as R
+
+    a = R.load_jsonl(os.path.join(traces, "pass1.jsonl"))
+    b = R.load_jsonl(os.path.join(traces, "pass2.jsonl"))
+    info: dict[str, Any] = {"generation": 1, "files": ["pass1.jsonl", "pass2.jsonl"], "replaced": 0}
+    paths = [os.path.join(traces, f"{n}.jsonl") for n in RERECORDS]
+    if generation >= 2 and all(os.path.exists(p) for p in paths):
+        ra, rb = (by_key(R.load_jsonl(p)) for p in paths)
+
+        def sub(recs: list[dict[str, Any]], new: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+            return [new.get(r["attributes"]["kt.workload_key"], r) for r in recs]
+
+        a, b = sub(a, ra), sub(b, rb)
+        info = {"generation": 2, "files": ["pass1.jsonl", "pass2.jsonl"] + [f"{n}.jsonl" for n in RERECORDS],
+                "replaced": len(set(ra) & set(rb)), "rerecord1": len(ra), "rerecord2": len(rb)}
+    return a, b, info
 
 
 def table_entries(passes: list[list[dict[str, Any]]]) -> list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]]:

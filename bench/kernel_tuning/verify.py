@@ -1,4 +1,4 @@
-"""Verify the compiled specialist's choices on the GPU (kernel-tuning.md §4.4–4.5, issue item 7).
+"""Verify the compiled specialist's choices on the GPU, against the reference agent and the vendor path.
 
     python -m bench.kernel_tuning.verify --traces traces/kernel-tuning --out DIR \\
         [--limit-s 450] [--ops gemm,rmsnorm] [--precompile-jobs 12] [--copy-bw]
@@ -63,6 +63,7 @@ from .workloads import Workload
 EPS = S.EPS
 PROTOCOLS = ("P1", "P2")
 VENDOR = {"id": "vendor", "family": "vendor", "config": {}}
+INDUCTOR = {"id": "inductor", "family": "inductor", "config": {}}
 ENV_FIELDS = ("gpu", "sms", "cc", "driver", "cuda", "triton", "torch")
 LINE_KEYS = ("key", "op", "model", "site", "also", "phase", "m", "m_tokens", "n", "k", "dtype", "workload",
              "protocols", "deciding_protocol", "specialist", "reference", "same_choice", "candidates", "parity",
@@ -81,6 +82,7 @@ class Item:
     reference: dict[str, Any] | None
     recorded: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     recorded_env_hash: str | None = None
+    inductor: bool = False  # also measure torch.compile's kernel (role "inductor")
 
     @property
     def protocols(self) -> list[str]:
@@ -89,7 +91,10 @@ class Item:
     def candidates(self) -> list[dict[str, Any]]:
         """Distinct ids in role order specialist, reference, vendor; each with its roles."""
         out: dict[str, dict[str, Any]] = {}
-        for role, ans in (("specialist", self.specialist), ("reference", self.reference), ("vendor", VENDOR)):
+        roles = [("specialist", self.specialist), ("reference", self.reference), ("vendor", VENDOR)]
+        if self.inductor:
+            roles.append(("inductor", INDUCTOR))
+        for role, ans in roles:
             if ans is None:
                 continue
             c = out.setdefault(ans["id"], {"id": ans["id"], "family": ans["family"],
@@ -122,12 +127,19 @@ def verify_order(items: list[Item]) -> list[Item]:
 
 
 def build_plan(traces: str, ops: list[str] | None = None, passes: tuple[str, ...] = ("pass1", "pass2"),
-               keys: list[str] | None = None) -> list[Item]:
+               keys: list[str] | None = None, generation: int = 1) -> list[Item]:
     """Items for every seen workload key of the recorded passes, in :func:`verify_order`.
 
     The specialist's answer is ``specialist.table_entries`` over all ``passes``; the reference's is
-    the first pass's recorded choice."""
-    recs = [R.load_jsonl(os.path.join(traces, f"{p}.jsonl")) for p in passes]
+    the first pass's recorded choice. ``generation`` 2 takes the passes from
+    ``specialist.generation_passes`` (re-recorded row ops substituted) and also measures
+    torch.compile's kernel on every op it serves."""
+    if generation >= 2:
+        pa, pb, _ = S.generation_passes(traces, generation)
+        recs = [pa, pb]
+        passes = ("pass1", "pass2")
+    else:
+        recs = [R.load_jsonl(os.path.join(traces, f"{p}.jsonl")) for p in passes]
     ref_idx = S.by_key(recs[0])
     idx = [S.by_key(r) for r in recs]
     items = []
@@ -140,7 +152,8 @@ def build_plan(traces: str, ops: list[str] | None = None, passes: tuple[str, ...
         if keys and key not in keys:
             continue
         ref = S.answer(ref_idx[key]) if key in ref_idx else None
-        it = Item(w=w, specialist=ans, reference=ref, recorded_env_hash=inp["env"])
+        it = Item(w=w, specialist=ans, reference=ref, recorded_env_hash=inp["env"],
+                  inductor=generation >= 2 and w.op in A.INDUCTOR_OPS)
         ids = [c["id"] for c in it.candidates()]
         it.recorded = _recorded({p: i[key] for p, i in zip(passes, idx) if key in i}, ids)
         items.append(it)
@@ -176,6 +189,7 @@ def parity_block(cands: list[dict[str, Any]], protocol: str, spec_id: str, ref_i
     mn = min(meds.values()) if meds else None
     best = min(meds, key=lambda i: (meds[i], i)) if meds else None
     s, r, v = meds.get(spec_id), meds.get(ref_id) if ref_id else None, meds.get("vendor")
+    ind = meds.get("inductor")
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 5) if a is not None and b else None
@@ -186,6 +200,7 @@ def parity_block(cands: list[dict[str, Any]], protocol: str, spec_id: str, ref_i
         "reference_at_parity": bool(r is not None and mn is not None and r <= (1.0 + eps) * mn),
         "ratio_specialist_vendor": ratio(s, v), "ratio_reference_vendor": ratio(r, v),
         "ratio_specialist_reference": ratio(s, r),
+        "inductor_us": ind, "ratio_specialist_inductor": ratio(s, ind),
     }
 
 
@@ -417,7 +432,7 @@ def precompile_items_for(items: list[Item]) -> list[tuple[Workload, str, dict]]:
         for c in it.candidates():
             if c["id"] == "vendor":
                 continue
-            key = (c["id"], w.op)
+            key = (c["id"], w.op) if c["family"] != "inductor" else (c["id"], w.key)  # Inductor compiles per shape
             if key not in rep or size < rep[key][0]:
                 rep[key] = (size, w, c["family"], c["config"])
     vals = sorted(rep.values(), key=lambda t: (t[2], json.dumps(t[3], sort_keys=True), t[1].key))
@@ -462,12 +477,14 @@ def main(argv: list[str] | None = None, *, backend_factory: Callable[..., Backen
     ap.add_argument("--copy-bw", action="store_true", help="measure copy bandwidth into verify_meta.json")
     ap.add_argument("--file", default="verify.jsonl")
     ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run under TRITON_INTERPRET=1")
+    ap.add_argument("--generation", type=int, default=1,
+                    help="1: pass1/pass2; 2: with rerecord1/rerecord2 substituted, torch.compile's kernel measured too")
     args = ap.parse_args(argv)
     t_start = time.time()
     os.makedirs(args.out, exist_ok=True)
     logf = open(os.path.join(args.out, os.path.splitext(args.file)[0] + ".log"), "a")
     items = build_plan(args.traces, args.ops.split(",") if args.ops else None,
-                       keys=args.keys.split(",") if args.keys else None)
+                       keys=args.keys.split(",") if args.keys else None, generation=args.generation)
     path = os.path.join(args.out, args.file)
     done: set[str] = set()
     if os.path.exists(path):

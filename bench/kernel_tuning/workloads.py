@@ -1,6 +1,11 @@
 """F7 kernel-tuning workloads: GEMM/GEMV, RMSNorm, SwiGLU and vocabulary softmax from real decoders.
 
-Pure Python (no torch, no triton). Shapes come from the F7 research notes (kernel-tuning.md §3/§4.1):
+Pure Python (no torch, no triton). Shapes: the models' ``config.json`` as mirrored on Hugging Face
+(huggingface.co/keras/qwen3_1.7b_en, huggingface.co/MultiRL/qwen3_4b_instruct_sft,
+huggingface.co/Emm9625/Llama-3.2-1B-chatml — a duplicate of unsloth/Llama-3.2-1B; holdout:
+huggingface.co/DeepBrainz/DeepBrainz-R1-0.6B-8K and huggingface.co/thejaminator/qwen-hook-layer-9-step-500,
+a copy of Qwen/Qwen3-8B's); Qwen3-1.7B's 3.44 GB of bf16 weights match its safetensors
+(huggingface.co/Qwen/Qwen3-1.7B-Base):
 
 * GEMM ``y[M,N] = x[M,K] · W[N,K]ᵀ`` (bf16), sites qkv (fused), o_proj, gate_up (fused), down,
   lm_head of Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B at decode M ∈ {1,2,4,8} and prefill
@@ -59,7 +64,7 @@ HOLDOUT_MODELS: dict[str, ModelShape] = {
     "Qwen3-8B": ModelShape("Qwen3-8B", 4096, 12288, 32, 8, 128, 151936),
 }
 SITES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
-# decoder layers (kernel-tuning.md §3): per decoded token every layer runs qkv, o_proj, gate_up and
+# decoder layers (the same config.json files): per decoded token every layer runs qkv, o_proj, gate_up and
 # down once; lm_head runs once.
 LAYERS: dict[str, int] = {"Qwen3-1.7B": 28, "Qwen3-4B": 36, "Llama-3.2-1B": 16}
 QK_NORM_MODELS = ("Qwen3-1.7B", "Qwen3-4B")  # Llama has no QK-norm
@@ -77,6 +82,8 @@ class Workload:
     * ``rmsnorm``: ``m`` rows of width ``n`` (= D); ``k`` = 0.
     * ``swiglu``: ``m`` rows, ``n`` = I (output width; the input is ``m × 2I``); ``k`` = 0.
     * ``softmax``: ``m`` rows of ``n`` = C logits (fp32 in, fp32 out); ``k`` = 0.
+    * ``rmsnorm_residual``: ``m`` rows of width ``n`` = D: ``s = x + d``, ``y = rmsnorm(s)·w``
+      (the fused residual add + norm of a decoder block; in no recorded corpus); ``k`` = 0.
 
     ``m_tokens`` is the token count M the shape came from (rows = M·(heads+kv) for QK-norm).
     """
@@ -121,6 +128,7 @@ LAYOUTS = {
     "rmsnorm": "x_rowmajor,w_D",
     "swiglu": "gu_rowmajor_[g|u]",
     "softmax": "x_rowmajor",
+    "rmsnorm_residual": "x_rowmajor,d_rowmajor,w_D",
 }
 
 
@@ -176,7 +184,7 @@ def dedupe(ws: list[Workload]) -> list[Workload]:
 
 
 def seen_workloads_raw() -> list[Workload]:
-    """All seen workloads before de-duplication (§4.1: 120 GEMM + norms + SwiGLU + softmax)."""
+    """All seen workloads before de-duplication (120 GEMM + norms + SwiGLU + softmax)."""
     out: list[Workload] = []
     for model in MODELS.values():
         out.extend(_model_workloads(model, SEEN_M, extras=True))
@@ -209,7 +217,7 @@ def holdout_workloads() -> list[Workload]:
     return measure_order(ho)
 
 
-_OP_ORDER = {"gemm": 0, "softmax": 1, "rmsnorm": 2, "swiglu": 3}
+_OP_ORDER = {"gemm": 0, "softmax": 1, "rmsnorm": 2, "swiglu": 3, "rmsnorm_residual": 4}
 
 
 def measure_order(ws: list[Workload]) -> list[Workload]:
@@ -231,9 +239,20 @@ def select(ws: list[Workload], ops: list[str] | None = None, max_m: int | None =
     return out
 
 
+ROW_OPS = ("rmsnorm", "swiglu", "softmax")
+
+
+def rerecord_workloads() -> list[Workload]:
+    """The seen workloads whose candidate space grew with torch.compile's kernel (every
+    RMSNorm, SwiGLU and softmax workload: 64), in measuring order."""
+    return [w for w in seen_workloads() if w.op in ROW_OPS]
+
+
 def corpus(name: str) -> list[Workload]:
     if name in ("seen", "pass1", "pass2", "pass3"):
         return seen_workloads()
+    if name.startswith("rerecord"):
+        return rerecord_workloads()
     if name == "holdout":
         return holdout_workloads()
     raise KeyError(name)

@@ -66,7 +66,7 @@ def test_workload_fields_and_roundtrip():
         assert w.phase == ("decode" if w.m_tokens <= 8 else "prefill")
 
 
-def test_shapes_from_notes():
+def test_shapes_of_the_models():
     ks = {(w.model, w.site): (w.n, w.k) for w in seen_workloads_raw() if w.op == "gemm"}
     assert ks[("Qwen3-4B", "qkv")] == (6144, 2560)
     assert ks[("Qwen3-4B", "o_proj")] == (2560, 4096)
@@ -95,7 +95,7 @@ def _rules(viol):
     return {v.rule for v in viol}
 
 
-def test_smem_exact_numbers_from_notes():
+def test_smem_exact_numbers():
     assert L.tc_smem_bytes(128, 256, 128, 4) == 393_216
     assert L.tc_smem_bytes(256, 256, 128, 4) == 524_288
     v = L.check("tc_gemm", _tc(128, 256, 128, 4), "gemm", 2048, 12288, 2048, "bf16")
@@ -183,7 +183,9 @@ def test_plan_candidates_legal_vendor_first_topk():
         p = A.make_plan(w)
         assert p.candidates[0]["id"] == "vendor"
         k = p.advisor_input["budget"]["top_k"]
-        assert 2 <= len(p.candidates) <= k + 1
+        forced = 1 if w.op in A.INDUCTOR_OPS else 0  # torch.compile's kernel, outside the top-k
+        assert 2 + forced <= len(p.candidates) <= k + 1 + forced
+        assert (p.candidates[1]["id"] == "inductor") == bool(forced)
         assert len({c["id"] for c in p.candidates}) == len(p.candidates)
         for c in p.candidates[1:]:
             assert L.check(c["family"], c["config"], w.op, w.m, w.n, w.k, w.dtype) == []
@@ -207,8 +209,12 @@ def test_unsupported_workload_plans_vendor_only():
     p = A.make_plan(w)
     assert not p.supported and [c["id"] for c in p.candidates] == ["vendor"]
     w = Workload("rmsnorm", 4, 40960, 0, "bf16", "synthetic", "wide", "decode", 4, "")
-    p = A.make_plan(w)
+    p = A.make_plan(w, version=A.ADVISOR_V1)
     assert p.supported and [c["id"] for c in p.candidates] == ["vendor"] and p.pruned
+    # every Triton template is pruned; torch.compile's kernel (v2) still competes with the vendor path
+    p = A.make_plan(w)
+    assert [c["id"] for c in p.candidates] == ["vendor", "inductor"] and p.pruned
+    assert all(q["family"] == "rmsnorm_rows" for q in p.pruned)
 
 
 def test_schema_rejects_bad_outputs():
@@ -354,7 +360,8 @@ def _trace(name):
     return R.load_jsonl(p) if os.path.exists(p) else None
 
 
-@pytest.mark.parametrize("name", ["pass1.jsonl", "pass2.jsonl", "holdout.jsonl", "faults.jsonl"])
+@pytest.mark.parametrize("name", ["pass1.jsonl", "pass2.jsonl", "holdout.jsonl", "faults.jsonl", "rerecord1.jsonl",
+                                  "rerecord2.jsonl", "e2e_deopt.jsonl"])
 def test_recorded_traces_schema(name):
     recs = _trace(name)
     if recs is None:
@@ -375,7 +382,9 @@ def test_recorded_traces_schema(name):
         # the advisor part of the record is reproducible on CPU
         w = Workload.from_json(a["kt.workload"])
         if a.get("kt.corpus") != "faults":
-            plan = A.make_plan(w)
+            if a["kt.advisor"] != A.ADVISOR_V1:  # v2: torch.compile's kernel among the row ops' candidates
+                assert (w.op in A.INDUCTOR_OPS) == ("inductor" in {c["id"] for c in a["kt.candidates"]})
+            plan = A.make_plan(w, version=a["kt.advisor"])
             assert R.canonical_json(plan.advisor_input) == R.canonical_json(r["input"])
             assert [c["id"] for c in plan.candidates] == [c["id"] for c in a["kt.candidates"]]
 
@@ -520,17 +529,35 @@ def test_verify_item_schema_interleaving_and_parity():
     json.loads(R.canonical_json(line))  # finite, canonical
 
 
-def test_verify_item_same_choice_timed_once_and_p1_only_for_row_ops():
+def test_verify_item_same_choice_timed_once_and_p2_for_row_ops():
     w = Workload("rmsnorm", 4, 2560, 0, "bf16", "Qwen3-4B", "input_norm", "decode", 4, "x_rowmajor,w_D")
-    it = _item(w, 1, 1)
-    be = FakeBackend(us={it.specialist["id"]: (4.0, 0), "vendor": (5.0, 0)})
+    it = _item(w, 2, 2)
+    be = FakeBackend(us={it.specialist["id"]: (4.0, 1.5), "vendor": (5.0, 2.0)})
     line, _ = V.verify_item(it, be)
-    assert line["same_choice"] and line["protocols"] == ["P1"]
+    assert line["same_choice"] and line["protocols"] == ["P1", "P2"]  # a row op is timed graph-replayed too
     assert [c["roles"] for c in line["candidates"]] == [["specialist", "reference"], ["vendor"]]
     assert [c[1] for c in be.calls if c[0] == "P1"] == [it.specialist["id"], "vendor"] * 3
-    assert not any(c[0].startswith("p2") or c[0] == "P2" for c in be.calls)
+    assert [c[1] for c in be.calls if c[0] == "P2"] == [it.specialist["id"], "vendor"] * 3
     pb = line["parity"]["P1"]
     assert pb["specialist_us"] == pb["reference_us"] == 4.0 and pb["ratio_specialist_reference"] == 1.0
+    assert line["parity"]["P2"]["ratio_specialist_vendor"] == 0.75
+    # with torch.compile's kernel as one more role (generation 2), parity is against the fastest of all
+    it2 = V.Item(w=w, specialist=it.specialist, reference=it.reference, inductor=True)
+    be = FakeBackend(us={it.specialist["id"]: (4.0, 1.5), "vendor": (5.0, 2.0), "inductor": (30.0, 1.0)})
+    line, _ = V.verify_item(it2, be)
+    assert [c["roles"] for c in line["candidates"]][-1] == ["inductor"]
+    p2 = line["parity"]["P2"]
+    assert p2["best_id"] == "inductor" and not p2["specialist_at_parity"] and p2["ratio_specialist_inductor"] == 1.5
+    assert line["parity"]["P1"]["specialist_at_parity"]
+
+
+def test_verify_prefill_gemm_is_p1_only():
+    w = _gemv("Qwen3-1.7B", "qkv", 128)
+    it = _item(w, 1, 1)
+    be = FakeBackend(us={it.specialist["id"]: (40.0, 0), "vendor": (41.0, 0)})
+    line, _ = V.verify_item(it, be)
+    assert line["protocols"] == ["P1"]
+    assert not any(c[0].startswith("p2") or c[0] == "P2" for c in be.calls)
 
 
 @pytest.mark.parametrize("bad,kind", [(0.5, "numerics: rel_err"), ("nan", "numerics: non-finite"),
@@ -574,9 +601,10 @@ def test_verify_plan_from_recorded_traces():
     for it in items:
         assert it.specialist == table[it.w.key]
         assert it.reference["id"] == p1[it.w.key]["output"]["chosen_id"]
-        assert it.protocols == (["P1", "P2"] if it.w.op == "gemm" and it.w.m <= 8 else ["P1"])
+        assert it.protocols == (["P1", "P2"] if it.w.op != "gemm" or it.w.m <= 8 else ["P1"])
         ids = [c["id"] for c in it.candidates()]
-        assert len(ids) == len(set(ids)) and ids[-1] == "vendor" or "vendor" in ids
+        assert len(ids) == len(set(ids))
+        assert "vendor" in ids
         assert set(it.recorded["pass1"]) == set(ids)
         g = 0 if (it.w.op == "gemm" and it.w.m <= 8) else (1 if it.w.op != "gemm" else 2)
         groups.append(g)
@@ -619,7 +647,7 @@ def _synthetic_lines():
         lines.append(V.verify_item(it, be)[0])
     w = Workload("rmsnorm", 1, 2048, 0, "bf16", "Qwen3-1.7B", "input_norm", "decode", 1, "x_rowmajor,w_D")
     it = _item(w, 1, 2)
-    be = FakeBackend(us={it.specialist["id"]: (6.0, 0), it.reference["id"]: (5.0, 0), "vendor": (8.0, 0)})
+    be = FakeBackend(us={it.specialist["id"]: (6.0, 3.0), it.reference["id"]: (5.0, 3.0), "vendor": (8.0, 4.0)})
     lines.append(V.verify_item(it, be)[0])
     w = _gemv("Qwen3-1.7B", "qkv", 128)
     it = V.Item(w=w, specialist=dict(V.VENDOR, protocol="P1"), reference=dict(V.VENDOR, protocol="P1"))
@@ -641,7 +669,10 @@ def test_verify_report_on_synthetic_lines(tmp_path):
     # deciding protocol: 5 GEMVs (P2) + prefill vendor at parity; rmsnorm 6.0 > 1.05 × 5.0; swiglu failed
     assert s["deciding"]["n"] == 8 and s["deciding"]["specialist_at_parity"] == 6
     assert s["deciding"]["reference_at_parity"] == 7
-    assert s["per_protocol"]["P2"]["n"] == 5 and s["per_protocol"]["P2"]["specialist_rate"] == 1.0
+    # P2 is measured for decode GEMMs and every row op (the swiglu specialist failed numerics)
+    assert s["per_protocol"]["P2"]["n"] == 7 and s["per_protocol"]["P2"]["specialist_at_parity"] == 6
+    # with a choice (>= 2 distinct candidates): not the prefill line, whose three roles are all vendor
+    assert s["with_choice"]["n"] == 7 and s["with_choice"]["specialist_at_parity"] == 5
     # P1: GEMV specialist 11 vs vendor 10 → not at parity
     assert s["groups"]["gemm-decode"]["P1"]["specialist_at_parity"] == 0
     assert s["groups"]["gemm-decode"]["P2"]["geo_specialist_vs_vendor"] == pytest.approx(0.9, abs=1e-4)
@@ -668,7 +699,7 @@ def test_verify_report_on_synthetic_lines(tmp_path):
     assert "per token" in VR.render(s) and "lm_head" in VR.render(s)
     # agreement with itself; drift needs recorded medians (none here)
     ag = VR.agreement(loaded, loaded)
-    assert ag["P2"] == {"n": 5, "same_flag": 5, "at_parity_in_both": 5, "geo_b_over_a": 1.0,
+    assert ag["P2"] == {"n": 7, "same_flag": 7, "at_parity_in_both": 6, "geo_b_over_a": 1.0,
                         "max_b_over_a": 1.0, "min_b_over_a": 1.0}
     assert s["drift_vs_pass1"] == {}
     assert VR.main([str(tmp_path), "--json", str(tmp_path / "s.json"), "--repeat", "verify.jsonl"]) == 0
@@ -700,7 +731,7 @@ def test_recorded_verify_jsonl():
         for ln in lines:
             assert ln["specialist"] == plan[ln["key"]].specialist
     for ln in lines:
-        assert ln["protocols"] == (["P1", "P2"] if ln["op"] == "gemm" and ln["m"] <= 8 else ["P1"])
+        assert ln["protocols"] == (["P1", "P2"] if ln["op"] == "gemm" and ln["m"] <= 8 else ["P1"])  # recorded so
         assert ln["env_hash"] == R.env_hash(ln["env"])
         for c in ln["candidates"]:
             if c["ok"]:
@@ -729,5 +760,27 @@ def test_verify_gpu_backend_under_interpreter(monkeypatch):
         assert c["ok"] and c["rel_err"] < 1e-2, c
         assert c["P1"]["median_us"] > 0 and c["P2"]["median_us"] > 0
     w = Workload("rmsnorm", 4, 256, 0, "bf16", "tiny", "norm", "decode", 4, "x_rowmajor,w_D")
-    line, _ = V.verify_item(_item(w, 1, 1), be, rounds=3, env=ENV_V)
-    assert line["protocols"] == ["P1"] and all(c["ok"] for c in line["candidates"])
+    line, _ = V.verify_item(_item(w, 2, 2), be, rounds=3, env=ENV_V)  # a Triton template (1 is torch.compile's)
+    assert line["protocols"] == ["P1", "P2"] and all(c["ok"] for c in line["candidates"])
+
+
+def test_recorded_verify2_jsonl():
+    """The current generation's re-verification: row ops under P1 and P2 with torch.compile's
+    kernel as a fourth role; the specialist's answers are the generation-2 table's."""
+    p = os.path.join(TRACES, "verify2.jsonl")
+    if not os.path.exists(p):
+        pytest.skip("no verify2.jsonl recorded")
+    lines = VR.load(p)
+    plan = {it.w.key: it for it in V.build_plan(TRACES, generation=2)}
+    assert {ln["key"] for ln in lines} == set(plan) and len(lines) == 176
+    for ln in lines:
+        assert set(ln) == set(V.LINE_KEYS)
+        assert ln["specialist"] == plan[ln["key"]].specialist
+        assert ln["protocols"] == (["P1", "P2"] if ln["op"] != "gemm" or ln["m"] <= 8 else ["P1"])
+        roles = [r for c in ln["candidates"] for r in c["roles"]]
+        assert ("inductor" in roles) == (ln["op"] in A.INDUCTOR_OPS)
+        assert ln["deciding_protocol"] == ("P1" if ln["op"] == "gemm" and ln["m"] > 8 else "P2")
+    s = VR.summarize(lines)
+    wc = s["with_choice"]
+    assert wc["n"] == sum(1 for ln in lines if len(ln["candidates"]) >= 2) == 84
+    assert 0 <= wc["specialist_at_parity"] <= wc["n"]

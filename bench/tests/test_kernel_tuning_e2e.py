@@ -1,0 +1,366 @@
+"""F7 end to end on a CPU machine: the decode step's workloads, the torch.compile candidate and the
+fused RMSNorm + residual op in the tuning agent, the e2e report, the generation-2 passes, the
+ratchet over the GPU run's deopts, and (under Triton's interpreter, when torch and triton are
+installed) the decode step's kernels against torch."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.kernel_tuning import advisor as A
+from bench.kernel_tuning import e2e_report as ER
+from bench.kernel_tuning import legality as L
+from bench.kernel_tuning import record as R
+from bench.kernel_tuning import specialist as S
+from bench.kernel_tuning.e2e import step_workloads
+from bench.kernel_tuning.workloads import MODELS, Workload, seen_workloads
+
+TRACES = Path(__file__).resolve().parents[2] / "traces" / "kernel-tuning"
+
+
+# --------------------------------------------------------------------------- the step's workloads
+
+
+def test_step_workloads_are_seen_except_the_fused_norm():
+    seen = {w.key for w in seen_workloads()}
+    for model, shape in MODELS.items():
+        for b in (1, 2, 4, 8):
+            wl = step_workloads(model, b)
+            roles = set(wl)
+            assert roles >= {"gemm/qkv", "gemm/o_proj", "gemm/gate_up", "gemm/down", "gemm/lm_head", "rmsnorm/first",
+                             "rmsnorm_residual", "swiglu"}
+            assert ("rmsnorm/qk" in roles) == model.startswith("Qwen3")
+            for role, w in wl.items():
+                assert (w.key in seen) == (role != "rmsnorm_residual"), (model, b, role)
+                assert w.m_tokens == b and w.phase == "decode"
+            assert wl["gemm/lm_head"].n == shape.vocab and wl["swiglu"].n == shape.inter
+            if "rmsnorm/qk" in wl:
+                assert wl["rmsnorm/qk"].m == b * (shape.heads + shape.kv_heads) and wl["rmsnorm/qk"].n == shape.head_dim
+
+
+# --------------------------------------------------------------------------- agent: v2 candidates
+
+
+def test_advisor_v2_adds_torch_compile_to_row_ops_only():
+    for w in seen_workloads():
+        p1, p2 = A.make_plan(w, version=A.ADVISOR_V1), A.make_plan(w)
+        ids1, ids2 = [c["id"] for c in p1.candidates], [c["id"] for c in p2.candidates]
+        assert p2.advisor_name == A.ADVISOR_NAME and p1.advisor_name == A.ADVISOR_V1
+        if w.op == "gemm":
+            assert ids1 == ids2 and R.canonical_json(p1.advisor_input) == R.canonical_json(p2.advisor_input)
+        else:
+            assert ids2 == ["vendor", "inductor"] + ids1[1:]
+            assert "inductor" in p2.advisor_input["space"]["families"]
+            assert "inductor" not in p1.advisor_input["space"]["families"]
+    with pytest.raises(ValueError, match="unknown advisor version"):
+        A.make_plan(seen_workloads()[0], version="heuristic-v9")
+
+
+def test_fused_rmsnorm_residual_plan_and_legality():
+    w = Workload("rmsnorm_residual", 8, 2560, 0, "bf16", "Qwen3-4B", "residual_norm", "decode", 8,
+                 "x_rowmajor,d_rowmajor,w_D")
+    p = A.make_plan(w)
+    fams = [c["family"] for c in p.candidates]
+    assert fams[:2] == ["vendor", "inductor"] and set(fams[2:]) == {"rmsnorm_residual_rows"}
+    assert p.advisor_input["region"]["min_bytes"] == 2 * (4 * 8 * 2560 + 2560)  # read x, d, w; write y, s
+    for c in p.candidates[2:]:
+        assert c["config"]["BLOCK_D"] == 4096
+    cfg = {"BLOCK_D": 2048, "ROWS": 1, "num_warps": 4}
+    assert [v.rule for v in L.check("rmsnorm_residual_rows", cfg, "rmsnorm_residual", 8, 2560, 0, "bf16")] == ["row_fits_block"]
+    assert L.check("rmsnorm_residual_rows", cfg, "rmsnorm", 8, 2048, 0, "bf16")[0].rule == "family_op"
+    assert L.check("inductor", {}, "swiglu", 1, 6144, 0, "bf16") == []
+    assert L.check("inductor", {}, "gemm", 1, 6144, 2048, "bf16")[0].rule == "family_op"
+    assert L.check("inductor", {"BLOCK": 8}, "softmax", 1, 6144, 0, "fp32")[0].rule == "config_keys"
+
+
+def test_p2_decides_row_ops_and_decode_gemms():
+    from bench.kernel_tuning.agent import p2_applies
+
+    assert p2_applies(Workload("gemm", 8, 2048, 2048, "bf16", "m", "s", "decode", 8))
+    assert not p2_applies(Workload("gemm", 128, 2048, 2048, "bf16", "m", "s", "prefill", 128))
+    for op in ("rmsnorm", "swiglu", "softmax", "rmsnorm_residual"):
+        w = Workload(op, 4096, 2048, 0, "bf16", "m", "s", "prefill", 4096)
+        assert p2_applies(w) and not p2_applies(w, row_ops=False)
+
+
+def test_rerecords_decide_under_p2_with_torch_compile_among_candidates():
+    a = R.load_jsonl(str(TRACES / "rerecord1.jsonl"))
+    b = R.load_jsonl(str(TRACES / "rerecord2.jsonl"))
+    for recs in (a, b):
+        assert len(recs) == 64 and {r["input"]["workload"]["op"] for r in recs} == {"rmsnorm", "swiglu", "softmax"}
+        for r in recs:
+            at = r["attributes"]
+            assert at["kt.protocol"] == "P2" and at["kt.advisor"] == A.ADVISOR_NAME
+            ind = {c["id"]: c for c in at["kt.candidates"]}["inductor"]
+            # torch.compile's kernel compiled, passed numerics and was timed under both protocols
+            assert ind["error"] is None and ind["median_us_p2"] and ind["median_us_p1"]
+            assert at["kt.inductor_us"] == ind["median_us"]
+    assert {r["attributes"]["kt.workload_key"] for r in a} == {r["attributes"]["kt.workload_key"] for r in b}
+
+
+# --------------------------------------------------------------------------- generations
+
+
+def test_generation_passes_substitute_the_rerecords(tmp_path):
+    a, b, info = S.generation_passes(str(TRACES), 2)
+    p1 = R.load_jsonl(str(TRACES / "pass1.jsonl"))
+    assert info["generation"] == 2 and info["replaced"] == 64 and len(a) == len(p1) == 176
+    re1 = S.by_key(R.load_jsonl(str(TRACES / "rerecord1.jsonl")))
+    for old, new in zip(p1, a):
+        key = old["attributes"]["kt.workload_key"]
+        assert new["attributes"]["kt.workload_key"] == key
+        assert new == (re1[key] if key in re1 else old)
+    assert all(r["attributes"]["kt.pass"] == "rerecord2" for r in b if r["input"]["workload"]["op"] != "gemm")
+    # without the re-record files generation 2 is generation 1
+    for n in ("pass1.jsonl", "pass2.jsonl"):
+        shutil.copy(TRACES / n, tmp_path / n)
+    a1, _, info1 = S.generation_passes(str(tmp_path), 2)
+    assert info1["generation"] == 1 and [r["digest"] for r in a1] == [r["digest"] for r in p1]
+
+
+def test_specialist_input_for_matches_the_records():
+    for r in R.load_jsonl(str(TRACES / "e2e_deopt.jsonl")):
+        w = r["input"]["workload"]
+        inp = S.input_for(w["op"], w["dtype"], w["layout"], w["m"], w["n"], w["k"], r["attributes"]["kt.env_hash"])
+        assert inp == S.specialist_input(r)
+
+
+def test_specialist_client_deopts_an_unseen_workload_and_records_it(tmp_path):
+    pytest.importorskip("wasmtime")
+    from bench.kernel_tuning import e2e as E
+    from bench.kernel_tuning.replay import run_replay
+
+    out = tmp_path / "rep"
+    run_replay(TRACES, out)
+    env = json.loads((TRACES / "env.json").read_text())
+    rec = R.load_jsonl(str(TRACES / "e2e_deopt.jsonl"))[0]
+    calls = []
+
+    def fake_decide(w, **kw):  # stands in for agent.decide on the GPU
+        calls.append((w.key, kw["pass_name"]))
+        return rec, False
+
+    logs: list[str] = []
+    sp = E.Specialist(str(out / "kernel-tuning.wasm"), env, str(tmp_path / "deopt.jsonl"), logs.append, decide=fake_decide)
+    wl = step_workloads("Llama-3.2-1B", 1)
+    seen_row = sp.ask(wl["gemm/qkv"])
+    assert seen_row["tier"] == "tier-1" and seen_row["answer"]["family"].startswith("gemv") and not calls
+    fused = sp.ask(wl["rmsnorm_residual"])
+    assert fused["tier"] == "tier-0" and fused["answer"] == S.answer(rec)
+    assert calls == [("rmsnorm_residual:bf16:m1:n2048:k0", "e2e-deopt")]
+    assert sp.ask(wl["rmsnorm_residual"]) is fused and len(calls) == 1  # asked once per key
+    # the deopt's record is kept for the next generation
+    assert [r["digest"] for r in R.load_jsonl(str(tmp_path / "deopt.jsonl"))] == [rec["digest"]]
+    assert [d["key"] for d in sp.deopts] == ["rmsnorm_residual:bf16:m1:n2048:k0"]
+
+
+# --------------------------------------------------------------------------- e2e report
+
+
+def test_e2e_report_on_the_recorded_run():
+    raw = ER.load(str(TRACES / "e2e.json"))
+    s = ER.summarize(raw)
+    assert set(s["models"]) == {"Qwen3-1.7B", "Qwen3-4B", "Llama-3.2-1B"}
+    for name, rows in s["models"].items():
+        assert {(r["batch"], r["context"]) for r in rows} == {(1, 512), (1, 4096), (8, 512)}
+        raw_runs = {(r["batch"], r["context"]): r for r in raw["models"][name]["runs"]}
+        for r in rows:
+            run = raw_runs[(r["batch"], r["context"])]
+            for leg in ER.LEGS:
+                assert r["tokens_per_s"][leg] == pytest.approx(r["batch"] / (run["legs"][leg]["step_ms"] * 1e-3), rel=1e-3)
+            assert r["vs_torch_compile"] == pytest.approx(r["tokens_per_s"]["compiled"] / r["tokens_per_s"]["torch_compile"],
+                                                          rel=1e-3)
+            assert r["floor_ratio"] == pytest.approx(run["legs"]["compiled"]["step_ms"] / run["floor"]["floor_ms"], rel=1e-3)
+            assert r["floor_ratio"] > 1.0  # nothing beats the HBM floor
+        n = s["numerics"][name]
+        assert n["steps"] == 100 and 0.0 <= n["compiled"]["top1_agreement"] <= 1.0
+        assert 0 < n["compiled"]["max_rel_err"] < 0.05
+    assert s["deopts"] == ["rmsnorm_residual:bf16:m1:n2048:k0", "rmsnorm_residual:bf16:m8:n2048:k0",
+                           "rmsnorm_residual:bf16:m1:n2560:k0", "rmsnorm_residual:bf16:m8:n2560:k0"]
+    t = s["targets"]
+    assert len(t["vs_torch_compile_ge_1.10_batch1"]["rows"]) == 6 and len(t["floor_ratio_le_1.6_batch1_context512"]["rows"]) == 3
+    assert "vs torch.compile" in ER.render(s)
+    rep = ER.summarize(ER.load(str(TRACES / "e2e_rep.json")))
+    assert rep["deopts"] == [] and all(t == {"tier-1": n} for t, n in
+                                       ((v, sum(v.values())) for v in rep["answer_tiers"].values()))
+
+
+def test_e2e_targets_logic():
+    base = ER.load(str(TRACES / "e2e.json"))
+    e = copy.deepcopy(base)
+    for m in e["models"].values():
+        for run in m["runs"]:
+            run["floor_ratio"] = 1.5
+            tc = run["legs"]["torch_compile"]["step_ms"]
+            run["tokens_per_s"]["compiled"] = run["batch"] / (tc / 1.2 * 1e-3)
+    t = ER.summarize(e)["targets"]
+    assert t["vs_torch_compile_ge_1.10_batch1"]["met"] is True and t["floor_ratio_le_1.6_batch1_context512"]["met"] is True
+    e["models"]["Qwen3-4B"]["runs"][0]["floor_ratio"] = 1.61
+    first = e["models"]["Qwen3-4B"]["runs"][0]
+    first["tokens_per_s"]["compiled"] = first["tokens_per_s"]["torch_compile"] * 1.09
+    t = ER.summarize(e)["targets"]
+    assert t["vs_torch_compile_ge_1.10_batch1"]["met"] is False and t["floor_ratio_le_1.6_batch1_context512"]["met"] is False
+    e["models"]["Qwen3-4B"]["runs"][0] = {"batch": 1, "context": 512, "error": "RuntimeError: x"}
+    assert ER.summarize(e)["models"]["Qwen3-4B"][0] == {"batch": 1, "context": 512, "error": "RuntimeError: x"}
+
+
+# --------------------------------------------------------------------------- replay: new keys
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    from bench.kernel_tuning.replay import run_replay
+
+    out = tmp_path_factory.mktemp("kt_e2e")
+    return out, run_replay(TRACES, out)
+
+
+def test_replay_reports_parity_with_choice_and_e2e(replayed):
+    out, r = replayed
+    assert r["generation"]["generation"] == 2
+    assert r["parity_seen_with_choice_n"] == 84
+    lines = [json.loads(x) for x in (TRACES / "verify2.jsonl").read_text().splitlines() if x.strip()]
+    multi = [ln for ln in lines if len(ln["candidates"]) >= 2]
+    dp = {ln["key"]: ln["deciding_protocol"] for ln in lines}
+    at = sum(ln["parity"][dp[ln["key"]]]["specialist_at_parity"] for ln in multi)
+    assert r["parity_seen_with_choice"] == round(at / len(multi), 4)
+    assert r["parity_seen_with_choice_detail"]["previous_generation"]["n"] == 84  # verify.jsonl of generation 1
+    e = r["e2e"]
+    for name in MODELS:
+        for row in e["models"][name]:
+            assert set(row["tokens_per_s"]) == set(ER.LEGS)
+            for k in ("vs_torch_compile", "vs_eager", "vs_eager_graph", "floor_ratio"):
+                assert row[k] is not None and row[k] > 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["e2e"]["models"] == e["models"] and saved["parity_seen_with_choice"] == r["parity_seen_with_choice"]
+    # every answer the GPU run took at tier 1 is the replayed table's answer
+    assert e["tier1_answers_match_replayed_table"]["different"] == 0 and e["tier1_answers_match_replayed_table"]["same"] > 0
+
+
+def test_ratchet_answers_the_gpu_deopts_at_tier_one(replayed):
+    from auto_runtime import Artifact
+
+    out, r = replayed
+    rt = r["e2e"]["ratchet"]
+    deopts = R.load_jsonl(str(TRACES / "e2e_deopt.jsonl"))
+    assert rt["deopt_keys"] == [d["attributes"]["kt.workload_key"] for d in deopts]
+    ng = rt["next_generation"]
+    assert ng["deopts"] == ng["deopts_answered_tier1"] == len(deopts) == 4
+    assert ng["entries"] == 176 + 4 and ng["generation"] == 2
+    cur = Artifact.load(out / "kernel-tuning.wasm")
+    nxt = Artifact.load(out / "kernel-tuning-next.wasm")
+    for d in deopts:
+        inp = S.specialist_input(d)
+        assert cur.call(inp)["nonconformity"] == 1.0  # the current generation misses the fused norm
+        assert nxt.call(inp)["answer"] == S.answer(d)
+
+
+def test_cli_e2e_without_gpu_is_a_usage_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "bench", "run", "kernel-tuning", "--e2e", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--replay" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "bench", "run", "triage", "--e2e", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "kernel-tuning family only" in p.stderr
+
+
+# --------------------------------------------------------------------------- kernels (interpreter)
+
+
+@pytest.fixture()
+def interp(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # before triton is imported: read at decoration
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    if "bench.kernel_tuning.kernels" in sys.modules or "bench.kernel_tuning.decode_kernels" in sys.modules:
+        pytest.skip("kernels already imported without the interpreter")
+
+
+def test_decode_kernels_match_torch_under_interpreter(interp):
+    import torch
+    import torch.nn.functional as F
+
+    from bench.kernel_tuning import decode_kernels as DK
+    from bench.kernel_tuning import kernels as KN
+    from bench.kernel_tuning.decoder import _rope
+
+    g = torch.Generator().manual_seed(5)
+    b, h, kv, hd, lmax = 2, 4, 2, 16, 160
+    kc = torch.randn(b, kv, lmax, hd, generator=g).bfloat16()
+    vc = torch.randn(b, kv, lmax, hd, generator=g).bfloat16()
+    q = torch.randn(b, h, hd, generator=g).bfloat16()
+    att = DK.DecodeAttention(b, h, kv, hd, lmax, torch.bfloat16, device="cpu")
+    assert att.splits == 3 and att.chunk == 64
+    for pos in (0, 63, 64, 100):  # chunk boundaries and empty splits
+        o = att(q, kc, vc, torch.full((b,), pos, dtype=torch.int32)).float()
+        ref = F.scaled_dot_product_attention(q.float().view(b, kv, h // kv, hd), kc.float()[:, :, :pos + 1],
+                                             vc.float()[:, :, :pos + 1]).reshape(b, h * hd)
+        assert float((o - ref).norm() / ref.norm()) < 1e-2, pos
+    qkv = torch.randn(b, (h + 2 * kv) * hd, generator=g).bfloat16()
+    cos, sin = torch.randn(lmax, hd // 2, generator=g), torch.randn(lmax, hd // 2, generator=g)
+    qs, ks = qkv[:, :h * hd].view(b, h, hd), qkv[:, h * hd:(h + kv) * hd].view(b, kv, hd)
+    vs = qkv[:, (h + kv) * hd:].view(b, kv, hd)
+    qo = torch.full((b, h, hd), float("nan")).bfloat16()
+    kc2, vc2 = torch.zeros_like(kc), torch.zeros_like(vc)
+    DK.rope_kv(qs, ks, vs, cos, sin, torch.full((b,), 7, dtype=torch.int32), qo, kc2, vc2, h, kv)
+    for got, want in ((qo, _rope(qs.float(), cos[7], sin[7])), (kc2[:, :, 7], _rope(ks.float(), cos[7], sin[7]))):
+        assert float((got.float() - want).norm() / want.norm()) < 1e-2
+    assert torch.equal(vc2[:, :, 7], vs) and not vc2[:, :, 6].any()
+    w = torch.randn(2, hd, generator=g).bfloat16()
+    x = qkv.clone()
+    DK.qk_norm_rows({"BLOCK_D": 16, "ROWS": 4, "num_warps": 1}, x, w, h, kv, hd, 1e-6)
+    wq = F.rms_norm(qs.float(), (hd,), w[0].float(), 1e-6)
+    wk = F.rms_norm(ks.float(), (hd,), w[1].float(), 1e-6)
+    assert float((x[:, :h * hd].view(b, h, hd).float() - wq).norm() / wq.norm()) < 1e-2
+    assert float((x[:, h * hd:(h + kv) * hd].view(b, kv, hd).float() - wk).norm() / wk.norm()) < 1e-2
+    assert torch.equal(x[:, (h + kv) * hd:], qkv[:, (h + kv) * hd:])  # v untouched
+    wl = Workload("rmsnorm_residual", 3, 96, 0, "bf16", "t", "t", "decode", 3, "")
+    p = KN.Problem(wl, device="cpu", seed=1)
+    for fam, cfg in (("rmsnorm_residual_rows", {"BLOCK_D": 128, "ROWS": 2, "num_warps": 2}), ("vendor", {})):
+        p.poison()
+        err, finite = KN.rel_err(KN.build(fam, cfg, wl, device="cpu")(p.args, p.out), p.ref)
+        assert finite and err < 1e-2, fam
+
+
+def test_choice_step_matches_the_fp32_step_under_interpreter(interp):
+    import torch
+
+    from bench.kernel_tuning import decoder as D
+    from bench.kernel_tuning.choice_step import ChoiceStep
+    from bench.kernel_tuning.workloads import ModelShape
+
+    shape = ModelShape("tiny", 64, 96, 4, 2, 16, 256)
+    for qk, scaling in ((True, None), (False, (32.0, 1.0, 4.0, 8192))):
+        cfg = D.DecoderConfig(shape, 2, 1e-6, 1e4, qk, scaling)
+        wts = D.random_weights(cfg, seed=1, device="cpu")
+        b, lmax = 2, 64
+        cos, sin = D.rope_tables(cfg, lmax, device="cpu")
+        wls = {}
+        for role, w in step_workloads("Qwen3-1.7B" if qk else "Llama-3.2-1B", b).items():
+            n, k = {"gemm/qkv": ((shape.heads + 2 * shape.kv_heads) * shape.head_dim, 64), "gemm/o_proj": (64, 64),
+                    "gemm/gate_up": (192, 64), "gemm/down": (64, 96), "gemm/lm_head": (256, 64), "rmsnorm/first": (64, 0),
+                    "rmsnorm_residual": (64, 0), "rmsnorm/qk": (16, 0), "swiglu": (96, 0)}[role]
+            m = b * (shape.heads + shape.kv_heads) if role == "rmsnorm/qk" else b
+            wls[role] = Workload(w.op, m, n, k, w.dtype, "tiny", w.site, "decode", b, w.layout)
+        answers = {}
+        for role, w in wls.items():
+            c = [c for c in A.make_plan(w).candidates if c["family"] not in ("vendor", "inductor", "tc_gemm_splitk")][0]
+            answers[role] = {"id": c["id"], "family": c["family"], "config": c["config"]}
+        comp = ChoiceStep(cfg, wts, b, D.kv_caches(cfg, b, lmax, torch.bfloat16, fill=False, device="cpu"), cos, sin,
+                          answers, wls)
+        ref = D.TorchStep(cfg, wts.to(torch.float32), b, D.kv_caches(cfg, b, lmax, torch.float32, fill=False,
+                                                                       device="cpu"), cos, sin)
+        tok = torch.tensor([3, 200])
+        for t in range(3):
+            comp.set(tok, t)
+            lc = comp.forward().float()
+            lr = ref(tok, t, t + 1).float()
+            assert float((lc - lr).norm() / lr.norm()) < 3e-2, (qk, t)
+            tok = lr.argmax(-1)
