@@ -281,8 +281,11 @@ class Ratchet:
                 ev.deopts += 1
                 wb = rec.get("artifact_output")
                 if isinstance(wb, dict) and "answer" in wb:
+                    right = canonical_json(wb["answer"]) == out_key
                     ev.would_be_answered += 1
-                    ev.would_be_correct += int(canonical_json(wb["answer"]) == out_key)
+                    ev.would_be_correct += int(right)
+                    st.deopts_since_attempt += 1
+                    st.would_be_correct_since_attempt += int(right)
         if alarm:
             self._rollback(f"risk alarm: audits reject the certificate ({self._evidence.monitor.describe()})")
         self._maybe_compile()
@@ -322,6 +325,7 @@ class Ratchet:
                 st.witnesses_at_attempt = st.witnesses
                 st.repeats_at_attempt = st.repeats_consistent
                 st.new_labels = {}
+                st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
             if st.alarm is not None:
                 st.alarm = None
             th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
@@ -500,6 +504,26 @@ class Ratchet:
                             self.task, cur[0], e)
 
     # ------------------------------------------------------------------ control
+
+    def compile_now(self, reason: str = "requested") -> bool:
+        """Start a compile in the background now (trigger ``manual``), unless one is running.
+
+        Returns:
+            True when a compile was started.
+        """
+        with self._state_lock:
+            if self._closed or (self._compiling is not None and self._compiling.is_alive()):
+                return False
+            trig = {"kind": "manual", "evidence": {"reason": reason}}
+            st = self._state
+            st.attempts += 1
+            st.witnesses_at_attempt = st.witnesses
+            st.known_misses_at_attempt = st.known_misses
+            st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
+            th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
+            self._compiling = th
+            th.start()
+            return True
 
     def adopt(self, wasm: bytes, *, generation: int | None = None) -> int:
         """Install an artifact compiled elsewhere (e.g. before deployment) as the current
