@@ -167,4 +167,4 @@ def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mo
 
 def default_out_path(store_path: str | Path, task: str, generation: int) -> str:
     """Where a ratchet's generation is written: ``<store>.artifacts/<task>.gen<N>.wasm``."""
-    return str(Path(f"{store_path}.artifacts") / f"{task}.gen{generation}.wasm")
+    return str(Path(f"{store_path}.artifacts") / f"{task.replace(':', '-')}.gen{generation}.wasm")

@@ -1,0 +1,26 @@
+"""``auto proxy``: an OpenAI-compatible proxy that records every model call and answers compiled
+model-call sites at tier-1, so an agent in any language gets cheaper with no code change.
+
+Point the agent's OpenAI base URL at the proxy (``OPENAI_BASE_URL=http://127.0.0.1:8788/v1``);
+the proxy forwards to ``--upstream`` with the agent's own credentials (never stored), records each
+call in the store as the in-process recorder does, finds the model-call sites in what it
+recorded (:mod:`auto.sites`), and runs one ratchet per site (:mod:`auto.ratchet`): a request the
+installed generation's guard admits is answered by the artifact, every other one goes upstream
+and its answer becomes a witness for the next generation.
+
+Public API::
+
+    ProxyConfig(upstream, store, host="127.0.0.1", port=8788, answer=True, trust=None, ...)
+    Proxy(config).app            # the ASGI app
+    run(config)                  # serve in the foreground (auto proxy)
+    ProxyServer(config)          # on a background thread (tests, benchmarks): .base_url
+
+Modules: :mod:`~auto.proxy.app` (requests), :mod:`~auto.proxy.upstream` (forwarding),
+:mod:`~auto.proxy.recording` (spans), :mod:`~auto.proxy.sites` (sites and their ratchets),
+:mod:`~auto.proxy.answer` (tier-1 completions), :mod:`~auto.proxy.server` (uvicorn).
+"""
+
+from auto.proxy.app import DEFAULT_PORT, Proxy, ProxyConfig
+from auto.proxy.server import ProxyServer, run
+
+__all__ = ["DEFAULT_PORT", "Proxy", "ProxyConfig", "ProxyServer", "run"]
