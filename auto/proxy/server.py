@@ -1,28 +1,17 @@
 """Running the proxy: in the foreground (``auto proxy``) or on a background thread (tests, benchmarks).
 
-Both serve :class:`auto.proxy.app.Proxy`'s app with uvicorn (the ``uvloop`` event loop and the
-``httptools`` HTTP parser when installed, else asyncio and h11), no access log.
+Both serve :class:`auto.proxy.app.Proxy`'s app with uvicorn (:func:`auto.asgi.uvicorn_config`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
-from typing import Any
-
 import uvicorn
 
+from auto.asgi import uvicorn_config
 from auto.errors import ArgumentError
 from auto.proxy.app import Proxy, ProxyConfig
-
-
-def uvicorn_config(app: Any, host: str, port: int, **extra: Any) -> uvicorn.Config:
-    """A quiet uvicorn configuration on the fastest loop and parser installed."""
-    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    return uvicorn.Config(app, host=host, port=port, loop=loop, http=http, log_level="warning", access_log=False,
-                          lifespan="on", **extra)
 
 
 def run(config: ProxyConfig) -> None:

@@ -7,7 +7,8 @@ enclosing task) with at least ``min_requests`` recorded requests gets a
 :class:`auto.ratchet.Ratchet` keyed by the site id, created on that thread (never on a request):
 
 * it loads the generation its log says is installed; with none installed, it adopts the site's
-  latest generation in the store (one compiled by ``auto compile --site``);
+  newest generation in the store that loads (one compiled by ``auto compile --site``; under a
+  trust policy, the newest one a trusted key signed);
 * it serves through :meth:`~auto.ratchet.Ratchet.decide` / :meth:`~auto.ratchet.Ratchet.complete`:
   the proxy answers what the guard admits and forwards the rest upstream itself; the recorded
   upstream call is the witness (``capture_witnesses=False``), and the ratchet compiles the next
@@ -143,13 +144,13 @@ class SiteService:
                     loader=lambda wasm, aid: self._load(box, wasm, aid),
                     progress=lambda m: self.say(f"{site.id}: {m.strip()}"), **opts)
         box.append(r)
-        if r.generation is None:
-            latest = self._store.latest_artifact(site.id)
-            if latest is not None:
+        if r.generation is None:  # the newest stored generation that loads (under the trust policy)
+            for stored in sorted(self._store.artifacts(site.id), key=lambda a: (a.generation, a.created_ns), reverse=True):
                 try:
-                    r.adopt(latest.wasm, generation=latest.generation)
+                    r.adopt(stored.wasm, generation=stored.generation)
+                    break
                 except AutoError as e:
-                    self.say(f"{site.id}: generation {latest.generation} not installed: {e}")
+                    self.say(f"{site.id}: generation {stored.generation} not installed: {e}")
         return r
 
     def _load(self, box: list[Ratchet], wasm: bytes, aid: str) -> Artifact:
