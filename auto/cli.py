@@ -469,8 +469,11 @@ def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
               help="Ed25519 private key: sign the generations this proxy compiles into --registry.")
 @click.option("--audit-rate", default=None, type=click.FloatRange(0.0, 1.0), help="Share of tier-1 answers re-asked upstream in the background (default 0.05).")
 @click.option("--timeout-s", default=600.0, show_default=True, type=click.FloatRange(min=0.001), help="Limit of one forwarded call (s).")
+@click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Contract TOML every site's generations are gated with (default: the default contract).")
 def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
-          registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float) -> None:
+          registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
+          contract_path: str | None) -> None:
     """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
 
     \b
@@ -484,15 +487,20 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.signing import load_private_key
     from auto.store import Store
 
+    from auto.verify import Contract
+
     Upstream(upstream)  # a bad URL is a usage error before anything starts
     Store(store_path).close()
+    if contract_path:
+        Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
     if sign_key and not registry_dir:
         raise UsageError("--sign-key needs --registry (where the signatures go)")
     trust = _trust(trust_keys)
     cfg = ProxyConfig(upstream=upstream, store=store_path, host=host, port=port, answer=not record_only, trust=trust,
                       registry=Registry(registry_dir) if registry_dir else None,
                       sign_key=load_private_key(sign_key) if sign_key else None,
-                      audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s)
+                      audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
+                      contract_path=contract_path)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     say(f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {store_path}"

@@ -12,16 +12,20 @@ Measurements (``results.json``):
 
 1. ``overhead`` — non-streamed calls, each direct to the simulator and through a record-only proxy,
    interleaved (one of each per ticket, distinct tickets, keep-alive connections): p50/p95 of both
-   and the p50 of the paired differences (ms). Target: p50 overhead ≤ 1 ms.
+   and the p50 of the paired differences (ms), and the proxy process's CPU time per call; beside
+   it ``overhead_in_process``, the proxy on a thread of the measuring process (one process hop
+   fewer). Target: p50 overhead ≤ 1 ms.
 2. ``ttfb`` — streamed calls, the same way: time from sending to the first body bytes (ms).
    Target: within 1 ms of the upstream's.
 3. ``concurrency`` — ``clients`` concurrent clients × ``per_client`` calls through a record-only
    proxy (so every call goes upstream and must be recorded): every call answered, every call
    recorded exactly once (distinct tickets), ``Store.verify``.
-4. ``zero_code_change`` — the README's agent, without any decorator, recorded twice over the 400
-   training tickets (a) by ``auto record`` and (b) through a record-only proxy; each store's
-   model-call site compiled by ``auto compile --site``; then a proxy on each store answers a fresh
-   stream (300 items: never-recorded tickets of the training categories, 10% repeats), sent with
+4. ``zero_code_change`` — the README's agent, without any decorator, recorded twice over
+   ``train_tickets`` generated tickets (a) by ``auto record`` and (b) through a record-only
+   proxy; each store's model-call site compiled by ``auto compile --site`` under the default
+   contract and under epsilon 0.02 (:data:`CONTRACTS`; the proxy's ratchet gates with the same);
+   then a proxy on each store answers a fresh stream (300 items: never-recorded tickets of the
+   training categories, 10% repeats), sent with
    the agent's exact request (same SDK call and body, read back with the response headers so each
    item's tier is known). Against two fresh reference answers per item (the agent run directly
    on the simulator twice): tier-1 share and excess silent-wrong on the tier-1 items (the
@@ -145,11 +149,27 @@ def _tickets(n: int, seed: int) -> list[str]:
 # ----------------------------------------------------------------------------- 1, 2: overhead and TTFB
 
 
-def measure_overhead(direct: str, proxied: str, tickets: list[str], warmup: int = 50) -> dict[str, Any]:
-    """Non-streamed round trips, direct and through the proxy, interleaved (ms)."""
+def _cpu_s(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process so far (Linux ``/proc``), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def measure_overhead(direct: str, proxied: str, tickets: list[str], warmup: int = 50,
+                     proxy_pid: int | None = None) -> dict[str, Any]:
+    """Non-streamed round trips, direct and through the proxy, interleaved (ms); with the proxy's
+    pid, its CPU time per proxied call (ms, from ``/proc``; the store writer process excluded)."""
     d, p = [], []
+    cpu0 = None
     with httpx2.Client(timeout=30) as c:
         for i, t in enumerate(tickets):
+            if i == warmup:
+                cpu0 = _cpu_s(proxy_pid)
             body = json.dumps(_body(f"{t} #{i}")).encode()
             pair = []
             for url in (direct, proxied) if i % 2 == 0 else (proxied, direct):
@@ -162,9 +182,20 @@ def measure_overhead(direct: str, proxied: str, tickets: list[str], warmup: int 
             if i >= warmup:
                 for url, ms in pair:
                     (d if url == direct else p).append(ms)
+    cpu1 = _cpu_s(proxy_pid)
     diffs = [b - a for a, b in zip(d, p)]
     return {"direct_ms": _summary(d), "proxy_ms": _summary(p), "paired_overhead_ms": _summary(diffs),
-            "overhead_p50_ms": round((_pct(p, 0.5) or 0) - (_pct(d, 0.5) or 0), 4), "target_p50_ms": 1.0}
+            "overhead_p50_ms": round((_pct(p, 0.5) or 0) - (_pct(d, 0.5) or 0), 4), "target_p50_ms": 1.0,
+            "proxy_cpu_ms_per_call": round((cpu1 - cpu0) * 1000.0 / len(p), 4) if cpu0 is not None and cpu1 is not None and p else None}
+
+
+def measure_overhead_in_process(direct: str, store: Path, tickets: list[str]) -> dict[str, Any]:
+    """The same measurement with the proxy on a thread of this process (one process hop fewer per
+    call: what the proxy costs without the operating system's scheduling of a third process)."""
+    from auto.proxy import ProxyConfig, ProxyServer
+
+    with ProxyServer(ProxyConfig(upstream=direct, store=str(store), port=0, answer=False)) as px:
+        return measure_overhead(direct, px.base_url, tickets)
 
 
 def measure_ttfb(direct: str, proxied: str, tickets: list[str], warmup: int = 30) -> dict[str, Any]:
@@ -258,14 +289,15 @@ def _run_agent(script: Path, tickets_file: Path, base_url: str, *, record_store:
     return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
-def _compile_site(store: Path, out: Path, log: Path) -> dict[str, Any]:
+def _compile_site(store: Path, out: Path, log: Path, contract: Path | None = None) -> dict[str, Any]:
     census = subprocess.run([sys.executable, "-m", "auto.cli", "census", "--store", str(store), "--json"],
                             capture_output=True, text=True, timeout=600)
     c = json.loads(census.stdout)
     sites = [s for s in c["sites"] if s.get("model_call")]
     site = max(sites, key=lambda s: s["spans"])
     p = subprocess.run([sys.executable, "-m", "auto.cli", "compile", "--store", str(store), "--site", site["site"],
-                        "--out", str(out), "--json"], capture_output=True, text=True, timeout=1800)
+                        "--out", str(out), "--json", *(["--contract", str(contract)] if contract else [])],
+                       capture_output=True, text=True, timeout=1800)
     log.write_text(p.stderr)
     outcome = json.loads(p.stdout) if p.returncode == 0 else {"verdict": "refused", "reason": p.stderr.strip()[-500:]}
     return {"census": {"sites": len(c["sites"]), "spans": c["spans"], "headline": c["headline"],
@@ -305,65 +337,89 @@ def _tier1_latency(proxy_url: str, tickets: list[str], n: int = 400, warmup: int
             "target_p50_ms": 1.0}
 
 
-def zero_code_change(work: Path, sim_url: str, seed: int, stream_items: int, say: Callable[[str], None]) -> dict[str, Any]:
-    cor = corpus.default_corpus(seed)
+def _copy_store(src: Path, dst: Path) -> Path:
+    import sqlite3
+
+    for p in dst.parent.glob(dst.name + "*"):
+        p.unlink()
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    return dst
+
+
+CONTRACTS = {"default": None, "epsilon_0.02": "epsilon = 0.02\n"}
+"""The contracts each leg's site is compiled (and its ratchet gated) with: the default
+(epsilon 0.05) and a tighter selective-risk level."""
+
+
+def zero_code_change(work: Path, sim_url: str, seed: int, stream_items: int, train_tickets: int,
+                     say: Callable[[str], None]) -> dict[str, Any]:
+    base = corpus.generate(train_tickets + stream_items, seed=seed)
+    cor = {"train": base[:train_tickets], "stream_pool": base[train_tickets:], "shift": []}
     train = [t.ticket for t in cor["train"]]
     stream = [t.ticket for t in corpus.shifted_stream(cor, items=stream_items, shift_share=0.0, seed=seed)]
     train2 = _write_jsonl(work / "train_twice.jsonl", train + train)
     stream_file = _write_jsonl(work / "stream.jsonl", stream)
+    seen = set(train)
     out: dict[str, Any] = {"training_tickets": len(train), "recorded_passes": 2, "stream_items": len(stream),
-                           "stream_distinct": len(set(stream)),
-                           "stream_never_recorded": sum(1 for t in stream if t not in set(train))}
+                           "stream_distinct": len(set(stream)), "stream_never_recorded": sum(1 for t in stream if t not in seen)}
     say("  control: the agent directly on the simulator, twice over the stream")
     ref1 = [r["label"] for r in _run_agent(TRIAGE_AGENT, stream_file, sim_url)]
     ref2 = [r["label"] for r in _run_agent(TRIAGE_AGENT, stream_file, sim_url)]
-    stores = {"auto_record": work / "recorded.sqlite", "proxy": work / "proxied.sqlite"}
-    say("  recording with auto record (no code change)")
+    recorded = {"auto_record": work / "recorded.sqlite", "proxy": work / "proxied.sqlite"}
+    say(f"  recording with auto record (no code change): {len(train)} tickets twice")
     t0 = time.perf_counter()
-    _run_agent(TRIAGE_AGENT, train2, sim_url, record_store=stores["auto_record"], log=work / "record.log")
-    rec_s = time.perf_counter() - t0
+    _run_agent(TRIAGE_AGENT, train2, sim_url, record_store=recorded["auto_record"], log=work / "record.log")
+    seconds = {"auto_record": time.perf_counter() - t0}
     say("  recording through auto proxy --record-only")
-    px, px_url = proxy_process(sim_url, stores["proxy"], work / "proxy_record.log", "--record-only")
+    px, px_url = proxy_process(sim_url, recorded["proxy"], work / "proxy_record.log", "--record-only")
     t0 = time.perf_counter()
     try:
         _run_agent(TRIAGE_AGENT, train2, px_url)
     finally:
         px.stop()
-    prox_s = time.perf_counter() - t0
+    seconds["proxy"] = time.perf_counter() - t0
     legs: dict[str, Any] = {}
-    for leg, store in stores.items():
-        say(f"  {leg}: census + auto compile --site")
-        info = _compile_site(store, work / f"{leg}.wasm", work / f"compile_{leg}.log")
-        info["recording_seconds"] = round(rec_s if leg == "auto_record" else prox_s, 2)
-        say(f"  {leg}: {info['compile']['verdict']} {info['compile'].get('compiled_as')}; the fresh stream through auto proxy")
-        px, px_url = proxy_process(sim_url, store, work / f"proxy_{leg}.log")
-        try:
-            got = _stream_through(px_url, stream)
-            tier1_items = [i for i, (tier, _) in enumerate(got) if tier == "1"]
-            ex = excess_disagreement([got[i][1] for i in tier1_items], [ref1[i] for i in tier1_items],
-                                     [ref2[i] for i in tier1_items])
-            k = ex["tier1_disagreements"]
-            info["stream"] = {"tier1": len(tier1_items), "items": len(got),
-                              "tier1_share": round(len(tier1_items) / len(got), 4),
-                              "tier1_share_ci95": [round(x, 4) if x is not None else None
-                                                   for x in clopper_pearson(len(tier1_items), len(got))],
-                              "tier1_on_never_recorded": sum(1 for i in tier1_items if stream[i] not in set(train)),
-                              "excess_silent_wrong": ex,
-                              "tier1_disagreement_ci95_high": clopper_pearson(k, len(tier1_items))[1] if tier1_items else None,
-                              "parity_all_items": round(sum(1 for i, (_, a) in enumerate(got) if a == ref1[i]) / len(got), 4),
-                              "reference_self_agreement_all_items": round(sum(1 for a, b in zip(ref1, ref2) if a == b) / len(got), 4),
-                              "targets": {"tier1_share": 0.80, "excess_silent_wrong_points": 1.0}}
-            answered = [stream[i] for i in tier1_items]
-            if answered:
-                say(f"  {leg}: tier-1 latency through the proxy")
-                info["tier1_latency_ms"] = _tier1_latency(px_url, answered)
-            status = httpx2.get(px_url.rsplit("/v1", 1)[0] + "/auto/status").json()
-            info["proxy_status"] = {sid: {"counters": v["counters"],
-                                          "generation": (v["ratchet"] or {}).get("generation")}
-                                    for sid, v in status["sites"].items()}
-        finally:
-            px.stop()
-        legs[leg] = info
+    for leg, rec_store in recorded.items():
+        for cname, ctext in CONTRACTS.items():
+            name = f"{leg}/{cname}"
+            store = _copy_store(rec_store, work / f"{leg}_{cname}.sqlite")
+            cpath = None
+            if ctext is not None:
+                cpath = work / f"{cname}.toml"
+                cpath.write_text(ctext)
+            say(f"  {name}: census + auto compile --site")
+            info = _compile_site(store, work / f"{leg}_{cname}.wasm", work / f"compile_{leg}_{cname}.log", cpath)
+            info["recording_seconds"] = round(seconds[leg], 2)
+            say(f"  {name}: {info['compile']['verdict']} {info['compile'].get('compiled_as')}; the fresh stream through auto proxy")
+            px, px_url = proxy_process(sim_url, store, work / f"proxy_{leg}_{cname}.log",
+                                       *(["--contract", str(cpath)] if cpath else []))
+            try:
+                got = _stream_through(px_url, stream)
+                tier1_items = [i for i, (tier, _) in enumerate(got) if tier == "1"]
+                ex = excess_disagreement([got[i][1] for i in tier1_items], [ref1[i] for i in tier1_items],
+                                         [ref2[i] for i in tier1_items])
+                k = ex["tier1_disagreements"]
+                info["stream"] = {"tier1": len(tier1_items), "items": len(got),
+                                  "tier1_share": round(len(tier1_items) / len(got), 4),
+                                  "tier1_share_ci95": [round(x, 4) if x is not None else None
+                                                       for x in clopper_pearson(len(tier1_items), len(got))],
+                                  "tier1_on_never_recorded": sum(1 for i in tier1_items if stream[i] not in seen),
+                                  "excess_silent_wrong": ex,
+                                  "tier1_disagreement_ci95_high": clopper_pearson(k, len(tier1_items))[1] if tier1_items else None,
+                                  "parity_all_items": round(sum(1 for i, (_, a) in enumerate(got) if a == ref1[i]) / len(got), 4),
+                                  "reference_self_agreement_all_items": round(sum(1 for a, b in zip(ref1, ref2) if a == b) / len(got), 4),
+                                  "targets": {"tier1_share": 0.80, "excess_silent_wrong_points": 1.0}}
+                answered = [stream[i] for i in tier1_items]
+                if answered and cname == "default":
+                    say(f"  {name}: tier-1 latency through the proxy")
+                    info["tier1_latency_ms"] = _tier1_latency(px_url, answered)
+                status = httpx2.get(px_url.rsplit("/v1", 1)[0] + "/auto/status").json()
+                info["proxy_status"] = {sid: {"counters": v["counters"], "generation": (v["ratchet"] or {}).get("generation")}
+                                        for sid, v in status["sites"].items()}
+            finally:
+                px.stop()
+            legs[name] = info
     out["legs"] = legs
     return out
 
@@ -415,7 +471,8 @@ def serve_latency(artifact: Path, inputs: list[dict], work: Path, n: int = 400, 
 
 
 def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int = 100, per_client: int = 50,
-                 stream_items: int = 300, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 stream_items: int = 300, train_tickets: int = 1000,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every measurement (see the module docstring); writes ``results.json`` in ``out_dir``."""
     say = progress or (lambda _m: None)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -424,7 +481,8 @@ def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int
     for p in work.glob("*.sqlite*"):
         p.unlink()
     results: dict[str, Any] = {"reference_model": "simulated: auto-sim-1", "seed": seed,
-                               "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+                               "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                                           "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}}
     clean, clean_url = sim_process(seed, 0.0, work / "sim_clean.log")
     noisy, noisy_url = sim_process(seed, 0.02, work / "sim.log")
     try:
@@ -432,18 +490,20 @@ def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int
         px, px_url = proxy_process(clean_url, work / "overhead.sqlite", work / "proxy_overhead.log", "--record-only")
         try:
             tickets = _tickets(max(calls, 200) + 60, seed=seed + 50)
-            results["overhead"] = measure_overhead(clean_url, px_url, tickets[:calls + 50])
+            results["overhead"] = measure_overhead(clean_url, px_url, tickets[:calls + 50], proxy_pid=px.proc.pid)
             results["ttfb"] = measure_ttfb(clean_url, px_url, tickets[:200 + 30])
         finally:
             px.stop()
+        results["overhead_in_process"] = measure_overhead_in_process(clean_url, work / "overhead_ip.sqlite",
+                                                                     [t + " (in process)" for t in tickets[:calls + 50]])
         say(f"{clients} concurrent clients x {per_client} calls through the proxy")
         px, px_url = proxy_process(clean_url, work / "load.sqlite", work / "proxy_load.log", "--record-only")
         results["concurrency"] = measure_concurrency(px_url, work / "load.sqlite", px, clients, per_client)
         say("the README's agent, no code change: auto record and auto proxy")
-        results["zero_code_change"] = zero_code_change(work, noisy_url, seed, stream_items, say)
+        results["zero_code_change"] = zero_code_change(work, noisy_url, seed, stream_items, train_tickets, say)
         say("the urllib-only agent through the proxy")
         results["urllib_agent"] = urllib_agent(work, clean_url)  # the simulator re-rolls an error only on an SDK retry header
-        art = work / "auto_record.wasm"
+        art = work / "auto_record_default.wasm"
         if art.exists():
             say("auto serve: tier-1 runs of the compiled site")
             from auto.sites import Site
@@ -451,11 +511,12 @@ def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int
 
             a = Artifact.load(art)
             site = Site.from_manifest(a.manifest["site"])
-            inputs = [site.extract(_body(t)) for t in [x.ticket for x in corpus.default_corpus(seed)["train"]][:200]]
+            inputs = [site.extract(_body(t.ticket)) for t in corpus.generate(200, seed=seed)]
             results["serve"] = serve_latency(art, [x for x in inputs if x is not None], work)
     finally:
         clean.stop()
         noisy.stop()
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return results
 
@@ -463,9 +524,14 @@ def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int
 def render(results: dict[str, Any]) -> str:
     """A short text summary of :func:`run_anyagent`'s results."""
     o, t, c = results.get("overhead", {}), results.get("ttfb", {}), results.get("concurrency", {})
+    oi = results.get("overhead_in_process", {})
     lines = [
+        f"load average {results.get('machine', {}).get('load_average_at_start')} at start, "
+        f"{results.get('machine', {}).get('load_average_at_end')} at end ({results.get('machine', {}).get('cpus')} cpus)",
         f"overhead p50: direct {o.get('direct_ms', {}).get('p50')} ms, proxy {o.get('proxy_ms', {}).get('p50')} ms, "
-        f"difference {o.get('overhead_p50_ms')} ms (paired p50 {o.get('paired_overhead_ms', {}).get('p50')} ms; target <= 1 ms)",
+        f"difference {o.get('overhead_p50_ms')} ms (paired p50 {o.get('paired_overhead_ms', {}).get('p50')} ms; target <= 1 ms); "
+        f"proxy CPU {o.get('proxy_cpu_ms_per_call')} ms per call",
+        f"overhead p50, proxy on a thread of the client's process: {oi.get('overhead_p50_ms')} ms",
         f"first byte p50: direct {t.get('direct_first_byte_ms', {}).get('p50')} ms, proxy "
         f"{t.get('proxy_first_byte_ms', {}).get('p50')} ms (difference {t.get('first_byte_difference_p50_ms')} ms; target <= 1 ms)",
         f"load: {c.get('clients')} clients x {c.get('per_client')}: answered {c.get('answered')}, recorded {c.get('recorded')}, "

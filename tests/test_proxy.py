@@ -124,6 +124,17 @@ def test_responses_api_is_recorded(tmp_path):
     assert rows[0]["attributes"]["gen_ai.usage.input_tokens"] == 7
 
 
+def test_responses_api_is_recorded_in_process_too(tmp_path):
+    import auto
+
+    store = tmp_path / "ip.sqlite"
+    with ScriptedUpstream("responses") as up, auto.recording(str(store)):
+        c = openai.OpenAI(base_url=up.base_url, api_key=KEY, max_retries=0)
+        assert c.responses.create(model="scripted-1", input="say hello").output_text == "hello"
+    (row,) = spans(store, kind="llm")
+    assert row["name"] == "responses" and row["output"]["content"] == "hello" and row["output"]["finish_reason"] == "completed"
+
+
 def test_concurrent_clients_lose_and_duplicate_nothing(sim, tmp_path):
     store = tmp_path / "c.sqlite"
     n_clients, per = 16, 8
@@ -292,6 +303,7 @@ def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_pat
         assert health["ok"] and health["answering"]
     deopt = [r for r in spans(store, kind="llm") if r["attributes"].get("auto.proxy")]
     assert len(deopt) == 1 and deopt[0]["attributes"]["auto.site"] == sid
+    assert spans(store, kind="task") == []  # the recorded call is the witness; no task span is added
     assert deopt[0]["attributes"]["auto.deopt.reason"].startswith("unseen input")
 
 

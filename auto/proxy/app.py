@@ -89,6 +89,7 @@ class ProxyConfig:
         timeout_s: limit of one forwarded request (s).
         max_body_bytes: largest request body read (bytes).
         ratchet_options: more :class:`auto.ratchet.Ratchet` arguments.
+        contract_path: a contract TOML for every site's ratchet (None: the default contract).
     """
 
     upstream: str
@@ -104,6 +105,7 @@ class ProxyConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_body_bytes: int = MAX_BODY_BYTES
     ratchet_options: dict[str, Any] = field(default_factory=dict)
+    contract_path: str | None = None
 
 
 def _raw(headers: Any) -> list[tuple[bytes, bytes]]:
@@ -200,7 +202,7 @@ class Proxy:
             self.sites = SiteService(config.store, self.upstream, self.recorder, trust=config.trust,
                                      registry=config.registry, sign_key=config.sign_key,
                                      audit_rate=config.audit_rate, rediscover_s=config.rediscover_s,
-                                     ratchet_options=config.ratchet_options)
+                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path)
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
         self.app = Starlette(routes=[

@@ -48,6 +48,7 @@ from auto.record.model_call import Attempt, LogicalCall
 from auto.registry import Registry
 from auto.sites import Site, discover, site_answer
 from auto.store import Store
+from auto.verify import Contract
 
 log = logging.getLogger("auto.proxy")
 
@@ -85,13 +86,16 @@ class SiteService:
         rediscover_s: how often (at most) sites are found again while calls are recorded.
         min_requests: recorded requests a site needs before it gets a ratchet.
         ratchet_options: more :class:`~auto.ratchet.Ratchet` arguments (policy, worker, …).
+        contract_path: a contract TOML every site's ratchet gates with (its fields; the task is
+            the site id), or None for :meth:`auto.verify.Contract.default_for`.
         say: progress lines (installs, refusals).
     """
 
     def __init__(self, store_path: str, upstream: Upstream, recorder: QueuedRecorder, *,
                  trust: TrustPolicy | None = None, registry: Registry | None = None, sign_key: Any = None,
                  audit_rate: float = DEFAULT_AUDIT_RATE, rediscover_s: float = 5.0, min_requests: int = 2,
-                 ratchet_options: dict[str, Any] | None = None, say: Callable[[str], None] | None = None) -> None:
+                 ratchet_options: dict[str, Any] | None = None, contract_path: str | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         self.store_path = store_path
         self.upstream = upstream
         self.recorder = recorder
@@ -102,6 +106,7 @@ class SiteService:
         self.rediscover_s = rediscover_s
         self.min_requests = min_requests
         self.ratchet_options = dict(ratchet_options or {})
+        self.contract_path = contract_path
         self.say = say or log.info
         self._store = Store(store_path)
         self._by_shape: dict[str, list[Site]] = {}
@@ -140,6 +145,8 @@ class SiteService:
     def _make_ratchet(self, site: Site) -> Ratchet:
         box: list[Ratchet] = []
         opts = {"audit_rate": self.audit_rate, **self.ratchet_options}
+        if self.contract_path is not None:
+            opts["contract"] = Contract.load(self.contract_path, task=site.id)
         r = Ratchet(lambda inp: self._audit(site.id, inp), self.store_path, site.id, capture_witnesses=False,
                     loader=lambda wasm, aid: self._load(box, wasm, aid),
                     progress=lambda m: self.say(f"{site.id}: {m.strip()}"), **opts)
