@@ -196,7 +196,7 @@ def test_two_ratchets_on_one_store_lose_no_witness(tmp_path):
 
 
 def test_policy_triggers():
-    p = CompilePolicy(first_at=20, min_new=10, growth=0.15, new_label_support=5, memo_new=8, first_repeats=6)
+    p = CompilePolicy(first_at=20, min_new=10, max_new=50, growth=0.15, new_label_support=5, memo_new=8, first_repeats=6)
     assert p.trigger(PolicyState(witnesses=19)) is None
     assert p.trigger(PolicyState(witnesses=20))["kind"] == "first"
     assert p.trigger(PolicyState(witnesses=5, repeats_consistent=6))["kind"] == "first"  # the memo's evidence
@@ -204,6 +204,8 @@ def test_policy_triggers():
     assert p.trigger(s) is None  # 10 new but < 15% growth
     s.witnesses = 104
     assert p.trigger(s)["kind"] == "growth"
+    s = PolicyState(installed=1, witnesses=1050, witnesses_at_attempt=1000, attempts=1)
+    assert p.trigger(s)["kind"] == "growth"  # 50 new witnesses: learn from them whatever the share
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, new_labels={"\"x\"": 5})
     assert p.trigger(s)["kind"] == "new-label"
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, alarm="shift-alarm",

@@ -172,3 +172,20 @@ def test_compile_a_site_through_the_ladder(tmp_path):
         assert art.call(inp)["answer"] == label_of(w)
         with pytest.raises(CompileError):
             compile_task(store, SITE_PREFIX + "0" * 16)
+
+
+def test_a_site_keeps_the_template_of_its_latest_generation_while_it_fits(tmp_path):
+    from auto.compile import compile_task
+
+    path = tmp_path / "k.sqlite"
+    first = [ticket_call(w, label_of(w)) for w in site_words()[:7] for _ in range(2)]  # too few values: one slot
+    with Store(path) as store:
+        store.ingest(first)
+        (sid,) = discover(store.spans(kind="llm")).sites
+        out = compile_task(store, sid, rungs=["memo"], out_path=tmp_path / "a.wasm")
+        assert [s.name for s in Site.from_manifest(out.manifest["site"]).slots] == ["user"]
+        store.ingest([ticket_call(w, label_of(w)) for w in site_words()[7:] for _ in range(2)])
+        assert [s.name for s in discover(store.spans(kind="llm")).sites[sid].slots] == ["ticket", "customer"]
+        sw = read_site(store, sid)
+        assert [s.name for s in sw.site.slots] == ["user"]  # the generation's template still fits: kept
+        assert set(sw.witnesses[0].input) == {"user"}

@@ -17,7 +17,9 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   ``new_label_support`` times since;
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
-  cost per witness, so the compile budget stays a constant share of the traffic);
+  cost per witness, so the compile budget stays a constant share of the traffic), or by
+  ``max_new`` whatever the share (a compile costs seconds of CPU, a deopt a paid model call: in
+  the steady state new witnesses are few and each one is worth learning from soon);
 - ``headroom``: the installed generation, re-verified on the inputs it deopted since the last
   attempt (its would-be answers against the reference's), would have been right on at least
   ``headroom_accuracy`` of at least ``headroom_min`` of them: a generation calibrated on them
@@ -85,6 +87,7 @@ class CompilePolicy:
     Attributes:
         first_at: witnesses before the first attempt.
         min_new: the fewest new witnesses a ``growth`` trigger needs.
+        max_new: new witnesses that trigger ``growth`` whatever the share.
         growth: the share by which witnesses must grow since the last attempt (0.15 = 15%).
         new_label_support: witnesses of an unanswerable output before ``new-label`` fires.
         first_repeats: consistent repeats that allow the first attempt before ``first_at``.
@@ -95,6 +98,7 @@ class CompilePolicy:
 
     first_at: int = 20
     min_new: int = 10
+    max_new: int = 25
     growth: float = 0.15
     new_label_support: int = 5
     first_repeats: int = 6
@@ -120,7 +124,7 @@ class CompilePolicy:
                 and s.would_be_correct_since_attempt >= self.headroom_accuracy * s.deopts_since_attempt):
             return {"kind": "headroom", "evidence": {"deopts": s.deopts_since_attempt,
                                                      "would_be_correct": s.would_be_correct_since_attempt}}
-        if new >= self.min_new and new >= self.growth * max(1, s.witnesses_at_attempt):
+        if new >= self.min_new and (new >= self.growth * max(1, s.witnesses_at_attempt) or new >= self.max_new):
             return {"kind": "growth", "evidence": {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt}}
         lag = s.known_misses - s.known_misses_at_attempt
         if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:

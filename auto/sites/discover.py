@@ -198,13 +198,31 @@ class SiteWitnesses:
 
 def read_site(store: Any, sid: str) -> SiteWitnesses | None:
     """The site ``sid`` of a store with its witnesses (:class:`SiteWitnesses`), or None when the
-    store holds no such site."""
+    store holds no such site.
+
+    When the site's latest stored generation was compiled with a template that still fits every
+    recorded request of the site, that template is kept (so the next generation has the same
+    input fields and the ratchet can compare the two on the same live inputs); otherwise the
+    freshly aligned one is used.
+    """
     spans = store.spans(kind="llm")
     d = discover(spans)
     site = d.sites.get(sid)
     if site is None:
         return None
     members = [spans[i] for i in d.members[sid]]
+    latest = store.latest_artifact(sid)
+    if latest is not None and isinstance(latest.manifest.get("site"), dict):
+        try:
+            prev = Site.from_manifest(latest.manifest["site"])
+        except ValueError:
+            prev = None
+        if prev is not None and prev.id == sid and prev.slots != site.slots:
+            kept = [prev.extract(_obj(s.get("input"))) for s in members]
+            if all(k is not None for k in kept):
+                site = Site(id=sid, task=site.task, name=site.name, shape=site.shape, skeleton=site.skeleton,
+                            leaves=prev.leaves, slots=prev.slots, requests=site.requests, fixed=site.fixed)
+                d.inputs.update(zip(d.members[sid], kept))
     witnesses = []
     model = None
     for i in d.members[sid]:
