@@ -241,7 +241,7 @@ async def _load(url: str, clients: int, per_client: int, tag: str) -> tuple[int,
                         errors.append(f"status {r.status}")
                     else:
                         done += 1
-            except aiohttp.ClientError as e:
+            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
                 errors.append(f"{type(e).__name__}: {e}")
 
     t0 = time.perf_counter()
@@ -261,7 +261,7 @@ def measure_concurrency(proxied: str, store: Path, proxy: Process, clients: int,
     texts = [r["input"]["messages"][1]["content"] for r in rows]
     want = {f"{tag} client {k} call {i}: I was charged twice for my plan" for k in range(clients) for i in range(per_client)}
     return {"clients": clients, "per_client": per_client, "calls": clients * per_client, "answered": done,
-            "client_errors": len(errors), "first_error": errors[0] if errors else None, "seconds": round(secs, 3),
+            "client_errors": len(errors), "errors": sorted(set(errors))[:10], "seconds": round(secs, 3),
             "calls_per_s": round(done / secs, 1) if secs else None, "recorded": len(rows),
             "recorded_distinct": len(set(texts)), "missing": len(want - set(texts)),
             "duplicated": len(texts) - len(set(texts)), "store_verified": report.ok}

@@ -354,3 +354,55 @@ def test_the_proxy_compiles_a_site_from_what_it_recorded(tmp_path):
         assert tier == "1", px.proxy.sites.status()
         (status,) = px.proxy.sites.status().values()
         assert status["ratchet"]["generation"] >= 1
+
+
+# ----------------------------------------------------------------------------- the example agents
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _tickets_file(tmp_path: Path, n: int) -> Path:
+    from bench.triage import corpus
+
+    p = tmp_path / "tickets.jsonl"
+    p.write_text("".join(json.dumps({"ticket": t.ticket}) + "\n" for t in corpus.generate(n, seed=3)))
+    return p
+
+
+def test_urllib_agent_through_the_proxy_records_every_call(sim, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    store = tmp_path / "ua.sqlite"
+    tickets = _tickets_file(tmp_path, 12)
+    with proxy(sim.base_url, store, answer=False) as px:
+        p = subprocess.run([sys.executable, str(EXAMPLES / "urllib_agent.py"), str(tickets)], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "OPENAI_BASE_URL": px.base_url, "OPENAI_API_KEY": KEY})
+        assert p.returncode == 0, p.stderr[-800:]
+        px.proxy.recorder.flush()
+    rows = spans(store, kind="llm")
+    assert len(p.stdout.splitlines()) == 12 and len(rows) == 12
+    assert sum(1 for r in rows if r["attributes"]["auto.stream"]) == 6 and all(r["status"] == "ok" for r in rows)
+
+
+def test_the_readme_agent_recorded_with_no_code_change_is_one_site_with_a_slot(sim, tmp_path):
+    """`auto record -- python examples/triage_agent.py` on an agent without @auto.task: one
+    model-call site whose slot is the ticket, not one site per distinct prompt."""
+    import os
+    import subprocess
+    import sys
+
+    from auto.analyze import census
+
+    store = tmp_path / "rec.sqlite"
+    tickets = _tickets_file(tmp_path, 15)
+    both = tmp_path / "twice.jsonl"
+    both.write_text(tickets.read_text() * 2)
+    env = {**os.environ, "OPENAI_BASE_URL": sim.base_url, "OPENAI_API_KEY": KEY}
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "record", "--store", str(store), "--", sys.executable,
+                        str(EXAMPLES / "triage_agent.py"), str(both)], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-800:]
+    (site,) = census(spans(store)).sites
+    assert site.model_call is not None and [s["name"] for s in site.model_call["slots"]] == ["user"]
+    assert len(site.inputs) == 15 and site.spans == 30

@@ -16,11 +16,31 @@ Public API::
     ProxyServer(config)          # on a background thread (tests, benchmarks): .base_url
 
 Modules: :mod:`~auto.proxy.app` (requests), :mod:`~auto.proxy.upstream` (forwarding),
-:mod:`~auto.proxy.recording` (spans), :mod:`~auto.proxy.sites` (sites and their ratchets),
+:mod:`~auto.proxy.recording` (spans), :mod:`~auto.proxy.writer` (the store writer process), :mod:`~auto.proxy.sites` (sites and their ratchets),
 :mod:`~auto.proxy.answer` (tier-1 completions), :mod:`~auto.proxy.server` (uvicorn).
 """
 
-from auto.proxy.app import DEFAULT_PORT, Proxy, ProxyConfig
-from auto.proxy.server import ProxyServer, run
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["DEFAULT_PORT", "Proxy", "ProxyConfig", "ProxyServer", "run"]
+
+_LAZY = {"DEFAULT_PORT": "auto.proxy.app", "Proxy": "auto.proxy.app", "ProxyConfig": "auto.proxy.app",
+         "ProxyServer": "auto.proxy.server", "run": "auto.proxy.server"}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from auto.proxy.app import DEFAULT_PORT, Proxy, ProxyConfig
+    from auto.proxy.server import ProxyServer, run
+
+
+def __getattr__(name: str) -> Any:
+    """The public names load on first use, so the store writer child (:mod:`auto.proxy.writer`)
+    imports only what it needs."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'auto.proxy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -12,7 +12,8 @@
   ``opaque/<METHOD> <path>``, attribute ``auto.opaque = true``; input and output are the method,
   path, status and the sha-256 and size of each body, never the bodies (they may hold anything).
 * :class:`QueuedRecorder` queues finished spans; a sender thread gathers them into batches (one
-  transaction per batch, at most :data:`BATCH_SPANS` spans) and a writer *process* ingests them,
+  transaction per batch, at most :data:`BATCH_SPANS` spans) and a writer *process*
+  (:mod:`auto.proxy.writer`, in its own session) ingests them,
   so no request waits for SQLite and the store's CPU work does not hold the serving process's
   interpreter lock (measured on a 2-core machine: ingesting costs 1.5 ms of CPU per span one at a
   time, 0.6 ms in a batch of 100). A batch the store rejects is retried span by span, so one bad
@@ -23,15 +24,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
-import multiprocessing
+import pickle
 import queue
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from auto.canonical import digest_bytes
+from auto.proxy.writer import HEADER
 from auto.record.core import Recorder
 from auto.record.redact import sanitize_headers
 from auto.store import Store, new_span_id, new_trace_id
@@ -45,33 +50,6 @@ BATCH_WAIT_S = 0.02
 """The writer gathers what arrives within this long (s) into one transaction: a transaction costs
 about 2 ms of which most is fixed (measured: 2.4 ms for one span, 0.6 ms per span in a batch of
 100), so batching keeps the writer's share of the CPU small under load."""
-
-
-def _writer_main(store_path: str, conn: Any) -> None:
-    """The writer process: ingest the batches that arrive on ``conn``, acknowledge each."""
-    store = Store(store_path)
-    rec = Recorder(store, owns_store=False)
-    try:
-        while True:
-            try:
-                batch = conn.recv()
-            except EOFError:  # the proxy died: what arrived is written, the rest is lost
-                return
-            if batch is None:
-                return
-            spans = [sp for s, _ in batch for sp in s]
-            traces = [t for _, tr in batch for t in tr]
-            errors: list[str] = []
-            try:
-                store.ingest(spans, traces)
-            except Exception:  # noqa: BLE001 - retried one by one: one bad span loses only itself
-                before = len(rec.write_errors)
-                for s, tr in batch:
-                    rec.write(s, tr)
-                errors = rec.write_errors[before:]
-            conn.send((len(batch), len(spans), errors))
-    finally:
-        store.close()
 
 
 class QueuedRecorder(Recorder):
@@ -95,12 +73,8 @@ class QueuedRecorder(Recorder):
         self._sent = 0
         self._acked = 0
         self._cond = threading.Condition()
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_writer_main, args=(str(self.store.path), child), name="auto-proxy-writer",
-                                 daemon=True)
-        self._proc.start()
-        child.close()
+        self._proc = subprocess.Popen([sys.executable, "-m", "auto.proxy.writer", str(self.store.path)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         self._sender = threading.Thread(target=self._send_loop, name="auto-proxy-sender", daemon=True)
         self._acks = threading.Thread(target=self._ack_loop, name="auto-proxy-acks", daemon=True)
         self._sender.start()
@@ -133,14 +107,16 @@ class QueuedRecorder(Recorder):
                     break
                 batch.append(nxt)
             try:
-                self._conn.send(batch)
+                data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+                self._proc.stdin.write(HEADER.pack(len(data)) + data)  # type: ignore[union-attr]
+                self._proc.stdin.flush()  # type: ignore[union-attr]
             except (OSError, ValueError) as e:  # the writer is gone: count the loss, keep serving
                 self._lost(batch, f"the store writer is gone ({e})")
             if stop:
                 break
         try:
-            self._conn.send(None)
-        except (OSError, ValueError):
+            self._proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
             pass
 
     def _lost(self, batch: list, why: str) -> None:
@@ -152,11 +128,11 @@ class QueuedRecorder(Recorder):
         log.error("auto proxy: %d span(s) not recorded: %s", n, why)
 
     def _ack_loop(self) -> None:
-        while True:
+        for line in self._proc.stdout:  # type: ignore[union-attr]
             try:
-                items, n, errors = self._conn.recv()
-            except (EOFError, OSError):
-                return
+                items, n, errors = json.loads(line)
+            except ValueError:
+                continue
             with self._cond:
                 self._acked += items
                 self.written += n - len(errors)
@@ -169,7 +145,7 @@ class QueuedRecorder(Recorder):
         with self._cond:
             while self._acked < self._sent:
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._proc.is_alive():
+                if left <= 0 or self._proc.poll() is not None:
                     return self._acked >= self._sent
                 self._cond.wait(min(left, 0.1))
         return True
@@ -182,10 +158,12 @@ class QueuedRecorder(Recorder):
         self.flush(60)
         self._queue.put(None)
         self._sender.join(timeout=60)
-        self._proc.join(timeout=60)
-        if self._proc.is_alive():  # pragma: no cover - a hung writer
+        try:
+            self._proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a hung writer
             self._proc.kill()
-        self._conn.close()
+            self._proc.wait()
+        self._acks.join(timeout=10)
         self.store.close()
 
 
