@@ -61,14 +61,12 @@ class QueuedRecorder(Recorder):
         store: the store path (opened here too, so a bad store fails at once).
 
     Attributes:
-        written: spans in the store; write_errors: failed writes (messages); model_calls:
-            model-call spans queued so far (the proxy finds sites again when it grows).
+        written: spans in the store; write_errors: failed writes (messages).
     """
 
     def __init__(self, store: str) -> None:
         super().__init__(Store(store), owns_store=True)
         self._queue: queue.Queue = queue.Queue()
-        self.model_calls = 0
         self._closed = False
         self._sent = 0
         self._acked = 0
@@ -82,8 +80,6 @@ class QueuedRecorder(Recorder):
 
     def write(self, spans: list[dict], traces: list[dict] = ()) -> None:  # type: ignore[override]
         """Queue one batch (never blocks, never raises)."""
-        if spans and any(s.get("kind") == "llm" and s.get("name") != "opaque" for s in spans):
-            self.model_calls += 1
         with self._cond:
             self._sent += 1
         self._queue.put((list(spans), list(traces)))

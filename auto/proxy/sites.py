@@ -2,7 +2,8 @@
 
 The proxy finds sites the way the census does (:func:`auto.sites.discover` over the store's
 model calls) when it starts and again, on a background thread, every ``rediscover_s`` seconds
-in which new model calls were recorded. Each site outside any task (the proxy's calls have no
+in which calls that belong to no known site were recorded (only those can make a new site; a
+site's own calls refine it when its ratchet compiles). Each site outside any task (the proxy's calls have no
 enclosing task) with at least ``min_requests`` recorded requests gets a
 :class:`auto.ratchet.Ratchet` keyed by the site id, created on that thread (never on a request):
 
@@ -116,7 +117,8 @@ class SiteService:
         self._credentials: dict[str, dict[str, str]] = {}
         self.counters: dict[str, dict[str, int]] = defaultdict(lambda: {"tier1": 0, "deopt": 0, "outside_template": 0})
         self._lock = threading.Lock()
-        self._seen_calls = -1
+        self._unrouted = 0
+        self._seen_unrouted = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -124,7 +126,7 @@ class SiteService:
 
     def refresh(self) -> int:
         """Find the sites again and give new ones a ratchet; returns how many sites are routed."""
-        self._seen_calls = self.recorder.model_calls
+        self._seen_unrouted = self._unrouted
         self.recorder.flush()
         spans = self._store.spans(kind="llm")
         d = discover(spans)
@@ -178,7 +180,7 @@ class SiteService:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.rediscover_s):
-            if self.recorder.model_calls != self._seen_calls:
+            if self._unrouted != self._seen_unrouted:
                 try:
                     self.refresh()
                 except Exception:  # noqa: BLE001 - the thread must survive; logged
@@ -196,6 +198,7 @@ class SiteService:
                 continue
             r = self._ratchets.get(site.id)
             if r is None:
+                self._unrouted += 1
                 return None
             art = r.tiered.artifact
             tmpl = self._template(art) if art is not None else site
@@ -203,6 +206,7 @@ class SiteService:
             if inp is None:
                 self.counters[site.id]["outside_template"] += 1
             return Route(site.id, r, inp)
+        self._unrouted += 1
         return None
 
     def _template(self, art: Artifact) -> Site | None:
