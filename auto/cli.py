@@ -143,7 +143,12 @@ def _existing_store(path: str) -> Any:
 
 
 def _emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False))
+    """Data on stdout as strict JSON (NaN or infinity, which JSON cannot hold, is an error)."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ReferenceFailed(f"the answer cannot be written as JSON ({e}); a task's answers must be JSON values") from None
+    click.echo(text)
 
 
 @click.group(cls=_AutoGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -42,7 +42,7 @@ def bench() -> None:
 @click.option("--generator", "stream_kind", default="shifted", show_default=True, type=click.Choice(["shifted", "repetitive"]),
               help="triage: the generated stream: fresh tickets with one shift to an unseen category, or about 60 "
                    "distinct tickets with heavy repetition and three shifts.")
-@click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Corpus and simulator seed.")
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
 @click.option("--worker", default="process", show_default=True, type=click.Choice(["process", "thread"]),
               help="triage: where the ratchet compiles (a child process per compile, or a thread).")
@@ -100,6 +100,11 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
         return
     if inputs_path is not None or eval_path is not None:
         raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")
+    if stream_path is not None:
+        given = [f"--{n}" for n in ("items", "generator") if click.get_current_context().get_parameter_source(
+            "stream_kind" if n == "generator" else n) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise UsageError(f"{' and '.join(given)} apply to the generated stream; --stream replays your file as it is")
     from bench.report import render_summary
     from bench.run import run_family
 

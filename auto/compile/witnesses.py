@@ -100,6 +100,25 @@ class WitnessSet:
         repeated = [k for k, outs in self.groups.items() if len(outs) >= 2]
         return Repetition(repeated=len(repeated), consistent=sum(1 for k in repeated if len(set(self.groups[k])) == 1))
 
+    def dominant(self) -> tuple[list[Item], int]:
+        """The distinct inputs whose shape (field names and JSON types) is the most common one,
+        and how many other inputs were left out.
+
+        A model or a program reads typed fields: an input whose ``text`` is null or a number,
+        recorded once among thousands of strings, must not stop every later compile. The
+        artifact's input schema is built from the kept inputs, so an input of another shape
+        deopts (schema check) instead of being answered.
+        """
+        def shape(inp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((k, json_type_name(v)) for k, v in inp.items()))
+
+        counts = Counter(shape(it[0]) for it in self.items)
+        if not counts:
+            return [], 0
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        kept = [it for it in self.items if shape(it[0]) == top]
+        return kept, len(self.items) - len(kept)
+
     def consistent_entries(self) -> list[tuple[dict[str, Any], Any]]:
         """``(input, output)`` of every distinct input whose outputs were all equal, sorted by
         canonical input (divergent inputs are left out)."""
@@ -148,3 +167,17 @@ def text_fields(inputs: Sequence[dict[str, Any]]) -> list[str]:
         ks = {k for k, v in d.items() if isinstance(v, str)}
         keys = ks if keys is None else keys & ks
     return sorted(keys or [])
+
+
+def main_text_field(inputs: Sequence[dict[str, Any]]) -> str | None:
+    """The string field a single-field model or program reads: of the fields that are strings in
+    every input, the one with the most distinct values (then the longest on average, then the
+    first by name); None when no field is a string in every input. The others (a language code,
+    a channel name) are not read; what ignoring them costs is in the gate's measured agreement."""
+    fields = text_fields(inputs)
+    if not fields:
+        return None
+    def key(f: str) -> tuple[int, float, str]:
+        vals = [d[f] for d in inputs]
+        return (-len(set(vals)), -sum(map(len, vals)) / max(1, len(vals)), f)
+    return sorted(fields, key=key)[0]

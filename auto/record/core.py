@@ -468,6 +468,8 @@ def task(name: str | Callable | None = None, *, input: dict | None = None,
         return TaskSpec(name, "task", input)
     if input is not None:
         raise RecordError("auto.task(..., ratchet=...) decorates a function; it is not a context manager")
+    if ratchet is not True and (isinstance(ratchet, bool) or not isinstance(ratchet, (str, os.PathLike))):
+        raise RecordError(f"auto.task(..., ratchet=...) takes True or the store's path, got {ratchet!r}")
     store = os.environ.get("AUTO_STORE", "auto.sqlite") if ratchet is True else ratchet
     return functools.partial(_ratcheted, name=name, store=store)
 
