@@ -2,8 +2,9 @@
 
 From a non-streamed ``chat.completion`` body (:func:`assemble_completion`) or from the
 ``chat.completion.chunk`` objects of a stream (:func:`assemble_chunks`; content, refusal and
-tool-call name/argument deltas concatenated per choice and per tool-call index, in arrival
-order), the same two dicts:
+tool-call name/argument deltas concatenated per choice and per call, in arrival order; a delta
+with a new ``id`` starts a new call even under a repeated or missing ``index``), the same two
+dicts:
 
 * ``output``: ``{"content", "tool_calls", "refusal", "finish_reason"}`` of choice 0 (plus
   ``"choices"``, every choice in index order, when there are several); a tool call is
@@ -37,6 +38,38 @@ def assemble_completion(body: dict) -> tuple[dict, dict]:
     return _output(choices), _meta(body, body.get("usage"), choices)
 
 
+def _add_tool_call_delta(acc: dict, tc: dict) -> None:
+    """Fold one streamed tool-call delta into a choice's calls (``acc["tool_calls"]``, in the
+    order they started).
+
+    A delta joins the call last started at its ``index``; without an ``index`` it joins the call
+    last started. It starts a new call when there is none to join, or when it carries an ``id``
+    other than that call's: two complete calls sent under one ``index``, or a provider that sends
+    no ``index`` at all, stay separate calls, as in the non-streamed response.
+    """
+    if not isinstance(tc, dict):
+        return
+    calls, by_index = acc["tool_calls"], acc["by_index"]
+    idx = tc.get("index") if isinstance(tc.get("index"), int) else None
+    tid = tc["id"] if isinstance(tc.get("id"), str) and tc["id"] else None
+    pos = by_index.get(idx) if idx is not None else (len(calls) - 1 if calls else None)
+    if pos is None or (tid is not None and calls[pos]["id"] is not None and calls[pos]["id"] != tid):
+        calls.append({"id": None, "type": "function", "name": [], "arguments": []})
+        pos = len(calls) - 1
+        if idx is not None:
+            by_index[idx] = pos
+    t = calls[pos]
+    if tid is not None:
+        t["id"] = tid
+    if tc.get("type"):
+        t["type"] = tc["type"]
+    fn = tc.get("function") or {}
+    if fn.get("name"):
+        t["name"].append(fn["name"])
+    if fn.get("arguments"):
+        t["arguments"].append(fn["arguments"])
+
+
 def assemble_chunks(chunks: list[dict]) -> tuple[dict, dict]:
     """``(output, meta)`` from the ``chat.completion.chunk`` objects of a stream."""
     acc: dict[int, dict] = {}
@@ -49,23 +82,17 @@ def assemble_chunks(chunks: list[dict]) -> tuple[dict, dict]:
         if ch.get("usage"):
             usage = ch["usage"]
         for c in ch.get("choices") or []:
-            a = acc.setdefault(c.get("index", 0), {"content": [], "refusal": [], "tool_calls": {}, "finish_reason": None})
+            if not isinstance(c, dict):
+                continue
+            idx = c["index"] if isinstance(c.get("index"), int) else 0
+            a = acc.setdefault(idx, {"content": [], "refusal": [], "tool_calls": [], "by_index": {}, "finish_reason": None})
             d = c.get("delta") or {}
             if d.get("content") is not None:
                 a["content"].append(d["content"])
             if d.get("refusal") is not None:
                 a["refusal"].append(d["refusal"])
             for tc in d.get("tool_calls") or []:
-                t = a["tool_calls"].setdefault(tc.get("index", 0), {"id": None, "type": "function", "name": [], "arguments": []})
-                if tc.get("id"):
-                    t["id"] = tc["id"]
-                if tc.get("type"):
-                    t["type"] = tc["type"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    t["name"].append(fn["name"])
-                if fn.get("arguments"):
-                    t["arguments"].append(fn["arguments"])
+                _add_tool_call_delta(a, tc)
             if c.get("finish_reason") is not None:
                 a["finish_reason"] = c["finish_reason"]
     choices = []
@@ -73,7 +100,7 @@ def assemble_chunks(chunks: list[dict]) -> tuple[dict, dict]:
         a = acc[idx]
         tcs = [{"id": t["id"], "type": t["type"],
                 "function": {"name": "".join(t["name"]) or None, "arguments": "".join(t["arguments"])}}
-               for _, t in sorted(a["tool_calls"].items())]
+               for t in a["tool_calls"]]
         content = "".join(a["content"])
         choices.append({
             "content": content if (content or not tcs) and a["content"] else None,
