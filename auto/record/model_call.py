@@ -15,7 +15,9 @@ exhausted or closed, or the request failed). Recorded per attempt (``POST …/ch
   ``auto.template_digest`` and the span's ``site`` (:mod:`auto.record.template`),
   ``auto.env_reads`` (digests of ``OPENAI_BASE_URL``/``_ORG_ID``/``_PROJECT_ID``, never values),
   sanitized request/response headers.
-* Secrets are removed before the span is written (:mod:`auto.record.redact`).
+* Secrets are removed when the span is written (:mod:`auto.record.redact`); the call's
+  credentials are learned by the recorder's redactor, so they are redacted from every later
+  span too (a task span that returns the key included).
 
 Inside a task/tool scope the attempts are children of that scope and report their cost and
 latency to it; outside any scope a logical call gets its own trace.
@@ -35,7 +37,7 @@ from auto.record.body import ContentDecoder, SSEParser
 from auto.record.completion import assemble_chunks, assemble_completion
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import sanitize_headers, scrub, secrets_of
+from auto.record.redact import sanitize_headers, secrets_of
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -124,12 +126,13 @@ class Attempt:
         self.index = call.attempt_started()
         self._lock = threading.Lock()
         self._done = False
-        self.secrets = secrets_of(request, client)
+        # the recorder redacts them from every span it writes from now on (this one included)
+        call.rec.redactor.learn(secrets_of(request, client))
         try:
             raw = request.content
         except Exception:  # a streaming request body that was not read
             raw = b""
-        text = scrub(raw.decode("utf-8", "replace"), self.secrets) if raw else ""
+        text = raw.decode("utf-8", "replace") if raw else ""
         try:
             body = json.loads(text) if text else None
         except ValueError:
@@ -179,6 +182,15 @@ class Attempt:
 
     def finish_incomplete(self, why: str) -> None:
         self._finish_stream(complete=False, why=why)
+
+    def consumer_stopped(self) -> None:
+        """The caller stopped iterating the SDK's stream (``break``): the attempt ends now."""
+        self._finish_stream(complete=False, why="the caller stopped iterating before the end of the stream")
+
+    @property
+    def scope(self) -> SpanScope | None:
+        """The task/tool scope the attempt reports to (None outside any)."""
+        return self.call.scope
 
     # -- finishing -----------------------------------------------------------------------
 
@@ -291,7 +303,10 @@ class Attempt:
         if cached is not None:
             attrs["gen_ai.usage.cached_input_tokens"] = cached
         attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
-        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if status == "ok" or usage else None
+        # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
+        # short; its cost is known only from reported usage (None otherwise, never 0)
+        billed = self.response is not None and self.response.status_code < 400
+        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if billed else None
         attrs["auto.cost_usd_micros"] = cost
         latency = call_latency(resp_headers, measured_ms)
         attrs.update(latency.attributes())
@@ -310,8 +325,7 @@ class Attempt:
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
             "input": body, "output": output, "error": error, "attributes": attrs,
         }
-        span = scrub(span, self.secrets)
         call.rec.write([span])
         if scope is not None:
-            scope.add_llm_attempt(call.id, status == "ok", cost, latency)
+            scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)
         call.attempt_ended(status, self.name, ended)
