@@ -166,7 +166,7 @@ def test_stream_with_and_without_usage(client, store_path, include_usage):
 
 def test_stream_closed_early_is_recorded_incomplete(client, store_path):
     with auto.recording(store_path):
-        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you", system="plain"),
+        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you"),
                                             stream=True) as stream:
             next(iter(stream))
     with Store(store_path) as st:
