@@ -130,7 +130,7 @@ def test_async_task_and_async_client(sim, store_path):
         assert asyncio.run(main()) == ["feature", "shipping"]
     with Store(store_path) as st:
         ws = {w.input["ticket"]: w for w in st.witnesses("atriage")}
-        assert len(ws) == 2
+        assert len(ws) == 2 and len(llm_spans(st)) == 2
         for s in llm_spans(st):
             parent = next(w for w in ws.values() if w.span_id == s["parent_span_id"])
             assert s["input"]["messages"][1]["content"] == parent.input["ticket"]
@@ -377,6 +377,7 @@ def test_cost_from_usage(client, store_path):
             t.output = 1
     with Store(store_path) as st:
         total = 0.0
+        assert len(llm_spans(st)) == 2
         for s in llm_spans(st):
             a = s["attributes"]
             expect = a["gen_ai.usage.input_tokens"] * 2.5 + a["gen_ai.usage.output_tokens"] * 10.0
