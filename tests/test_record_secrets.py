@@ -12,7 +12,7 @@ import auto
 from auto.compile.witnesses import WitnessSet, is_redacted
 from auto.record.redact import REDACTED, Redactor, is_secret_name
 from auto.store import Store, Witness
-from openai_mock import API_KEY, client, completion
+from openai_mock import client, completion
 
 # one sample of each well-known format (made up: none is a live credential)
 FORMATS = {

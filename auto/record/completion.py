@@ -11,34 +11,74 @@ dicts:
   ``{"id", "type", "function": {"name", "arguments"}}``.
 * ``meta``: ``{"id", "model", "system_fingerprint", "usage" (the reported usage dict or None),
   "finish_reasons"}``.
+
+:func:`stream_outcome` adds the error a stream reported (an ``error`` event or object).
+
+Every function here is total over JSON values: a provider's body of any shape gives an output
+(fields of the wrong type are left out: text pieces must be strings, lists lists, objects
+objects), never an exception, so a malformed answer is still recorded. Bodies are parsed with
+:func:`parse_json` (strict JSON: ``NaN``/``Infinity`` are not JSON and could not be stored).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-def _tool_call(tc: dict) -> dict:
-    fn = tc.get("function") or {}
-    return {"id": tc.get("id"), "type": tc.get("type") or "function",
-            "function": {"name": fn.get("name"), "arguments": fn.get("arguments")}}
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
-def assemble_completion(body: dict) -> tuple[dict, dict]:
+def parse_json(text: str | bytes) -> Any:
+    """Strict JSON (``NaN``, ``Infinity`` refused).
+
+    Raises:
+        ValueError: the text is not JSON.
+    """
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _dict(v: Any) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list:
+    return v if isinstance(v, list) else []
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _index(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _tool_call(tc: Any) -> dict:
+    tc = _dict(tc)
+    fn = _dict(tc.get("function"))
+    return {"id": _str(tc.get("id")), "type": _str(tc.get("type")) or "function",
+            "function": {"name": _str(fn.get("name")), "arguments": _str(fn.get("arguments"))}}
+
+
+def assemble_completion(body: Any) -> tuple[dict, dict]:
     """``(output, meta)`` from a non-streamed ``chat.completion`` body."""
+    body = _dict(body)
     choices = []
-    for ch in sorted(body.get("choices") or [], key=lambda c: c.get("index", 0)):
-        msg = ch.get("message") or {}
-        tcs = msg.get("tool_calls")
+    for ch in sorted((c for c in _list(body.get("choices")) if isinstance(c, dict)), key=lambda c: _index(c.get("index"))):
+        msg = _dict(ch.get("message"))
+        tcs = _list(msg.get("tool_calls"))
         choices.append({
-            "content": msg.get("content"),
+            "content": _str(msg.get("content")),
             "tool_calls": [_tool_call(t) for t in tcs] if tcs else None,
-            "refusal": msg.get("refusal"),
-            "finish_reason": ch.get("finish_reason"),
+            "refusal": _str(msg.get("refusal")),
+            "finish_reason": _str(ch.get("finish_reason")),
         })
     return _output(choices), _meta(body, body.get("usage"), choices)
 
 
-def _add_tool_call_delta(acc: dict, tc: dict) -> None:
+def _add_tool_call_delta(acc: dict, tc: Any) -> None:
     """Fold one streamed tool-call delta into a choice's calls (``acc["tool_calls"]``, in the
     order they started).
 
@@ -50,8 +90,8 @@ def _add_tool_call_delta(acc: dict, tc: dict) -> None:
     if not isinstance(tc, dict):
         return
     calls, by_index = acc["tool_calls"], acc["by_index"]
-    idx = tc.get("index") if isinstance(tc.get("index"), int) else None
-    tid = tc["id"] if isinstance(tc.get("id"), str) and tc["id"] else None
+    idx = tc.get("index") if isinstance(tc.get("index"), int) and not isinstance(tc.get("index"), bool) else None
+    tid = _str(tc.get("id")) or None
     pos = by_index.get(idx) if idx is not None else (len(calls) - 1 if calls else None)
     if pos is None or (tid is not None and calls[pos]["id"] is not None and calls[pos]["id"] != tid):
         calls.append({"id": None, "type": "function", "name": [], "arguments": []})
@@ -61,39 +101,41 @@ def _add_tool_call_delta(acc: dict, tc: dict) -> None:
     t = calls[pos]
     if tid is not None:
         t["id"] = tid
-    if tc.get("type"):
+    if _str(tc.get("type")):
         t["type"] = tc["type"]
-    fn = tc.get("function") or {}
-    if fn.get("name"):
+    fn = _dict(tc.get("function"))
+    if _str(fn.get("name")):
         t["name"].append(fn["name"])
-    if fn.get("arguments"):
+    if _str(fn.get("arguments")):
         t["arguments"].append(fn["arguments"])
 
 
-def assemble_chunks(chunks: list[dict]) -> tuple[dict, dict]:
+def assemble_chunks(chunks: list[Any]) -> tuple[dict, dict]:
     """``(output, meta)`` from the ``chat.completion.chunk`` objects of a stream."""
     acc: dict[int, dict] = {}
     usage = None
     head: dict = {}
     for ch in chunks:
+        if not isinstance(ch, dict):
+            continue
         for k in ("id", "model", "system_fingerprint", "service_tier"):
             if ch.get(k) is not None:
                 head[k] = ch[k]
-        if ch.get("usage"):
+        if isinstance(ch.get("usage"), dict) and ch["usage"]:
             usage = ch["usage"]
-        for c in ch.get("choices") or []:
+        for c in _list(ch.get("choices")):
             if not isinstance(c, dict):
                 continue
-            idx = c["index"] if isinstance(c.get("index"), int) else 0
-            a = acc.setdefault(idx, {"content": [], "refusal": [], "tool_calls": [], "by_index": {}, "finish_reason": None})
-            d = c.get("delta") or {}
-            if d.get("content") is not None:
+            a = acc.setdefault(_index(c.get("index")),
+                               {"content": [], "refusal": [], "tool_calls": [], "by_index": {}, "finish_reason": None})
+            d = _dict(c.get("delta"))
+            if _str(d.get("content")) is not None:
                 a["content"].append(d["content"])
-            if d.get("refusal") is not None:
+            if _str(d.get("refusal")) is not None:
                 a["refusal"].append(d["refusal"])
-            for tc in d.get("tool_calls") or []:
+            for tc in _list(d.get("tool_calls")):
                 _add_tool_call_delta(a, tc)
-            if c.get("finish_reason") is not None:
+            if _str(c.get("finish_reason")) is not None:
                 a["finish_reason"] = c["finish_reason"]
     choices = []
     for idx in sorted(acc):
@@ -111,6 +153,22 @@ def assemble_chunks(chunks: list[dict]) -> tuple[dict, dict]:
     return _output(choices), _meta(head, usage, choices)
 
 
+def stream_outcome(events: list[tuple[str | None, Any]]) -> tuple[dict, dict, dict | None]:
+    """``(output, meta, error)`` of a stream's server-sent events (``(event name, parsed data)``
+    pairs): the chunks assembled (:func:`assemble_chunks`) and the first error the stream
+    reported (an ``error`` event, or an object with ``error`` and no ``choices``) as
+    ``{"type": "stream_error", "message": str}``, or None."""
+    errors = [e for ev, e in events if ev == "error" or (isinstance(e, dict) and "error" in e and "choices" not in e)]
+    chunks = [e for _ev, e in events if isinstance(e, dict) and "choices" in e]
+    output, meta = assemble_chunks(chunks)
+    error = None
+    if errors:
+        err = errors[0].get("error", errors[0]) if isinstance(errors[0], dict) else errors[0]
+        msg = err.get("message") if isinstance(err, dict) else err
+        error = {"type": "stream_error", "message": msg if isinstance(msg, str) else json.dumps(msg, sort_keys=True)}
+    return output, meta, error
+
+
 def _output(choices: list[dict]) -> dict:
     first = choices[0] if choices else {"content": None, "tool_calls": None, "refusal": None, "finish_reason": None}
     out = dict(first)
@@ -120,6 +178,6 @@ def _output(choices: list[dict]) -> dict:
 
 
 def _meta(head: dict, usage: Any, choices: list[dict]) -> dict:
-    return {"id": head.get("id"), "model": head.get("model"), "system_fingerprint": head.get("system_fingerprint"),
+    return {"id": head.get("id"), "model": _str(head.get("model")), "system_fingerprint": head.get("system_fingerprint"),
             "usage": usage if isinstance(usage, dict) else None,
             "finish_reasons": [c["finish_reason"] for c in choices if c.get("finish_reason") is not None]}

@@ -25,7 +25,6 @@ latency to it; outside any scope a logical call gets its own trace.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -34,7 +33,7 @@ from typing import Any
 from auto.canonical import digest, digest_bytes
 from auto.record import pricing
 from auto.record.body import ContentDecoder, SSEParser
-from auto.record.completion import assemble_chunks, assemble_completion
+from auto.record.completion import assemble_completion, parse_json, stream_outcome
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
 from auto.record.redact import sanitize_headers, secrets_of
@@ -134,7 +133,7 @@ class Attempt:
             raw = b""
         text = raw.decode("utf-8", "replace") if raw else ""
         try:
-            body = json.loads(text) if text else None
+            body = parse_json(text) if text else None
         except ValueError:
             body = {"_body_digest": digest_bytes(raw)}
         self.body = body if isinstance(body, dict) else {"_body": body}
@@ -215,17 +214,14 @@ class Attempt:
             return
         if self._sse is not None:
             self._sse.close()
-            errors = [e for ev, e in self._sse.events if ev == "error" or (isinstance(e, dict) and "error" in e and "choices" not in e)]
-            chunks = [e for ev, e in self._sse.events if isinstance(e, dict) and "choices" in e]
-            output, meta = assemble_chunks(chunks)
+            output, meta, stream_error = stream_outcome(self._sse.events)
             # the SDK stops reading at "data: [DONE]" and closes: that is a complete stream
             complete = complete or self._sse.done
             extra = {"auto.stream": True, "auto.stream.complete": complete}
             if self._is_http_error():
                 self._write("error", None, self._http_error(None), extra, meta)
-            elif errors:
-                err = errors[0].get("error", errors[0]) if isinstance(errors[0], dict) else errors[0]
-                self._write("error", output, {"type": "stream_error", "message": str(err.get("message") if isinstance(err, dict) else err)}, extra, meta)
+            elif stream_error is not None:
+                self._write("error", output, stream_error, extra, meta)
             elif not complete:
                 self._write("error", output, {"type": "stream_incomplete", "message": why}, extra, meta)
             else:
@@ -238,7 +234,7 @@ class Attempt:
             return
         extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
         try:
-            body = json.loads(content) if content else None
+            body = parse_json(content) if content else None
         except ValueError:
             body = None
         if self._is_http_error():
