@@ -107,8 +107,25 @@ def _check_times_attributes(out: dict, where: str, ended_nullable: bool) -> None
         raise IngestError(f"{where}: attributes must be a dict")
 
 
+def _check_keys(value: Any, where: str) -> None:
+    """Every object key in ``value`` is a string (JSON's only key type: ``{1: "a"}`` would be
+    stored as ``{"1": "a"}`` and read back changed, ``{1: "a", "1": "b"}`` as duplicate keys)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise IngestError(f"{where}: content is not canonical JSON: object key {k!r} is not a string")
+                stack.append(x)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def _with_digest(out: dict, given: dict, where: str, derive: Callable[[dict], str]) -> dict:
-    """``out`` plus its derived digest, which a supplied ``digest`` must equal."""
+    """``out`` plus its derived digest, which a supplied ``digest`` must equal (object keys must
+    be strings)."""
+    _check_keys(out, where)
     try:
         d = derive(out)
     except (TypeError, ValueError) as exc:

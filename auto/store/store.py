@@ -288,8 +288,16 @@ class Store:
 
         ``task`` and ``verdict`` columns are copied from ``record`` when present. Storing the
         same record twice is a no-op.
+
+        Raises:
+            IngestError: ``record`` is not a JSON object, or its ``task`` is not a string.
         """
-        rid = digest(record)
+        if not isinstance(record, dict) or not isinstance(record.get("task"), (str, type(None))):
+            raise IngestError("an eval run is a JSON object whose task, when given, is a string")
+        try:
+            rid = digest(record)
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"eval run is not canonical JSON: {exc}") from None
         row = {"id": rid, "task": record.get("task"), "created_ns": time.time_ns(),
                "verdict": None if record.get("verdict") is None else str(record.get("verdict")),
                "record": canonical_json(record)}
