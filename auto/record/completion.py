@@ -25,18 +25,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+from auto_runtime.jsonio import strict_loads
 
 
 def parse_json(text: str | bytes) -> Any:
-    """Strict JSON (``NaN``, ``Infinity`` refused).
+    """The runtime's strict JSON reader (:func:`auto_runtime.jsonio.strict_loads`) around
+    surrounding whitespace: ``NaN``/``Infinity``, trailing bytes and too-deep nesting refused.
 
     Raises:
         ValueError: the text is not JSON.
     """
-    return json.loads(text, parse_constant=_reject_constant)
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    return strict_loads(raw.strip(b" \t\r\n"))
 
 
 def _dict(v: Any) -> dict:

@@ -115,11 +115,13 @@ class LogicalCall:
 
 
 class Attempt:
-    """One HTTP attempt of a model call; written as one ``llm`` span when it ends."""
+    """One HTTP attempt of a model call; written as one ``llm`` span (id :attr:`span_id`, chosen
+    when the attempt starts) when it ends."""
 
     def __init__(self, call: LogicalCall, client: Any, request: Any, name: str) -> None:
         self.call = call
         self.name = name
+        self.span_id = new_span_id()
         self.started_ns = time.time_ns()
         self._t0 = time.perf_counter()
         self.index = call.attempt_started()
@@ -315,7 +317,7 @@ class Attempt:
         tdigest = template_digest(body.get("messages"), task_input)
         attrs["auto.template_digest"] = tdigest
         span = {
-            "trace_id": call.trace_id, "span_id": new_span_id(),
+            "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
             "name": self.name, "kind": "llm", "task": task, "site": site(task, self.name, tdigest),
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
