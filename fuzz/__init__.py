@@ -6,6 +6,8 @@ for any input (a violated check or an unexpected exception is a *crash*):
 * ``wasm_sections`` — the runtime's WebAssembly container parser, on mutated real artifacts;
 * ``artifact_load`` — ``auto_runtime.Artifact.load`` (manifest, capabilities, exports, code
   digest) and one call, on mutated real artifacts;
+* ``manifest`` — hostile manifests with valid digests (values replaced, deleted, added at any
+  depth) through the loader and the tiered runtime, whose guard must deopt, never raise;
 * ``json_abi`` — arbitrary input bytes to the ``run``/``run_batch`` exports of real artifacts
   (a program, an exact-match table, a specialist, a memo-first table), checked against the
   Python reference of each (:func:`auto.codegen.reference_run`, the program interpreter);

@@ -100,6 +100,89 @@ def _artifact_errors() -> tuple[type[BaseException], ...]:
     return (ArtifactError,)
 
 
+# ----------------------------------------------------------------------------- manifest
+
+_MANIFESTS: list[tuple[bytes, dict[str, Any]]] = []
+_JSON_ONLY = [None, True, False, 0, -1, 1, 2, 10**6, 2**63, -(2**63) - 1, 0.5, -0.0, 1e300, "", "x", "stack",
+              "conformal-novelty", "selective-risk", "program", "none", "string", "object", "number", [], {}]
+
+
+def _manifest_setup() -> list[tuple[bytes, dict[str, Any]]]:
+    """``(code without its manifest, manifest without its digest)`` of every seed artifact."""
+    if not _MANIFESTS:
+        from auto_runtime import wasm_sections
+        from auto_runtime.manifest import DIGEST_KEY, read_manifest
+
+        from fuzz import seeds
+
+        for wasm in seeds.artifacts().values():
+            last = wasm_sections.parse(wasm).sections[-1]  # emit appends the manifest section last
+            header = 1 + len(wasm_sections.encode_uleb(last.size))
+            man = {k: v for k, v in read_manifest(wasm).items() if k != DIGEST_KEY}
+            _MANIFESTS.append((wasm[: last.offset - header], man))
+    return _MANIFESTS
+
+
+def _json_value(rng: random.Random, depth: int = 0) -> Any:
+    r = rng.random()
+    if depth > 2 or r < 0.6:
+        return rng.choice(_JSON_ONLY)
+    if r < 0.8:
+        return [_json_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["method", "components", "alpha", "threshold", "n", "type", "properties", "required",
+                        "x"]): _json_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def _mutate(rng: random.Random, obj: Any) -> Any:
+    """``obj`` with one value somewhere in it replaced, deleted or added."""
+    if isinstance(obj, dict) and obj and rng.random() < 0.8:
+        k = rng.choice(sorted(obj))
+        out = dict(obj)
+        r = rng.random()
+        if r < 0.15:
+            del out[k]
+        elif r < 0.3:
+            out[rng.choice(["x", "extra", k + "_"])] = _json_value(rng)
+        elif r < 0.55:
+            out[k] = _json_value(rng)
+        else:
+            out[k] = _mutate(rng, obj[k])
+        return out
+    if isinstance(obj, list) and obj and rng.random() < 0.8:
+        i = rng.randrange(len(obj))
+        return obj[:i] + [_mutate(rng, obj[i])] + obj[i + 1:]
+    return _json_value(rng)
+
+
+def _manifest_one(data: bytes) -> None:
+    from auto.emit import emit
+    from auto_runtime import Artifact, Limits, TieredTask
+    from auto_runtime.errors import ArtifactError
+
+    rng = _fdp(data)
+    code, man = rng.choice(_manifest_setup())
+    for _ in range(1 + rng.randrange(4)):
+        man = _mutate(rng, man)
+    if not isinstance(man, dict):
+        return
+    try:
+        wasm = emit(code, man)  # a valid digest: the loader's deeper checks are reached
+        art = Artifact.load(wasm, limits=Limits(fuel=10**8, timeout_ms=5000))
+    except ArtifactError:
+        return
+    tiered = TieredTask(art, reference=lambda inp: "from the reference")
+    for inp in _LOAD_INPUTS + [{"ticket": "x" * rng.randrange(300)}, {}]:
+        res = tiered(inp)  # a broken guard deopts, never raises; a bad input goes to the reference
+        if res.tier not in ("tier-1", "tier-0", "declined"):
+            raise Finding(f"tier {res.tier!r}")
+        if res.tier == "tier-0" and res.answer != "from the reference":
+            raise Finding("a deopt did not answer from the reference")
+
+
+def _manifest_seeds() -> list[bytes]:
+    return [bytes([i, 255 - i]) * (i + 2) for i in range(24)]
+
+
 # ----------------------------------------------------------------------------- json_abi
 
 _ABI: dict[str, Any] = {}
@@ -401,6 +484,7 @@ def _sse_seeds() -> list[bytes]:
 TARGETS: dict[str, Target] = {
     "wasm_sections": Target("wasm_sections", _sections_one, _artifact_seeds, _malformed),
     "artifact_load": Target("artifact_load", _load_one, _artifact_seeds, _artifact_errors),
+    "manifest": Target("manifest", _manifest_one, _manifest_seeds),
     "json_abi": Target("json_abi", _abi_one, _abi_seeds),
     "regex": Target("regex", _regex_one, _regex_seeds, _regex_errors),
     "store_ingest": Target("store_ingest", _ingest_one, _ingest_seeds, lambda: (_ingest_error(),)),
