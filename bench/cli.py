@@ -2,8 +2,10 @@
 
 The ``auto-bench`` distribution registers :func:`bench` in the ``auto.commands`` entry-point
 group; ``auto`` adds every command of that group. The commands raise the product's errors
-(:class:`auto.errors.UsageError`, :class:`auto.errors.GateRefused`, ...); the product CLI turns
-them into one line and the documented exit code (0 ok, 1 error, 2 usage, 3 refused).
+(:class:`auto.errors.UsageError`, :class:`auto.errors.GateRefused`,
+:class:`auto.errors.ReferenceModelError` for an endpoint that cannot be used, ...); the product
+CLI turns them into one line and the documented exit code (0 ok, 1 error, 2 usage, 3 refused,
+130 interrupted).
 
 Data goes to stdout (JSON), progress and summaries to stderr.
 """
@@ -121,8 +123,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
 @click.option("--family", default="triage", show_default=True, type=click.Choice(["triage"]), help="Bench family.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/guards", show_default=True, help="Output folder.")
 @click.option("--seed", default=0, show_default=True, help="Corpus, probe and simulator seed.")
-@click.option("--items", default=300, show_default=True, help="Length of the shifted stream.")
-@click.option("--heldout", default=300, show_default=True, help="Fresh in-distribution tickets.")
+@click.option("--items", default=300, show_default=True, type=click.IntRange(min=1), help="Length of the shifted stream.")
+@click.option("--heldout", default=300, show_default=True, type=click.IntRange(min=1), help="Fresh in-distribution tickets.")
 @click.option("--warm-start", is_flag=True, help="Begin each stream with the offline generation installed.")
 @click.option("--audit-rate", default=0.1, show_default=True, type=float, help="Shadow-audit rate in the streams.")
 @click.option("--guard", "variants", multiple=True, type=click.Choice(["lexical", "semantic", "combined"]),

@@ -4,7 +4,8 @@ A *witness* is one recorded observation ``input → output`` of a task (:class:`
 Every rung of the ladder sees the same :class:`WitnessSet`: the task's witnesses grouped by
 distinct input (canonical JSON), each distinct input with its modal output and that output's
 share. Ties between outputs go to the smaller canonical JSON, so the modal output does not depend
-on witness order.
+on witness order. A witness whose input or output the recorder redacted (:func:`is_redacted`) is
+left out: the placeholder is not what the task saw or answered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ record or open-ended answers, e.g. an order id unique per input, are split unifo
 
 Item = tuple[dict[str, Any], Any, float]
 """One distinct input: ``(input, modal output, share of the modal output among its witnesses)``."""
+
+
+def is_redacted(witness: Any) -> bool:
+    """Whether the recorder replaced a secret in the witness's input or output (span attribute
+    ``auto.redacted``, :mod:`auto.record.redact`)."""
+    fields = (getattr(witness, "attributes", None) or {}).get("auto.redacted") or ()
+    return "input" in fields or "output" in fields
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,9 @@ class WitnessSet:
 
     Attributes:
         task: the task name.
-        witnesses: every witness, in store order (provenance: trace ids, counts).
+        witnesses: every witness read, in store order (provenance: trace ids, counts), less the
+            redacted ones (:func:`is_redacted`).
+        redacted: how many witnesses were left out because they were redacted.
         groups: canonical input text → canonical output texts, in witness order.
         inputs: canonical input text → the input object.
         items: the distinct inputs (:data:`Item`), sorted by canonical input.
@@ -66,6 +76,7 @@ class WitnessSet:
     inputs: dict[str, dict[str, Any]]
     items: tuple[Item, ...]
     store_digest: str | None = None
+    redacted: int = 0
 
     @classmethod
     def read(cls, store: Any, task: str) -> "WitnessSet":
@@ -75,7 +86,10 @@ class WitnessSet:
 
     @classmethod
     def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None) -> "WitnessSet":
-        """Group ``witnesses`` (objects with ``.input`` and ``.output``) by distinct input."""
+        """Group ``witnesses`` (objects with ``.input`` and ``.output``) by distinct input,
+        leaving out the redacted ones (:func:`is_redacted`)."""
+        kept = [w for w in witnesses if not is_redacted(w)]
+        redacted, witnesses = len(witnesses) - len(kept), kept
         groups: dict[str, list[str]] = defaultdict(list)
         inputs: dict[str, dict[str, Any]] = {}
         for w in witnesses:
@@ -88,7 +102,7 @@ class WitnessSet:
             modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
             items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
         return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items),
-                   store_digest=store_digest)
+                   store_digest=store_digest, redacted=redacted)
 
     @property
     def n(self) -> int:
