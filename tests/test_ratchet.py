@@ -509,3 +509,15 @@ def test_restart_falls_back_to_an_earlier_generation_when_the_installed_one_is_b
         assert st.installed_generation("triage") == (before["generation"], before["artifact_id"])
         assert any(e["kind"] == "rollback" and "restart" in e["detail"]["reason"] for e in st.ratchet_events("triage"))
     r2.close()
+
+
+def test_a_secret_in_a_served_input_is_never_stored(tmp_path):
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    r = Ratchet(lambda i: "account", tmp_path / "sec.sqlite", "triage", worker="thread", audit_rate=0.0)
+    assert r.call({"ticket": f"my key {key} stopped working"}) == "account"
+    r.close()
+    raw = (tmp_path / "sec.sqlite").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("sec.sqlite-*"))
+    assert key.encode() not in raw
+    with Store(tmp_path / "sec.sqlite") as st:
+        (w,) = st.witnesses("triage")
+        assert "[REDACTED]" in w.input["ticket"] and w.attributes["auto.redactions"] == 1

@@ -48,6 +48,7 @@ from auto.canonical import canonical_json
 from auto.errors import ArgumentError, AutoError
 from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
+from auto.record.redact import Redactor
 from auto.ratchet.policy import CompilePolicy, PolicyState
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
 from auto.store import Store
@@ -193,6 +194,7 @@ class Ratchet:
         self._events: list[dict[str, Any]] = []
         self.capture_errors = 0
         self._warned_json = False
+        self._redactor = Redactor()
         self._risk_alpha = risk_alpha
         self._shift_alpha = shift_alpha
         self._shift = ShiftMonitor(alpha=shift_alpha, method="step-jumper", jump_size=0.02, seed=audit_seed) \
@@ -289,8 +291,14 @@ class Ratchet:
                  "auto.deopt.generation": rec.get("generation")}
         if rec.get("audit"):
             attrs["auto.audit"] = True
+        # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
+        kept_in, n_in = self._redactor.redact_value(inp)
+        kept_out, n_out = self._redactor.redact_value(out)
+        if n_in or n_out:
+            attrs["auto.redactions"] = n_in + n_out
+            attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
         try:
-            self._store.add_witness(task=self.task, input=inp, output=out, attributes=attrs)
+            self._store.add_witness(task=self.task, input=kept_in, output=kept_out, attributes=attrs)
         except AutoError as e:
             self.capture_errors += 1
             log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
