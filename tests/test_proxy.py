@@ -86,6 +86,16 @@ def test_records_plain_streamed_and_tool_calls_without_credentials(sim, tmp_path
     assert KEY.encode() not in raw  # forwarded, never stored
 
 
+def test_a_key_pasted_into_a_prompt_is_redacted(sim, tmp_path):
+    store = tmp_path / "k.sqlite"
+    with proxy(sim.base_url, store, answer=False) as px:
+        client(px).chat.completions.create(model="auto-sim-1", temperature=0.0,
+                                           messages=triage(f"my key {KEY} stopped working, refund"))
+        px.proxy.recorder.flush()
+    (row,) = spans(store, kind="llm")
+    assert KEY not in json.dumps(row) and row["attributes"].get("auto.redactions")
+
+
 def test_credentials_are_forwarded_upstream(tmp_path):
     with ScriptedUpstream("echo-headers") as up, proxy(up.base_url, tmp_path / "s.sqlite", answer=False) as px:
         r = client(px).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
