@@ -469,12 +469,6 @@ class Ratchet:
           the contract's epsilon and than the installed generation's by more than
           :data:`SHARE_TOLERANCE` (e.g. a program that contradicts frequent witnessed inputs).
 
-        - **table only**: the candidate answers only witnessed inputs (an exact-match table, or a
-          specialist whose guard certified no threshold) while the installed generation answers
-          never-witnessed inputs too: the recent inputs it deopted are the candidate's own
-          witnesses, so the comparison above would favour the table on exactly the inputs that
-          will not come again.
-
         Certified coverages on witnesses are not comparable between generations (witnesses
         over-represent the inputs earlier generations declined), so live inputs are used.
         """
@@ -486,13 +480,6 @@ class Ratchet:
         old = self._store.get_artifact(cur)
         if cand is None or old is None:
             return None
-        if _answers_new_inputs(old.manifest) and not _answers_new_inputs(cand.manifest):
-            # the recent inputs the installed generation deopted are witnesses of the candidate, so
-            # an exact-match table answers them all; on the next, never-witnessed inputs it answers none
-            self._last_comparison = {"recent_inputs": len(recent), "candidate_answers_new_inputs": False,
-                                     "installed_answers_new_inputs": True}
-            return (f"it answers only witnessed inputs (its guard certifies no answer outside its table), the "
-                    f"installed generation {self._state.installed} answers never-witnessed inputs too")
         known = []
         for x in recent:
             try:
