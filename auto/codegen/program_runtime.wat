@@ -2,7 +2,8 @@
   ;; The library every program artifact shares, after the prelude and $eq (auto.codegen.table_lower):
   ;; string operations, number parsing, a Pike VM ($search), JSON writers.
   ;; Globals: $fv (the field's text payload), $top (arena top), $oom (an allocation failed),
-  ;; $pv (a parsed number), $rt / $rv (the program's result), and the Pike VM's state ($vm_*).
+  ;; $pv (a parsed number), $rt / $rv (the program's result), $et / $ev (its evidence), and the
+  ;; Pike VM's state ($vm_*).
   ;; Tokens: ESCTAB / HEXTAB (addresses of the JSON escape table and the hex digits),
   ;; TRUE / FALSE / NULL (text payloads of the JSON literals), each between at-signs.
   ;; Values are a tag (i32) and a payload (i64): see auto.codegen.program_expr.
@@ -12,6 +13,8 @@
   (global $pv (mut i64) (i64.const 0))
   (global $rt (mut i32) (i32.const 0))
   (global $rv (mut i64) (i64.const 0))
+  (global $et (mut i32) (i32.const 0))
+  (global $ev (mut i64) (i64.const 0))
   (global $vm_prog (mut i32) (i32.const 0))
   (global $vm_ns (mut i32) (i32.const 0))
   (global $vm_mark (mut i32) (i32.const 0))
@@ -89,6 +92,29 @@
     (local.set $n (call $len (local.get $x)))
     (if (i32.ne (local.get $n) (call $len (local.get $y))) (then (return (i32.const 0))))
     (call $eq (call $ptr (local.get $x)) (call $ptr (local.get $y)) (local.get $n)))
+
+  ;; Same: are the values (ta, va) and (tb, vb) the same JSON value? Equal tags, then: null;
+  ;; int / float / bool payloads equal; texts and records (canonical JSON text) byte-equal; lists
+  ;; of the same count with byte-equal texts
+  (func $same (param $ta i32) (param $va i64) (param $tb i32) (param $vb i64) (result i32)
+    (local $n i32) (local $k i32) (local $pa i32) (local $pb i32)
+    (if (i32.ne (local.get $ta) (local.get $tb)) (then (return (i32.const 0))))
+    (if (i32.eqz (local.get $ta)) (then (return (i32.const 1))))
+    (if (i32.le_u (local.get $ta) (i32.const 3)) (then (return (i64.eq (local.get $va) (local.get $vb)))))
+    (if (i32.ne (local.get $ta) (i32.const 5)) (then (return (call $eqb (local.get $va) (local.get $vb)))))
+    (local.set $n (call $len (local.get $va)))
+    (if (i32.ne (local.get $n) (call $len (local.get $vb))) (then (return (i32.const 0))))
+    (local.set $pa (call $ptr (local.get $va)))
+    (local.set $pb (call $ptr (local.get $vb)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $k) (local.get $n)))
+        (if (i32.eqz (call $eqb (i64.load (i32.add (local.get $pa) (i32.shl (local.get $k) (i32.const 3))))
+                                (i64.load (i32.add (local.get $pb) (i32.shl (local.get $k) (i32.const 3))))))
+          (then (return (i32.const 0))))
+        (local.set $k (i32.add (local.get $k) (i32.const 1)))
+        (br $l)))
+    (i32.const 1))
 
   ;; offset (from s) of the first occurrence of the m bytes at q in [s + from, s + n), or -1
   (func $find (param $s i32) (param $n i32) (param $q i32) (param $m i32) (param $from i32) (result i32)

@@ -156,6 +156,18 @@ def _compare(op: str, x: Any, value: Any) -> bool:
     raise ArgumentError(f"unknown compare op {op!r}")
 
 
+def same_value(x: Any, y: Any) -> bool:
+    """:class:`~auto.extract.ast.Same` on two interpreter values: the same type (``Fixed`` is not
+    ``int``, ``bool`` is not ``int``) and value, element by element for lists and records."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return len(x) == len(y) and all(same_value(a, b) for a, b in zip(x, y))
+    return x == y
+
+
 def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A.Node, dict], Any]:
     """The interpreter's node dispatch with ``search(text, pattern, group)`` for :class:`Search`
     (the reference uses the Pike VM; synthesis passes Python ``re``, which agrees on the subset).
@@ -214,6 +226,8 @@ def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A
             return any(ev(i, inp) for i in node.items)
         if t is A.Not:
             return not ev(node.x, inp)
+        if t is A.Same:
+            return same_value(ev(node.a, inp), ev(node.b, inp))
         if t is A.If:
             for cond, value in node.cases:
                 if ev(cond, inp):
@@ -293,18 +307,28 @@ def evaluate(program: A.Node, inp: dict) -> Any:
     return to_answer(_ev(program, inp))
 
 
-def run_program(program: A.Node, inp: dict) -> dict:
+def run_program(program: A.Node, inp: dict, evidence: A.Node | None = None) -> dict:
     """The artifact's output object for ``inp``.
 
+    Args:
+        program: the program.
+        inp: the task's input object.
+        evidence: an optional evidence expression (what the program's guard decides from),
+            evaluated after the program when the program produced a value.
+
     Returns:
-        ``{"answer": <json value>, "deopt": False}``, or ``{"answer": None, "deopt": True}`` when
-        a :class:`~auto.extract.ast.Deopt` node is reached.
+        ``{"answer": <json value>, "deopt": False}`` (plus ``"evidence": <json value>`` with an
+        evidence expression), or ``{"answer": None, "deopt": True}`` when a
+        :class:`~auto.extract.ast.Deopt` node is reached in either.
 
     Raises:
-        ProgramTypeError: the program is ill-typed (as :func:`evaluate`).
+        ProgramTypeError: the program or the evidence is ill-typed (as :func:`evaluate`).
         ArgumentError: bad input object (as :func:`evaluate`).
     """
     try:
-        return {"answer": evaluate(program, inp), "deopt": False}
+        out = {"answer": evaluate(program, inp), "deopt": False}
+        if evidence is not None:
+            out["evidence"] = evaluate(evidence, inp)
+        return out
     except DeoptSignal:
         return {"answer": None, "deopt": True}
