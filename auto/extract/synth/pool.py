@@ -55,7 +55,7 @@ class _Part:
     """One synthesis problem: texts of the input field and the reference values of one part."""
 
     def __init__(self, name: str, field: str, train: list[tuple[dict, Any]], heldout: list[tuple[dict, Any]],
-                 wrong_cost: float, budget: _Budget):
+                 wrong_cost: float, budget: _Budget, mdl_scale: float = 1.0):
         self.name = name
         self.field = field
         self.inputs = [p[0] for p in train]
@@ -72,7 +72,9 @@ class _Part:
         self.seen: set[A.Node] = set()
         self.count = 0
         self.best_agree = -1
-        self.ratio = _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
+        self.mdl_scale = mdl_scale
+        self.ratio = mdl_scale * _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
+        self.lists: dict[str, Any] | None = None  # the decision-list search's predicates (lists.py)
 
     # -- evaluation ------------------------------------------------------------------------
     def max_errors(self) -> int:
