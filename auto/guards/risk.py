@@ -222,6 +222,7 @@ def calibrate_selective_risk(
     heldout_correct: Sequence[bool] | None = None,
     confidence_field: str = "margin",
     reason: str | None = None,
+    allow_constant: bool = False,
 ) -> dict[str, Any]:
     """The ``selective-risk`` component entry of a guard stack (procedure: module docstring).
 
@@ -241,6 +242,9 @@ def calibrate_selective_risk(
         confidence_field: the artifact output field the runtime compares with the threshold.
         reason: set by the caller when it already knows the calibration data are unusable (e.g.
             a class that never occurs in the calibration split); the entry then falls back.
+        allow_constant: test a constant confidence as the one threshold that lets every
+            calibration point through (a program's confidence takes few values and may take one),
+            instead of refusing it as a confidence that separates nothing.
 
     Returns:
         ``{"method": "selective-risk", "confidence_field", "threshold", "epsilon", "delta", "n",
@@ -273,7 +277,7 @@ def calibrate_selective_risk(
         if n < nmin:
             reason = (f"too few calibration points: {n} < {nmin}, the fewest that can certify selective risk "
                       f"<= {epsilon:g} at delta {delta:g} even with no errors ((1 - eps)^n <= delta)")
-        elif np.all(conf == conf[0]):
+        elif np.all(conf == conf[0]) and not allow_constant:
             reason = f"constant confidence ({conf[0]:g}) on all {n} calibration points: no threshold separates inputs"
     if n > 0 and not (np.all(conf == conf[0]) and n < nmin):
         se = _smallest_eps(conf, corr, delta)

@@ -16,7 +16,7 @@ from auto.extract.types import check
 
 from .evaluate import _answer, _same
 from .extraction import _number_extraction, _text_extraction
-from .lists import _decision_lists, default_evidence
+from .lists import _decision_lists, default_evidence, presence_evidence
 from .pool import _Budget, _Part
 from .proposals import _ask_proposer
 from .results import FieldResult, SynthResult
@@ -65,8 +65,11 @@ def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: in
         if why is None:
             h = None if c.h_agree is None else c.h_agree / len(part.h_refs)
             dev = None
-            if type(c.program) is A.If and type(c.program.default) is A.Const and not part.budget.over():
-                dev = default_evidence(part, c.program.default.value, max_rules)
+            if not part.budget.over():
+                if type(c.program) is A.If and type(c.program.default) is A.Const:
+                    dev = default_evidence(part, c.program.default.value, max_rules)
+                elif c.kind in ("search", "number"):
+                    dev = presence_evidence(part, max_rules)
                 if dev is not None and _validate(dev, part.field) is not None:
                     dev = None
             return FieldResult(c.program, c.agree / part.n, h, part.count, c.kind, default_evidence=dev)

@@ -21,8 +21,9 @@ class FieldResult:
             ``"proposed"``), None without a program.
         reason: why there is no program, None when there is one.
         default_evidence: for a decision list with a constant default, the condition under which
-            the default label has positive evidence (:func:`auto.extract.synth.lists.default_evidence`),
-            else None.
+            the default label has positive evidence (:func:`auto.extract.synth.lists.default_evidence`);
+            for an extractor that is null on some witnesses, the condition under which a value is
+            present (:func:`auto.extract.synth.lists.presence_evidence`); else None.
     """
 
     program: A.Node | None
