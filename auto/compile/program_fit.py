@@ -39,7 +39,7 @@ from auto.extract.domain import guard_domain
 from auto.extract.evidence import (EventTable, ProgramEvidence, build_evidence, event_table, events, evaluate_fast,
                                    parts_of, same_answer)
 from auto.extract.synth import SynthResult, synthesize
-from auto.guards.program import OutOfFold, confidence, score
+from auto.guards.program import OutOfFold, confidence, novel, score
 
 FEW_SHOT_MAX = 100
 """Up to this many distinct witnesses the synthesizer's complexity is chosen by cross-validation."""
@@ -110,8 +110,9 @@ def fit_procedure(items: Sequence[Any], field_name: str, proc: Procedure, seed: 
     return out
 
 
-def predict(fp: FittedProgram, inp: dict, ref: Any) -> OutOfFold:
-    """The fitted program's prediction of one witness not in its training set."""
+def predict(fp: FittedProgram, inp: dict, ref: Any, alpha: float = 0.05) -> OutOfFold:
+    """The fitted program's prediction of one witness not in its training set, with its own
+    guard's novelty decision at level ``alpha``."""
     if fp.program is None:
         return OutOfFold(True, False, {}, {}, None)
     deopt, _value = evaluate_fast(fp.guarded, inp)
@@ -126,7 +127,7 @@ def predict(fp: FittedProgram, inp: dict, ref: Any) -> OutOfFold:
         want = ref.get(name) if name and isinstance(ref, dict) else ref
         parts[name] = (not d) and same_answer(v, want)
     return OutOfFold(False, all(parts.values()), parts, {k: score(fp.table, k, e) for k, e in ev.items()},
-                     confidence(fp.table, ev), {k: e[1] for k, e in ev.items()})
+                     confidence(fp.table, ev), {k: e[1] for k, e in ev.items()}, novel(fp.table, ev, alpha))
 
 
 @dataclass
@@ -169,9 +170,10 @@ class ProgramFit:
         return out
 
 
-def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: int, seed: int,
+def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: int, seed: int, alpha: float = 0.05,
               time_budget_s: float = 30.0) -> list[OutOfFold]:
-    """Out-of-fold predictions of ``proc`` for every item (in item order)."""
+    """Out-of-fold predictions of ``proc`` for every item (in item order); ``alpha`` is the novelty
+    level of each fold's guard."""
     k = max(2, min(folds, len(items)))
     fold = fold_assignment(_labels(items), k, seed)
     out: list[OutOfFold | None] = [None] * len(items)
@@ -182,12 +184,13 @@ def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: 
         fp = fit_procedure([items[i] for i in range(len(items)) if fold[i] != f], field_name, proc, seed,
                            time_budget_s=time_budget_s)
         for i in test:
-            out[i] = predict(fp, items[i][0], items[i][1])
+            out[i] = predict(fp, items[i][0], items[i][1], alpha)
     return [o if o is not None else OutOfFold(True, False, {}, {}, None) for o in out]
 
 
-def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_FOLDS, seed: int = 0, proposer: Any = None,
-                say: Callable[[str], None] | None = None, time_budget_s: float = 30.0) -> ProgramFit:
+def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_FOLDS, seed: int = 0, alpha: float = 0.05,
+                proposer: Any = None, say: Callable[[str], None] | None = None,
+                time_budget_s: float = 30.0) -> ProgramFit:
     """Choose the procedure (by cross-validation with few witnesses), cross-fit it and fit the
     deployed program on every item.
 
@@ -196,6 +199,7 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         field_name: the input's text field.
         folds: K (at most the number of items).
         seed: fold assignment and selection split seed.
+        alpha: the novelty level of the fold programs' guards (the contract's ``alpha``).
         proposer: optional LLM-guided proposer, used for the deployed program only.
         say: progress callback.
         time_budget_s: each synthesis's wall-clock budget, in seconds.
@@ -209,7 +213,7 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         procs = [Procedure(1.0, selection=True)]
     runs = []
     for proc in procs:
-        oof = cross_fit(items, field_name, proc, folds=k, seed=seed, time_budget_s=time_budget_s)
+        oof = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s)
         agree = sum(o.correct for o in oof)
         runs.append((proc, oof, agree))
     settings = [{"mdl_scale": p.mdl_scale, "selection": p.selection, "agree": a, "n": len(items),

@@ -46,10 +46,9 @@ that into a conformal novelty test and a confidence (the event's precision).
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from auto.errors import AutoError
@@ -370,12 +369,12 @@ def alternative_extractors(program: A.Node, inputs: list[dict], refs: list[Any])
     of the first ``$`` amount where the program also reads the last one, ...) and fit the training
     witnesses about as well as the program: ``[("extractor", variant), ...]``.
 
-    A variant belongs when its training agreement is within one standard error of the program's
-    (``sqrt(p (1 - p) n)`` witnesses, ``p`` the program's Laplace-smoothed agreement): the Rashomon
-    set of near-optimal models (L. Semenova, C. Rudin, R. Parr, "On the existence of simpler
-    machine learning models", 2022) restricted to these rewrites, the tolerance of the
-    one-standard-error rule the synthesizer ranks by. Where such a variant answers differently the
-    witnesses do not decide which reading is meant — two amounts in one request, say (kind 3)."""
+    A variant belongs when its training agreement is within :data:`auto.extract.synth.SLACK` of
+    the witnesses of the program's: the tolerance the synthesizer gives its finalists (room for a
+    few wrong reference labels), i.e. the Rashomon set of near-optimal models (L. Semenova,
+    C. Rudin, R. Parr, "On the existence of simpler machine learning models", 2022) restricted to
+    these rewrites. Where such a variant answers differently the witnesses do not decide which
+    reading is meant — two amounts in one request, say (kind 3)."""
     exts: list[A.Node] = []
     for n in A.walk(program):
         if type(n) in _EXTRACTORS and n not in exts and not any(n in set(A.walk(e)) for e in exts):
@@ -386,17 +385,17 @@ def alternative_extractors(program: A.Node, inputs: list[dict], refs: list[Any])
     def agree(prog: A.Node) -> int:
         return sum(same_answer(_value(_EV, prog, inp), ref) for inp, ref in zip(inputs, refs))
 
+    from auto.extract.synth.pool import SLACK
+
     base = agree(program)
-    n = len(inputs)
-    p = (base + 1) / (n + 2)
-    se = math.sqrt(p * (1 - p) * n)
+    tol = SLACK * len(inputs)
     out = []
     for a in exts:
         for b in exts:
             if a is b or type(a) is not type(b):
                 continue
             v = _rebuild(program, lambda node, _a=a, _b=b: _b if node == _a else None)
-            if v != program and all(v != w for _k, w in out) and agree(v) >= base - se - 1e-9:
+            if v != program and all(v != w for _k, w in out) and agree(v) >= base - tol - 1e-9:
                 out.append(("extractor", v))
     return out
 
@@ -640,6 +639,7 @@ class EventTable:
     n: int
     counts: dict[str, Counter]
     right: dict[str, Counter]
+    _loo: dict[str, list[float]] = field(default_factory=dict, compare=False, repr=False)
 
     def support(self, part: str, event: tuple[int, int]) -> int:
         """Witnesses on which ``event`` occurred for ``part``."""
@@ -651,6 +651,21 @@ class EventTable:
         0.5 for an event never seen."""
         c = self.support(part, event)
         return (self.right.get(part, Counter()).get(event, 0) + 1) / (c + 2)
+
+    def loo_scores(self, part: str) -> list[float]:
+        """Every counted witness's leave-one-out nonconformity for ``part``, ascending: for a
+        witness whose event occurred ``c`` times, ``1 - (c - 1) / (n - 1)`` (its event's share among
+        the other ``n - 1`` witnesses; a new input's is ``1 - c / n`` against all ``n``, the
+        jackknife form of a conformal score), rounded to 9 digits."""
+        if part in self._loo:
+            return self._loo[part]
+        if self.n <= 1:
+            return [1.0] * self.n
+        out = []
+        for _e, c in self.counts.get(part, Counter()).items():
+            out += [round(1.0 - (c - 1) / (self.n - 1), 9)] * c
+        self._loo[part] = sorted(out)
+        return self._loo[part]
 
     def to_dict(self) -> dict[str, Any]:
         """``{"n", "parts": {name: [{"rule", "kind", "support", "right"}, ...]}}`` sorted by event."""

@@ -5,15 +5,18 @@ A program artifact reports, beside its answer, the evidence of every part
 on this input (an *event*). The guard (``auto_runtime.guard.program``) answers at tier 1 iff:
 
 1. the program did not deopt (its own ``Deopt`` nodes, including the witnessed-domain guard);
-2. **novelty, per part**: the part's nonconformity ``s = 1 - support(event) / n`` (``support`` =
-   the training witnesses on which the same event occurred, of ``n``) has a conformal p-value
-   ``(1 + #{c >= s}) / (m + 1)`` against the part's ``m`` calibration scores above
+2. **unwitnessed evidence**: no part's evidence is of a kind no training witness can show (a
+   contested precedence, a split version space: :data:`auto.extract.evidence.UNWITNESSED_KINDS`);
+   how often that deopts inputs like the witnesses is measured out of fold;
+3. **novelty, per part**: the part's nonconformity ``s = 1 - support(event) / n`` (``support`` =
+   the witnesses on which the same event occurred, of ``n``) has a conformal p-value
+   ``(1 + #{c >= s}) / (n + 1)`` against the witnesses' own leave-one-out scores (each witness's
+   event share among the other ``n - 1``: the jackknife form of full conformal prediction) above
    ``alpha / parts`` (Bonferroni over the parts, so a record is deopted by novelty with probability
-   at most ``alpha`` on inputs exchangeable with the witnesses; Vovk, Gammerman, Shafer,
-   *Algorithmic Learning in a Random World*, 2005). An event never witnessed (a contested
-   precedence, a split version space, a default without evidence, a rule that never decided) has
-   ``s = 1`` and deopts unless such events were as common on the calibration inputs;
-3. **selective risk**: the record's confidence, the smallest over its parts of the event's
+   at most ``alpha`` on inputs exchangeable with the witnesses, up to the program being fitted to
+   them; Vovk, Gammerman, Shafer, *Algorithmic Learning in a Random World*, 2005). A rule that
+   decided few witnesses, or a default reached without its evidence where that is rare, deopts;
+4. **selective risk**: the record's confidence, the smallest over its parts of the event's
    Laplace-smoothed precision on the training witnesses, is at least a threshold chosen by
    Learn-then-Test (fixed-sequence testing, ``mapie.risk_control``; :mod:`auto.guards.risk`), so
    that on inputs exchangeable with the calibration inputs P(tier-1 record != reference | tier-1)
@@ -21,12 +24,13 @@ on this input (an *event*). The guard (``auto_runtime.guard.program``) answers a
    (``(1 - epsilon)^n > delta``: fewer than 45 at 0.05 / 0.1) no threshold is applied and the entry
    says so; the program's gate is then its out-of-fold agreement bound alone.
 
-Calibration uses out-of-fold predictions (:mod:`auto.compile.program_fit`): each witness is
-scored by a program synthesized without it, with that fold's event tables. The deployed program
-is synthesized from all witnesses, so the statements hold for it under the cross-validation
-assumption that refitting on every witness does not make its admitted answers worse
-(cross-conformal strength: V. Vovk, "Cross-conformal predictors", Annals of Mathematics and
-Artificial Intelligence 74, 2015). Nothing is claimed for inputs that are not exchangeable with the
+The risk calibration uses out-of-fold predictions (:mod:`auto.compile.program_fit`): each witness
+is predicted, and passed or deopted, by the guard of a program synthesized without it (that
+fold's event table and leave-one-out scores). The deployed program is synthesized from all
+witnesses, so the risk statement holds for it under the cross-validation assumption that
+refitting on every witness does not make its admitted answers worse (cross-conformal strength:
+V. Vovk, "Cross-conformal predictors", Annals of Mathematics and Artificial Intelligence 74,
+2015). Nothing is claimed for inputs that are not exchangeable with the
 witnesses: there the evidence conditions are what deopts, and the bench measures them.
 """
 
@@ -55,6 +59,7 @@ class OutOfFold:
         scores: per part, the nonconformity ``1 - support / n`` under the fold's event table.
         confidence: the record confidence under the fold's table (None on a deopt).
         kinds: per part, the kind of its evidence (empty on a deopt).
+        novel: the fold's novelty test deopted it (some part's p-value at or below its level).
     """
 
     deopt: bool
@@ -63,6 +68,7 @@ class OutOfFold:
     scores: dict[str, float]
     confidence: float | None
     kinds: dict[str, int] = field(default_factory=dict)
+    novel: bool = False
 
     @property
     def unwitnessed(self) -> bool:
@@ -82,14 +88,24 @@ def confidence(table: EventTable, events: dict[str, tuple[int, int]]) -> float:
     return min(table.precision(p, e) for p, e in events.items()) if events else 0.0
 
 
-def _p(cal: list[float], s: float) -> float:
+def p_value(cal: Sequence[float], s: float) -> float:
+    """The conformal p-value ``(1 + #{c >= s}) / (len(cal) + 1)`` of ``s`` against the ascending
+    calibration scores ``cal`` (both rounded to 9 digits, as the runtime compares them)."""
+    s = round(s, 9)
     return (1 + len(cal) - bisect_left(cal, s)) / (len(cal) + 1)
 
 
-def _loo_pass(scores: list[float], level: float) -> list[bool]:
-    srt = sorted(scores)
-    n = len(srt)
-    return [(1 + n - bisect_left(srt, s) - 1) / n > level if n else False for s in scores]
+def calibration_scores(table: EventTable, part: str) -> list[float]:
+    """The part's calibration scores: the witnesses' leave-one-out scores, rounded to 9 digits
+    (ascending)."""
+    return list(table.loo_scores(part))
+
+
+def novel(table: EventTable, events: dict[str, tuple[int, int]], alpha: float) -> bool:
+    """Whether the novelty test of a guard built on ``table`` deopts these events (some part's
+    p-value <= ``alpha / parts``)."""
+    level = alpha / max(1, len(events))
+    return any(p_value(table.loo_scores(part), score(table, part, e)) <= level for part, e in events.items())
 
 
 def calibrate_program_guard(oof: Sequence[OutOfFold], evidence: ProgramEvidence, table: EventTable, *,
@@ -121,22 +137,20 @@ def calibrate_program_guard(oof: Sequence[OutOfFold], evidence: ProgramEvidence,
             raise ArgumentError(f"{name} must be a number in (0, 1), got {v!r}")
     names = [p.name for p in evidence.parts]
     level = alpha / max(1, len(names))
-    answered = [o for o in oof if not o.deopt and not o.unwitnessed]
-    unwitnessed = sum(1 for o in oof if not o.deopt and o.unwitnessed)
+    answered = [o for o in oof if not o.deopt]
+    unwitnessed = sum(1 for o in answered if o.unwitnessed)
+    novel_n = sum(1 for o in answered if not o.unwitnessed and o.novel)
+    passing = [o for o in answered if not o.unwitnessed and not o.novel]
     parts = []
-    passes = [True] * len(answered)
     for pe in evidence.parts:
-        cal = [round(o.scores.get(pe.name, 1.0), 9) for o in answered]
-        keep = _loo_pass(cal, level)
-        passes = [a and b for a, b in zip(passes, keep)]
+        cal = calibration_scores(table, pe.name)
         events = [{"rule": r, "kind": k, "support": c, "precision": round(table.precision(pe.name, (r, k)), 9)}
                   for (r, k), c in sorted(table.counts.get(pe.name, {}).items())]
-        parts.append({"name": pe.name, "shape": pe.shape, "alpha": level, "n": len(cal), "calibration_scores": sorted(cal),
+        parts.append({"name": pe.name, "shape": pe.shape, "alpha": level, "n": len(cal), "calibration_scores": cal,
                       "witnesses": table.n, "events": events, "rules": list(pe.rules), "rule_text": list(pe.rule_text),
-                      "specific_levels": list(pe.specific),
-                      "heldout_pass": round(sum(keep) / len(keep), 6) if keep else None})
-    conf = [o.confidence for o, k in zip(answered, passes) if k]
-    corr = [o.correct for o, k in zip(answered, passes) if k]
+                      "specific_levels": list(pe.specific)})
+    conf = [o.confidence for o in passing]
+    corr = [o.correct for o in passing]
     nmin = min_points(epsilon, delta)
     risk = calibrate_selective_risk(conf, corr, epsilon=epsilon, delta=delta, confidence_field="confidence",
                                     allow_constant=True)
@@ -144,18 +158,20 @@ def calibrate_program_guard(oof: Sequence[OutOfFold], evidence: ProgramEvidence,
     risk["applies"] = risk["threshold"] is not None
     few = len(conf) < nmin
     if few:
-        risk["reason"] = (f"{len(conf)} calibration points pass the evidence tests, fewer than the {nmin} that can certify "
+        risk["reason"] = (f"{len(conf)} out-of-fold points pass the evidence tests, fewer than the {nmin} that can certify "
                           f"selective risk <= {epsilon:g} at delta {delta:g} even with no errors: no threshold is applied, "
                           "and the out-of-fold agreement bound of the gate is the guarantee")
     thr = risk["threshold"]
-    t1 = [o for o, k in zip(answered, passes) if k and (thr is None or (o.confidence is not None and o.confidence >= thr))]
+    t1 = [o for o in passing if thr is None or (o.confidence is not None and o.confidence >= thr)]
     wrong = sum(1 for o in t1 if not o.correct)
     entry = {"method": "program-evidence", "alpha": alpha, "parts": parts, "risk": risk,
              "deopt_kinds": list(UNWITNESSED_KINDS), "kinds": list(KIND_NAMES),
              "calibration": {"method": f"{folds}-fold out-of-fold", "folds": folds, "n": len(oof),
-                             "answered": len(answered) + unwitnessed, "unwitnessed": unwitnessed,
-                             "tier1": len(t1), "tier1_wrong": wrong,
-                             "unwitnessed_wrong": sum(1 for o in oof if not o.deopt and o.unwitnessed and not o.correct)},
+                             "answered": len(answered), "unwitnessed": unwitnessed,
+                             "unwitnessed_wrong": sum(1 for o in answered if o.unwitnessed and not o.correct),
+                             "novel": novel_n, "novel_wrong": sum(1 for o in answered if not o.unwitnessed and o.novel
+                                                                  and not o.correct),
+                             "tier1": len(t1), "tier1_wrong": wrong},
              "notes": list(notes)}
     entry["certified"] = thr is not None
     entry["few_shot"] = few
@@ -175,10 +191,11 @@ def statement(entry: dict[str, Any]) -> str:
     s = [f"tier-1 only when the program does not deopt and, for every part ({names}), the evidence of the rule that "
          f"decided it was witnessed: no part's evidence is of a kind no witness can show ({deopt}; out-of-fold, "
          f"{cal.get('unwitnessed', 'n/a')} of {cal.get('n', 'n/a')} witnesses were deopted for it), and the event is "
-         f"not novel: the conformal p-value of 1 - (witnesses with the same event) / (witnesses) against "
-         f"{len(parts[0]['calibration_scores']) if parts else 0} out-of-fold calibration scores exceeds alpha/parts = "
-         f"{entry['alpha'] / max(1, len(parts)):.4g}; on inputs exchangeable with the witnesses a record is deopted by "
-         f"the novelty test with probability <= {entry['alpha']:g}"]
+         f"not novel: the conformal p-value of 1 - (witnesses with the same event) / (witnesses) against the "
+         f"{parts[0]['n'] if parts else 0} witnesses' leave-one-out scores exceeds alpha/parts = "
+         f"{entry['alpha'] / max(1, len(parts)):.4g} (out-of-fold, {cal.get('novel', 'n/a')} witnesses were deopted "
+         f"by it); on inputs exchangeable with the witnesses a record is deopted by the novelty test with probability "
+         f"<= {entry['alpha']:g}"]
     if risk.get("threshold") is not None:
         s.append(f"selective risk: tier-1 only when the confidence ({CONFIDENCE}) >= {risk['threshold']:.6g}; on inputs "
                  f"exchangeable with the witnesses P(tier-1 record != reference | tier-1) <= {risk['epsilon']:g} with "
@@ -219,7 +236,7 @@ def decide(entry: dict[str, Any], output: dict[str, Any]) -> bool:
         sup = {(x["rule"], x["kind"]): x for x in p["events"]}.get((e.get("rule"), e.get("kind")))
         n = p["witnesses"]
         s = round(1.0 - (sup["support"] if sup else 0) / n, 9) if n else 1.0
-        if _p(p["calibration_scores"], s) <= p["alpha"]:
+        if p_value(p["calibration_scores"], s) <= p["alpha"]:
             return False
         confs.append(sup["precision"] if sup else 0.5)
     thr = (entry.get("risk") or {}).get("threshold")
@@ -257,11 +274,11 @@ def inspect_lines(entry: dict[str, Any]) -> list[str]:
         lines.append(f"  risk     no threshold: {risk.get('reason')}")
     cal = entry.get("calibration") or {}
     lines.append(f"  calibration {cal.get('method')}: {cal.get('n')} witnesses, {cal.get('unwitnessed')} with unwitnessed "
-                 f"evidence ({cal.get('unwitnessed_wrong')} of them wrong), tier-1 {cal.get('tier1')} "
-                 f"({cal.get('tier1_wrong')} wrong)")
+                 f"evidence ({cal.get('unwitnessed_wrong')} of them wrong), {cal.get('novel')} novel "
+                 f"({cal.get('novel_wrong')} wrong), tier-1 {cal.get('tier1')} ({cal.get('tier1_wrong')} wrong)")
     lines.append(f"statement  {entry.get('statement')}")
     return lines
 
 
-__all__ = ["CONFIDENCE", "OutOfFold", "calibrate_program_guard", "confidence", "decide", "inspect_lines", "score",
-           "statement", "without_calibration"]
+__all__ = ["CONFIDENCE", "OutOfFold", "calibrate_program_guard", "calibration_scores", "confidence", "decide",
+           "inspect_lines", "novel", "p_value", "score", "statement", "without_calibration"]

@@ -92,7 +92,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(contract.folds, len(items))}-fold "
             "cross-fit" + (" (few witnesses: the complexity is chosen by cross-validation)" if few else ""))
     t0 = time.perf_counter()
-    fit = fit_program(items, field, folds=contract.folds, seed=contract.seed, proposer=ctx.proposer, say=ctx.say)
+    fit = fit_program(items, field, folds=contract.folds, seed=contract.seed, alpha=contract.alpha, proposer=ctx.proposer,
+                      say=ctx.say)
     timings["synthesize"] = time.perf_counter() - t0
     final = fit.final
     parts = fit.part_agreement() if final.program is not None else {}
