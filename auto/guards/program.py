@@ -18,7 +18,8 @@ on this input (an *event*). The guard (``auto_runtime.guard.program``) answers a
    decided few witnesses, or a default reached without its evidence where that is rare, deopts;
 4. **selective risk**: the record's confidence, the smallest over its parts of the event's
    Laplace-smoothed precision on the training witnesses, is at least a threshold chosen by
-   Learn-then-Test (fixed-sequence testing, ``mapie.risk_control``; :mod:`auto.guards.risk`), so
+   Learn-then-Test (every threshold tested, Bonferroni-Holm family-wise control, since the
+   precision need not rank the risk monotonically; ``mapie.risk_control``, :mod:`auto.guards.risk`), so
    that on inputs exchangeable with the calibration inputs P(tier-1 record != reference | tier-1)
    <= epsilon with probability >= 1 - delta. With too few calibration points to certify epsilon
    (``(1 - epsilon)^n > delta``: fewer than 45 at 0.05 / 0.1) no threshold is applied and the entry
@@ -153,7 +154,7 @@ def calibrate_program_guard(oof: Sequence[OutOfFold], evidence: ProgramEvidence,
     corr = [o.correct for o in passing]
     nmin = min_points(epsilon, delta)
     risk = calibrate_selective_risk(conf, corr, epsilon=epsilon, delta=delta, confidence_field="confidence",
-                                    allow_constant=True)
+                                    allow_constant=True, holm=True)
     risk["confidence"] = CONFIDENCE
     risk["applies"] = risk["threshold"] is not None
     few = len(conf) < nmin
@@ -199,7 +200,7 @@ def statement(entry: dict[str, Any]) -> str:
     if risk.get("threshold") is not None:
         s.append(f"selective risk: tier-1 only when the confidence ({CONFIDENCE}) >= {risk['threshold']:.6g}; on inputs "
                  f"exchangeable with the witnesses P(tier-1 record != reference | tier-1) <= {risk['epsilon']:g} with "
-                 f"probability >= {1 - risk['delta']:g} (Learn-then-Test, fixed-sequence testing, {risk['n']} points); the "
+                 f"probability >= {1 - risk['delta']:g} (Learn-then-Test, {risk['procedure']}, {risk['n']} points); the "
                  f"smallest level this calibration size certifies is {risk.get('smallest_certifiable_epsilon')}")
     else:
         s.append(f"no selective-risk certificate ({risk.get('reason')})")

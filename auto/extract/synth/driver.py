@@ -124,7 +124,8 @@ def synthesize(
             type-checked, evaluated and kept only when they score better. A proposer that raises
             an :class:`~auto.errors.AutoError` (e.g. :class:`~auto.errors.SpendCapExceeded`) is
             not asked again; the refusal is recorded in ``notes``.
-        time_budget_s: wall-clock budget in seconds for the whole search; when it runs out the
+        time_budget_s: wall-clock budget in seconds for the search of each part (each record key,
+            or the whole scalar answer), so a slow part never starves the next; when it runs out the
             best program found so far is kept and ``notes`` says so.
         min_agreement: training agreement (0..1) — and held-out agreement, when given — below
             which no program is returned (``reason`` says which fell short).
@@ -160,7 +161,12 @@ def synthesize(
         raise ArgumentError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
     if not (isinstance(mdl_scale, (int, float)) and mdl_scale > 0):
         raise ArgumentError(f"mdl_scale must be a positive number, got {mdl_scale!r}")
-    budget = _Budget(time_budget_s)
+    budgets: list[_Budget] = []
+    shared: dict[Any, Any] = {}  # what depends only on the texts (lowered texts, keyword predicates)
+
+    def budget() -> _Budget:
+        budgets.append(_Budget(time_budget_s))
+        return budgets[-1]
     notes: list[str] = []
     state: dict[str, Any] = {"proposer_declined": False}
     answers = [a for _i, a in train]
@@ -178,8 +184,8 @@ def synthesize(
     per_field: dict[str, FieldResult] = {}
     if record:
         for k in keys:
-            part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget,
-                         mdl_scale)
+            part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget(),
+                         mdl_scale, shared)
             per_field[k] = _synth_part(part, proposer=None if state["proposer_declined"] else proposer, notes=notes,
                                        min_support=min_support, max_rules=max_rules, state=state)
         missing = [k for k in keys if per_field[k].program is None]
@@ -187,12 +193,12 @@ def synthesize(
         reason = (None if not missing else
                   "; ".join(f"field {k!r}: {per_field[k].reason}" for k in missing))
     else:
-        part = _Part("", field, train, heldout, wrong_cost, budget, mdl_scale)
+        part = _Part("", field, train, heldout, wrong_cost, budget(), mdl_scale, shared)
         per_field[""] = _synth_part(part, proposer=proposer, notes=notes, min_support=min_support, max_rules=max_rules,
                                     state=state)
         program = per_field[""].program
         reason = per_field[""].reason
-    if budget.exhausted:
+    if any(b.exhausted for b in budgets):
         notes.append(f"time budget of {time_budget_s:g} s exhausted; the best program found so far was kept")
     candidates = sum(f.candidates for f in per_field.values())
     if program is None:
