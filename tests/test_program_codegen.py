@@ -44,7 +44,8 @@ def check_parity(program, texts) -> Runner:
 
 
 T = A.Field("t")
-TEXTS = ["", " ", "abc", "ABC def", "  12,345  ", "-7", "1,2,,3", "a,b,,c,", "é😀\n\"\\\x01\x1f\x7f",
+TEXTS = ["", " ", "abc", "ABC def", "ab abc ab", "xab ab_", "Hello, world", "ohello hello", "$0.5 and $0.55",
+         "a, b ,c", "Ünïcödé Ün", "cab c", "abab,ab", "  12,345  ", "-7", "1,2,,3", "a,b,,c,", "é😀\n\"\\\x01\x1f\x7f",
          "12-abc and 3-de", "-$1,200.50", "$0.5", "3.5", "3.", ".5", "1,000.1234", "1.23456",
          "99999999999999.9999", "-99999999999999", "9223372036854775807", "-9223372036854775808",
          "9223372036854775808", "x", "a", "b", "hello World_x", "\t\v\f\r\n strip me \u00a0",
@@ -66,6 +67,9 @@ HAND = {
     "search_optional_group": A.Search(T, r"a(x)?", 1), "search_anchor": A.Search(T, r"^\s*(\S+)", 1),
     "search_unicode": A.Search(T, r"[^a-z ]+"), "search_icase": A.Search(T, r"(?i)WORLD"),
     "search_priority": A.Search(T, r"(a|ab)(c|bcd)?", 2), "search_end": A.Search(T, r"\w+$"), "search_nonword": A.Search(T, r"\B.\B"),
+    "search_literal_words": A.Search(T, r"\bab\b"), "search_literal_start": A.Search(A.Lower(T), r"\bhello"),
+    "search_literal_end": A.Search(T, r"c\b"), "search_literal_escaped": A.Search(T, r"\$0\.5\b"),
+    "search_literal_nonword": A.Search(T, r"\b, "), "search_literal_unicode": A.Search(T, r"\bÜn"),
     "contains": A.Contains(T, "b"), "contains_empty": A.Contains(T, ""), "startswith": A.StartsWith(T, "-"),
     "endswith": A.EndsWith(T, "c"),
     "parse_int": A.ParseInt(T), "parse_float": A.ParseFloat(T), "parse_money": A.ParseMoney(T),
@@ -277,7 +281,7 @@ def test_loads_and_runs_through_auto_runtime():
 # ---- random programs -----------------------------------------------------------------------------
 
 WORDS = [f"w{i:02d}{c}" for i, c in enumerate("abcdefghijklmnopqrstuvwxyz" * 2)][:50]
-PATTERNS = [r"(\d+)-(\w+)", r"\d+", r"[A-Z][a-z]+", r"^\s*(\S+)", r"(\w+)@(\w+)\.com", r"(a|aa)+b",
+PATTERNS = [r"\bw07h\b", r"\ba", r"b\b", r"\b, ", r"(\d+)-(\w+)", r"\d+", r"[A-Z][a-z]+", r"^\s*(\S+)", r"(\w+)@(\w+)\.com", r"(a|aa)+b",
             r".+", r"é+", r"x*y", r"(?i)hello", r"\d{2,4}", r"[^,]+$", r"\Bb", r"\b(\w)(\w)?",
             r"(?:" + "|".join(WORDS) + r")", r"(\$?\d+(?:\.\d\d)?)", r"(?:😀|日)+", r"(.)(.)(.)",
             r"(a|ab)(c|bcd)?", r"(x|xy)z?", r"b(?:a|c)*"]

@@ -247,3 +247,33 @@ def test_the_ratchet_serves_a_program_generation(tmp_path):
     assert sum(x.tier == "tier-1" for x in late) >= 40
     assert all(x.answer == _policy(t) for x, t in zip(res, texts) if x.tier == "tier-1")
     r.close()
+
+
+def test_holm_learn_then_test_controls_risk_when_confidence_is_not_monotone():
+    """A program's confidence takes a few values that need not rank the risk: here the most confident
+    events are the riskiest. Bonferroni-Holm certifies a threshold whose true selective risk exceeds
+    epsilon in at most delta of the calibration draws (checked against the exact risks)."""
+    import numpy as np
+    from scipy.stats import binom
+
+    from auto.guards.risk import calibrate_selective_risk
+
+    levels = np.array([0.5, 0.7, 0.9, 0.99])
+    share = np.array([0.1, 0.3, 0.4, 0.2])
+    p_wrong = np.array([0.1, 0.01, 0.005, 0.06])  # the top level alone (0.06) violates epsilon
+
+    def true_risk(t: float) -> float:
+        m = levels >= t
+        return float((share[m] * p_wrong[m]).sum() / share[m].sum())
+
+    rng = np.random.default_rng(3)
+    splits, certified, violated = 200, 0, 0
+    for _ in range(splits):
+        k = rng.choice(4, size=400, p=share)
+        conf, ok = levels[k], rng.uniform(size=400) >= p_wrong[k]
+        e = calibrate_selective_risk(conf.tolist(), ok.tolist(), epsilon=0.05, delta=0.1, allow_constant=True, holm=True)
+        if e["threshold"] is not None:
+            certified += 1
+            violated += true_risk(e["threshold"]) > 0.05
+    assert certified >= 0.8 * splits  # admitting everything (risk 0.027) is certifiable: the test has power
+    assert violated <= int(binom.ppf(0.999, splits, 0.1))

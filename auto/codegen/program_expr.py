@@ -57,6 +57,43 @@ def float_const_units(value: float) -> int:
     return units
 
 
+_SPECIAL = set("()[]{}|*+?.^$\\")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
+
+
+def literal_pattern(pattern: str) -> tuple[bool, str, bool] | None:
+    """``(left boundary, literal, right boundary)`` when ``pattern`` is a non-empty literal of the
+    safe subset between optional ``\\b`` assertions (what keyword predicates look like), else None.
+    A literal is ordinary characters and backslash-escaped specials (``\\.``, ``\\$``, ...) or
+    ``\\n`` ``\\t`` ``\\r`` ``\\f`` ``\\v``."""
+    left = pattern.startswith("\\b")
+    body = pattern[2:] if left else pattern
+    right = body.endswith("\\b") and not body.endswith("\\\\b")
+    if right:
+        body = body[:-2]
+    out = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if i + 1 >= len(body):
+                return None
+            d = body[i + 1]
+            if d in _SPECIAL:
+                out.append(d)
+            elif d in _ESCAPES:
+                out.append(_ESCAPES[d])
+            else:
+                return None
+            i += 2
+            continue
+        if c in _SPECIAL:
+            return None
+        out.append(c)
+        i += 1
+    return (left, "".join(out), right) if out else None
+
+
 class ExprGen:
     """Generates the body of ``$prog`` for one program (statements that set per-node locals)."""
 
@@ -222,6 +259,11 @@ class ExprGen:
             n, f"(call $slice {{x}} (i32.const {clamp(n.start)}) (i32.const {clamp(n.stop)}) (i32.const {flags}))")
 
     def _Search(self, n):
+        lit = literal_pattern(n.pattern) if n.group == 0 else None
+        if lit is not None:  # (\b)?literal(\b)?: one scan with $find, no Pike VM
+            left, text, right = lit
+            return self._text_op(n, f"(call $findw {{x}} {self.const_text(text)} (i32.const {int(left)}) "
+                                    f"(i32.const {int(right)}))", nullable=True)
         r = self.regex(n.pattern)
         g = int(n.group)
         if not 0 <= g <= r.groups or 2 * g + 1 >= r.slots:

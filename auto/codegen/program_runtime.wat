@@ -135,6 +135,39 @@
         (br $l)))
     (i32.const -1))
 
+  ;; \b at offset i of the n bytes at p: exactly one of the bytes before and at i is a word byte
+  ;; (outside the text counts as a non-word byte), as the Pike VM's ASSERT asserts it
+  (func $bnd (param $p i32) (param $n i32) (param $i i32) (result i32)
+    (i32.ne
+      (if (result i32) (i32.gt_u (local.get $i) (i32.const 0))
+        (then (call $isword (i32.load8_u (i32.add (local.get $p) (i32.sub (local.get $i) (i32.const 1))))))
+        (else (i32.const 0)))
+      (if (result i32) (i32.lt_u (local.get $i) (local.get $n))
+        (then (call $isword (i32.load8_u (i32.add (local.get $p) (local.get $i)))))
+        (else (i32.const 0)))))
+
+  ;; search(x, /(\b)?literal(\b)?/): the first occurrence of the text s in x with a word boundary
+  ;; at its start (left = 1) and / or end (right = 1), as a view into x, or -1. The leftmost match
+  ;; of a literal between assertions is its first occurrence where they hold, so this is what the
+  ;; Pike VM finds, in one scan.
+  (func $findw (param $x i64) (param $s i64) (param $left i32) (param $right i32) (result i64)
+    (local $p i32) (local $n i32) (local $m i32) (local $from i32) (local $at i32)
+    (local.set $p (call $ptr (local.get $x)))
+    (local.set $n (call $len (local.get $x)))
+    (local.set $m (call $len (local.get $s)))
+    (block $none
+      (loop $next
+        (local.set $at (call $find (local.get $p) (local.get $n) (call $ptr (local.get $s)) (local.get $m) (local.get $from)))
+        (br_if $none (i32.lt_s (local.get $at) (i32.const 0)))
+        (if (i32.and
+              (i32.or (i32.eqz (local.get $left)) (call $bnd (local.get $p) (local.get $n) (local.get $at)))
+              (i32.or (i32.eqz (local.get $right))
+                      (call $bnd (local.get $p) (local.get $n) (i32.add (local.get $at) (local.get $m)))))
+          (then (return (call $pack (i32.add (local.get $p) (local.get $at)) (local.get $m)))))
+        (local.set $from (i32.add (local.get $at) (i32.const 1)))
+        (br $next)))
+    (i64.const -1))
+
   ;; kind 0: s in x; 1: x.startswith(s); 2: x.endswith(s)
   (func $has (param $x i64) (param $s i64) (param $kind i32) (result i32)
     (local $n i32) (local $m i32)

@@ -206,24 +206,36 @@ TERMINATOR = r"(?:[^\w.]|\.(?:\W|$)|$)"
 """What a most specific extraction must be followed by: a character that is neither a word character
 nor ``.``, a ``.`` that ends a sentence, or the end of the text (so ``$2.5k`` and ``ORD-12345X``
 are not read as ``$2`` and ``ORD-12345``)."""
-LEADER = r"(?:^|\W)"
-"""What a most specific extraction must be preceded by: the start of the text or a non-word character."""
+def _leader(pattern: str) -> str | None:
+    """The zero-width assertion that the match is not preceded by a word character: ``\\b`` before a
+    pattern that starts with a literal word character, ``\\B`` before one that starts with a literal
+    non-word character (``\\$``); None when the first character is not a literal. Zero-width, so the
+    artifact's first-byte skip still applies."""
+    if not pattern:
+        return None
+    c = pattern[0]
+    if c == "\\" and len(pattern) > 1 and pattern[1] in "$.()[]{}|*+?^\\-":
+        return "\\B"
+    if c.isascii() and (c.isalnum() or c == "_"):
+        return "\\b"
+    return None
 
 
 def _search_variant(node: A.Search, inputs: list[dict]) -> A.Search | None:
     """The most specific form of an extractor that finds the same value on every training input:
-    the pattern preceded by :data:`LEADER` and followed by :data:`TERMINATOR`, or followed only, or
-    preceded only (a pattern that starts with a greedy ``(?:.|\n)*`` is not given a leader); None
-    when none of them is equivalent."""
+    the pattern not preceded by a word character (:func:`_leader`) and followed by
+    :data:`TERMINATOR`, or followed only, or not preceded only; None when none of them is
+    equivalent."""
     p, g = node.pattern, node.group
     wrap_g = g if g > 0 else 1
     core = "(?:" + p + ")" if g > 0 else "(" + p + ")"
+    lead = _leader(p)
     cands = []
-    if not p.startswith("(?:.|\\n)*") and not p.startswith("^"):
-        cands.append(LEADER + core + TERMINATOR)
+    if lead is not None:
+        cands.append(lead + core + TERMINATOR)
     cands.append(core + TERMINATOR)
-    if not p.startswith("(?:.|\\n)*") and not p.startswith("^"):
-        cands.append(LEADER + core)
+    if lead is not None:
+        cands.append(lead + core)
     bases = [_value(_EV, node.x, inp) for inp in inputs]
     want = [_value(_EV, node, inp) for inp in inputs]
     want = [None if w is _MISSING else w for w in want]
