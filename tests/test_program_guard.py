@@ -190,8 +190,8 @@ def test_forty_witnesses_compile_a_program_chosen_by_cross_validation(tmp_path):
     m = out.manifest
     assert m["compiled_as"] == "program"
     held = m["parity"]["heldout"]
-    assert held["method"] == "5-fold out-of-fold" and held["n"] == 40 and held["compared"] == 3
-    assert held["rate"] >= 0.95 and held["confidence"] == pytest.approx(1 - 0.05 / 3)
+    assert held["method"] == "5-fold out-of-fold" and held["n"] == 40 and held["compared"] == 4
+    assert held["rate"] >= 0.95 and held["confidence"] == pytest.approx(1 - 0.05 / 4)
     g = m["guard"]
     assert g["method"] == "program-evidence" and g["few_shot"] and g["risk"]["threshold"] is None
     ev = st.get_eval_run(out.eval_run_id)

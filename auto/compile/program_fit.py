@@ -43,9 +43,11 @@ from auto.guards.program import OutOfFold, confidence, novel, score
 
 FEW_SHOT_MAX = 100
 """Up to this many distinct witnesses the synthesizer's complexity is chosen by cross-validation."""
-MDL_SCALES = (0.5, 1.0, 2.0)
-"""The complexity settings compared with few witnesses (multipliers of the MDL ratio; larger prefers
-smaller programs)."""
+MDL_SCALES = (0.125, 0.25, 0.5, 1.0)
+"""The complexity settings compared with few witnesses: multipliers of the MDL ratio (the witnesses
+one unit of description length is worth), a geometric grid from the default down. With a few dozen
+witnesses the default makes a rule pay for itself only when it covers more witnesses than a rare
+label has (a reject rule over 5 of 32), so smaller weights are tried; larger ones only lose rules."""
 SELECTION_FRACTION = 0.25
 """Above :data:`FEW_SHOT_MAX`: the share of each training set the synthesizer's ranking is decided on."""
 DEFAULT_FOLDS = 5
