@@ -154,7 +154,8 @@ class ProgramFit:
 
     @property
     def compared(self) -> int:
-        """How many procedures the choice compared (the Bonferroni factor of the gate's bound)."""
+        """How many procedures the choice compared (the Bonferroni factor of the gate's bound): every
+        procedure tried, whether or not it was cross-fitted to the end."""
         return len(self.settings)
 
     @property
@@ -173,12 +174,14 @@ class ProgramFit:
 
 
 def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: int, seed: int, alpha: float = 0.05,
-              time_budget_s: float = 30.0) -> list[OutOfFold]:
+              time_budget_s: float = 30.0, max_misses: int | None = None) -> list[OutOfFold] | None:
     """Out-of-fold predictions of ``proc`` for every item (in item order); ``alpha`` is the novelty
-    level of each fold's guard."""
+    level of each fold's guard. With ``max_misses``, None as soon as more witnesses than that are
+    missed (the procedure cannot reach the gate's agreement; the remaining folds are not run)."""
     k = max(2, min(folds, len(items)))
     fold = fold_assignment(_labels(items), k, seed)
     out: list[OutOfFold | None] = [None] * len(items)
+    misses = 0
     for f in range(k):
         test = [i for i in range(len(items)) if fold[i] == f]
         if not test:
@@ -187,14 +190,22 @@ def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: 
                            time_budget_s=time_budget_s)
         for i in test:
             out[i] = predict(fp, items[i][0], items[i][1], alpha)
+            misses += not out[i].correct
+        if max_misses is not None and misses > max_misses:
+            return None
     return [o if o is not None else OutOfFold(True, False, {}, {}, None) for o in out]
 
 
 def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_FOLDS, seed: int = 0, alpha: float = 0.05,
-                proposer: Any = None, say: Callable[[str], None] | None = None,
+                min_agreement: float | None = None, proposer: Any = None, say: Callable[[str], None] | None = None,
                 time_budget_s: float = 30.0) -> ProgramFit:
     """Choose the procedure (by cross-validation with few witnesses), cross-fit it and fit the
     deployed program on every item.
+
+    A procedure that finds no program on all the items is not cross-fitted (its folds, with fewer
+    witnesses, would not do better), and above :data:`FEW_SHOT_MAX` witnesses, with
+    ``min_agreement``, a cross-fit stops once it has missed more witnesses than that agreement
+    allows; a compile that cannot pass costs one synthesis per procedure, not one per fold.
 
     Args:
         items: the distinct witnessed inputs ``(input, modal answer, share)``.
@@ -202,9 +213,14 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         folds: K (at most the number of items).
         seed: fold assignment and selection split seed.
         alpha: the novelty level of the fold programs' guards (the contract's ``alpha``).
+        min_agreement: the gate's out-of-fold agreement (0..1), to stop hopeless cross-fits early.
         proposer: optional LLM-guided proposer, used for the deployed program only.
         say: progress callback.
-        time_budget_s: each synthesis's wall-clock budget, in seconds.
+        time_budget_s: each synthesis's wall-clock budget, in seconds (per part).
+
+    Returns:
+        The :class:`ProgramFit`; its ``final.program`` is None when no procedure found a program,
+        and its ``oof`` is empty when no procedure was cross-fitted to the end.
     """
     t0 = time.perf_counter()
     say = say or (lambda _m: None)
@@ -213,13 +229,33 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         procs = [Procedure(s, selection=False) for s in MDL_SCALES]
     else:
         procs = [Procedure(1.0, selection=True)]
+    # with few witnesses every procedure is cross-fitted to the end (cheap, and its per-field agreement is reported)
+    max_misses = (None if min_agreement is None or len(items) <= FEW_SHOT_MAX
+                  else int(math.floor((1.0 - min_agreement) * len(items) + 1e-9)))
     runs = []
+    fulls: dict[Procedure, FittedProgram] = {}
+    settings = []
     for proc in procs:
-        oof = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s)
-        agree = sum(o.correct for o in oof)
-        runs.append((proc, oof, agree))
-    settings = [{"mdl_scale": p.mdl_scale, "selection": p.selection, "agree": a, "n": len(items),
-                 "rate": a / len(items) if items else None} for p, _o, a in runs]
+        full = fit_procedure(items, field_name, proc, seed, time_budget_s=time_budget_s)
+        fulls[proc] = full
+        oof = None
+        if full.program is not None:
+            oof = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s,
+                            max_misses=max_misses)
+        agree = sum(o.correct for o in oof) if oof is not None else None
+        settings.append({"mdl_scale": proc.mdl_scale, "selection": proc.selection, "agree": agree, "n": len(items),
+                         "rate": agree / len(items) if agree is not None and items else None,
+                         "note": None if oof is not None else ("no program on all witnesses" if full.program is None
+                                                               else f"stopped: more than {max_misses} out-of-fold misses")})
+        if oof is not None:
+            runs.append((proc, oof, agree))
+    if len(procs) > 1:
+        say("  out-of-fold agreement by complexity: " + ", ".join(
+            f"mdl x{st['mdl_scale']:g} " + (f"{st['agree']}/{len(items)}" if st["agree"] is not None else st["note"])
+            for st in settings))
+    if not runs:  # nothing to deploy: the first procedure's full fit says why
+        best_full = next((f for f in fulls.values() if f.program is not None), fulls[procs[0]])
+        return ProgramFit(procs[0], k, [], settings, best_full, time.perf_counter() - t0)
     best = max(a for _p, _o, a in runs)
     n = max(1, len(items))
     p_hat = best / n
@@ -227,9 +263,9 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
     # the simplest procedure within one standard error of the best (largest MDL scale)
     chosen = max((r for r in runs if r[2] >= best - se - 1e-9), key=lambda r: (r[0].mdl_scale, r[2]))
     if len(runs) > 1:
-        say("  out-of-fold agreement by complexity: " + ", ".join(f"mdl x{p.mdl_scale:g} {a}/{len(items)}" for p, _o, a in runs)
-            + f"; chose x{chosen[0].mdl_scale:g}")
-    final = fit_procedure(items, field_name, chosen[0], seed, proposer=proposer, time_budget_s=time_budget_s)
+        say(f"  chose mdl x{chosen[0].mdl_scale:g}")
+    final = fulls[chosen[0]] if proposer is None else fit_procedure(items, field_name, chosen[0], seed, proposer=proposer,
+                                                                     time_budget_s=time_budget_s)
     return ProgramFit(chosen[0], k, chosen[1], settings, final, time.perf_counter() - t0)
 
 

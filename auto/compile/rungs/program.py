@@ -71,8 +71,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         The :class:`~auto.compile.generation.CompileOutcome` of the emitted program generation.
 
     Raises:
-        RungRefused: too few witnesses (nothing stored), not exactly one text field, no program
-            found, or the program failed the gate (the eval run is stored and cited; its reason
+        RungRefused: too few witnesses (nothing stored), not exactly one text field, a single
+            output (a constant), no program found, or the program failed the gate (the eval run is stored and cited; its reason
             says which check failed and why, with the out-of-fold agreement per field).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
@@ -88,15 +88,19 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise ctx.refuse(NAME, contract, "program rung: a program reads exactly one text field; the witnesses have "
                          f"{fields} as string fields in every input", [{"name": "one-text-field", "passed": False}])
     field = fields[0]
+    if len({canonical_json(a) for a in answers}) == 1:
+        raise ctx.refuse(NAME, contract, f"program rung: every witness has the same output {canonical_json(answers[0])}; a "
+                         "constant answers every input alike, so nothing in the witnesses can say where it stops applying",
+                         [{"name": "two-or-more-outputs", "outputs": 1, "passed": False}])
     few = len(items) <= FEW_SHOT_MAX
     ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(contract.folds, len(items))}-fold "
             "cross-fit" + (" (few witnesses: the complexity is chosen by cross-validation)" if few else ""))
     t0 = time.perf_counter()
-    fit = fit_program(items, field, folds=contract.folds, seed=contract.seed, alpha=contract.alpha, proposer=ctx.proposer,
-                      say=ctx.say)
+    fit = fit_program(items, field, folds=contract.folds, seed=contract.seed, alpha=contract.alpha,
+                      min_agreement=contract.program_min_agreement, proposer=ctx.proposer, say=ctx.say)
     timings["synthesize"] = time.perf_counter() - t0
     final = fit.final
-    parts = fit.part_agreement() if final.program is not None else {}
+    parts = fit.part_agreement() if final.program is not None and fit.oof else {}
     oof = {"n": len(fit.oof), "agree": fit.agree, "compared": fit.compared, "method": f"{fit.folds}-fold out-of-fold",
            "parts": parts, "settings": fit.settings}
     res = final.synth
@@ -104,10 +108,14 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                      "candidates": res.candidates, "seconds": round(res.seconds, 3), "reason": res.reason,
                      "procedure": {"mdl_scale": fit.procedure.mdl_scale, "selection_split": fit.procedure.selection},
                      "out_of_fold": oof}
+    if final.program is not None and not fit.oof:
+        raise ctx.refuse(NAME, contract, "program rung: no procedure reaches the out-of-fold agreement "
+                         f"{contract.program_min_agreement:.2f} ("
+                         + "; ".join(f"mdl x{st['mdl_scale']:g}: {st['note'] or st['agree']}" for st in fit.settings) + ")",
+                         [{"name": "out-of-fold-agreement", "passed": False, **synth_summary}])
     if final.program is None:
         per = _part_reasons(res)
-        raise ctx.refuse(NAME, contract, f"program rung: no program found ({res.reason})"
-                         + (f"; out-of-fold agreement {fit.agree}/{len(fit.oof)}" if fit.oof else ""),
+        raise ctx.refuse(NAME, contract, f"program rung: no program found ({res.reason})",
                          [{"name": "program-synthesized", "passed": False, **synth_summary,
                            "fields": {k: {"reason": f.reason, "train_agreement": f.train_agreement}
                                       for k, f in res.per_field.items()}, "per_field_reasons": per}])
