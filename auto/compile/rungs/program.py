@@ -1,9 +1,10 @@
 """The program rung: synthesize a DSL program from the witnesses, guard it, gate it as WebAssembly, emit.
 
-1. the task's distinct witnessed inputs with their modal outputs (at least
-   ``contract.program_min_witnesses``, 20 by default);
+1. the task's distinct witnessed inputs of the dominant shape with their modal outputs (at least
+   ``contract.program_min_witnesses``, 20 by default), read through the main text field
+   (:func:`auto.compile.witnesses.main_text_field`);
 2. :func:`auto.compile.program_fit.fit_program`: the synthesis procedure is cross-fitted over
-   ``contract.folds`` folds (every witness is predicted by a program synthesized without it) and
+   ``contract.folds`` folds (5 when the contract leaves it to the data: each fold is a synthesis) (every witness is predicted by a program synthesized without it) and
    run once more on every witness for the deployed program; with few witnesses its complexity is
    chosen by cross-validation. The deployed program is wrapped in its witnessed-domain guard
    (:mod:`auto.extract.domain`) and carries its evidence expression (:mod:`auto.extract.evidence`:
@@ -34,8 +35,8 @@ from auto.compile.context import RungContext
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
-from auto.compile.program_fit import FEW_SHOT_MAX, fit_program
-from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, text_fields
+from auto.compile.program_fit import DEFAULT_FOLDS, FEW_SHOT_MAX, fit_program
+from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, main_text_field
 from auto.emit import emit
 from auto.errors import RungRefused
 from auto.extract.interp import run_program
@@ -71,32 +72,32 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         The :class:`~auto.compile.generation.CompileOutcome` of the emitted program generation.
 
     Raises:
-        RungRefused: too few witnesses (nothing stored), not exactly one text field, a single
-            output (a constant), no program found, or the program failed the gate (the eval run is stored and cited; its reason
-            says which check failed and why, with the out-of-fold agreement per field).
+        RungRefused: too few witnesses (nothing stored), no text field, a single output (a
+            constant), no program found, or the program failed the gate (the eval run is stored and
+            cited; its reason says which check failed and why, with the out-of-fold agreement per field).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
-    items = list(ws.items)
+    items, _excluded = ws.dominant()
     if len(items) < contract.program_min_witnesses:
         raise RungRefused(NAME, f"program rung not attempted: only {len(items)} distinct witnessed inputs "
                                 f"(needs {contract.program_min_witnesses})")
     timings: dict[str, float] = {}
     inputs = [it[0] for it in items]
     answers = [it[1] for it in items]
-    fields = text_fields(inputs)
-    if len(fields) != 1:
-        raise ctx.refuse(NAME, contract, "program rung: a program reads exactly one text field; the witnesses have "
-                         f"{fields} as string fields in every input", [{"name": "one-text-field", "passed": False}])
-    field = fields[0]
+    field = main_text_field(inputs)
+    if field is None:
+        raise ctx.refuse(NAME, contract, "program rung: a program reads one text field; no field is a string in "
+                         "every witness", [{"name": "one-text-field", "passed": False}])
     if len({canonical_json(a) for a in answers}) == 1:
         raise ctx.refuse(NAME, contract, f"program rung: every witness has the same output {canonical_json(answers[0])}; a "
                          "constant answers every input alike, so nothing in the witnesses can say where it stops applying",
                          [{"name": "two-or-more-outputs", "outputs": 1, "passed": False}])
     few = len(items) <= FEW_SHOT_MAX
-    ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(contract.folds, len(items))}-fold "
+    folds = contract.folds if contract.folds is not None else DEFAULT_FOLDS
+    ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(folds, len(items))}-fold "
             "cross-fit" + (" (few witnesses: the complexity is chosen by cross-validation)" if few else ""))
     t0 = time.perf_counter()
-    fit = fit_program(items, field, folds=contract.folds, seed=contract.seed, alpha=contract.alpha,
+    fit = fit_program(items, field, folds=folds, seed=contract.seed, alpha=contract.alpha,
                       min_agreement=contract.program_min_agreement, proposer=ctx.proposer, say=ctx.say)
     timings["synthesize"] = time.perf_counter() - t0
     final = fit.final
