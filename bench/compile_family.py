@@ -81,7 +81,7 @@ def _reason_counts(reasons: list[str]) -> dict[str, int]:
 
     def stem(r: str) -> str:
         r = re.sub(r"rule \d+ \([^)]*\) ", "", r or "")
-        return re.split(r", seen on|: evidence no witness| \(| p=|[0-9]", r, maxsplit=1)[0].strip()
+        return re.split(r", seen on|: a generalization| \(| p=|[0-9]", r, maxsplit=1)[0].strip()
 
     return dict(sorted(Counter(stem(r) for r in reasons).items(), key=lambda kv: (-kv[1], kv[0])))
 

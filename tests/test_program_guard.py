@@ -127,7 +127,7 @@ def test_calibration_entry_and_the_runtime_agree():
         out = run_program(PROGRAM, {"t": t}, ev.expr)
         assert g.decide_output(out)[0] == decide(entry, out), t
     d = g.evaluate_output(run_program(PROGRAM, {"t": "I was refunded"}, ev.expr))
-    assert not d.passed and "split at whole words" in d.reason and "no witness" in d.reason
+    assert not d.passed and "split at whole words" in d.reason and "did not test" in d.reason
     assert g.evaluate_output(run_program(PROGRAM, {"t": "please refund order 3 now"}, ev.expr)).passed
     assert g.evaluate_output({"answer": None, "deopt": True}).reason == "program deopt"
     assert not g.decide_output({"answer": "x", "deopt": False})[0]  # no evidence: deopt

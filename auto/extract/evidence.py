@@ -35,8 +35,10 @@ subexpressions, :mod:`auto.codegen.program_expr`).
     inside the longest phrase around it that every witness containing it contains). The answer
     then rests on a generalization no witness tested.
 
-Kinds 1 and 3–5 can never occur on a training witness (:data:`UNWITNESSED_KINDS`); the guard
-deopts them. How often they occur on inputs like the witnesses (what that costs) is measured on
+Kinds 1 and 3–5 mark a generalization the witnesses did not test (:data:`UNWITNESSED_KINDS`): by
+construction they occur on a training witness only where the program misfits it (a contest
+against presence evidence learned with a few exceptions, an alternative extractor within the
+synthesizer's slack); the guard deopts them. How often they occur on inputs like the witnesses (what that costs) is measured on
 out-of-fold predictions.
 
 An *event* is the pair ``(rule, kind)``. :func:`event_table` counts, on witnesses, how often each
@@ -53,9 +55,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 from auto.errors import AutoError
 from auto.extract import ast as A
-from auto.extract.interp import DeoptSignal, ascii_lower, make_evaluator, same_value
+from auto.extract.interp import DeoptSignal, ascii_lower, make_evaluator, same_value, to_answer
 from auto.extract.pretty import render
 from auto.extract.regex import compile_regex
+from auto.extract.synth.patterns import _lit, py_pattern
+from auto.extract.synth.pool import SLACK
 from auto.extract.values import FLOAT_SCALE, Fixed
 
 KIND_NAMES = ("supported", "contested", "default without evidence", "split", "split at whole words",
@@ -72,8 +76,6 @@ def _py(pattern: str) -> re.Pattern:
     """Python ``re`` for a safe-subset pattern (``$`` = end of text), cached."""
     r = _RX.get(pattern)
     if r is None:
-        from auto.extract.synth.patterns import py_pattern
-
         if len(_RX) > 20000:
             _RX.clear()
         r = _RX[pattern] = re.compile(py_pattern(pattern), re.ASCII)
@@ -140,8 +142,6 @@ def _phrases(text: str, n_max: int = 3) -> set[str]:
 
 
 def _literal(s: str) -> str:
-    from auto.extract.synth.patterns import _lit
-
     return _lit(s)
 
 
@@ -397,8 +397,6 @@ def alternative_extractors(program: A.Node, inputs: list[dict], refs: list[Any])
     def agree(prog: A.Node) -> int:
         return sum(same_answer(_value(_EV, prog, inp), ref) for inp, ref in zip(inputs, refs))
 
-    from auto.extract.synth.pool import SLACK
-
     base = agree(program)
     tol = SLACK * len(inputs)
     out = []
@@ -573,8 +571,8 @@ def specific_condition(cond: A.Node, inputs: Sequence[dict], field: str) -> A.No
 
 
 UNWITNESSED_KINDS = (CONTESTED, SPLIT_STEM, SPLIT_WORD, SPLIT_PHRASE)
-"""Kinds no training witness can show (a contest is a precedence never witnessed, a split a
-generalization no witness tested): the guard deopts them whatever their frequency."""
+"""Kinds that mark an unwitnessed generalization (a contest is a precedence, or a missing value
+against its evidence, the witnesses never showed; a split a generalization no witness tested): the guard deopts them whatever their frequency."""
 
 
 def build_evidence(program: A.Node, witnesses: Sequence[tuple[dict, Any]], field: str,
@@ -633,8 +631,6 @@ def part_answers(program: A.Node, inp: dict) -> dict[str, Any] | None:
 
 def same_answer(value: Any, reference: Any) -> bool:
     """Whether an interpreter value is the JSON answer ``reference`` (1 != 1.0 != true)."""
-    from auto.extract.interp import to_answer
-
     a = to_answer(value)
     if type(a) is not type(reference):
         return False

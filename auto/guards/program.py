@@ -5,8 +5,8 @@ A program artifact reports, beside its answer, the evidence of every part
 on this input (an *event*). The guard (``auto_runtime.guard.program``) answers at tier 1 iff:
 
 1. the program did not deopt (its own ``Deopt`` nodes, including the witnessed-domain guard);
-2. **unwitnessed evidence**: no part's evidence is of a kind no training witness can show (a
-   contested precedence, a split version space: :data:`auto.extract.evidence.UNWITNESSED_KINDS`);
+2. **unwitnessed evidence**: no part's evidence is of a kind that marks an unwitnessed
+   generalization (a contested precedence, a split version space: :data:`auto.extract.evidence.UNWITNESSED_KINDS`);
    how often that deopts inputs like the witnesses is measured out of fold;
 3. **novelty, per part**: the part's nonconformity ``s = 1 - support(event) / n`` (``support`` =
    the witnesses on which the same event occurred, of ``n``) has a conformal p-value
@@ -37,7 +37,6 @@ witnesses: there the evidence conditions are what deopts, and the bench measures
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -73,7 +72,7 @@ class OutOfFold:
 
     @property
     def unwitnessed(self) -> bool:
-        """Some part's evidence is of a kind no witness can show (:data:`~auto.extract.evidence.UNWITNESSED_KINDS`)."""
+        """Some part's evidence is of a kind that marks an unwitnessed generalization (:data:`~auto.extract.evidence.UNWITNESSED_KINDS`)."""
         return any(k in UNWITNESSED_KINDS for k in (self.kinds or {}).values())
 
 
@@ -190,7 +189,7 @@ def statement(entry: dict[str, Any]) -> str:
     kinds = entry.get("kinds") or list(KIND_NAMES)
     deopt = ", ".join(kinds[k] for k in entry.get("deopt_kinds") or [])
     s = [f"tier-1 only when the program does not deopt and, for every part ({names}), the evidence of the rule that "
-         f"decided it was witnessed: no part's evidence is of a kind no witness can show ({deopt}; out-of-fold, "
+         f"decided it was witnessed: no part's evidence is of a kind that marks an unwitnessed generalization ({deopt}; out-of-fold, "
          f"{cal.get('unwitnessed', 'n/a')} of {cal.get('n', 'n/a')} witnesses were deopted for it), and the event is "
          f"not novel: the conformal p-value of 1 - (witnesses with the same event) / (witnesses) against the "
          f"{parts[0]['n'] if parts else 0} witnesses' leave-one-out scores exceeds alpha/parts = "

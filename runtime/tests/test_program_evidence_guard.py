@@ -47,7 +47,7 @@ def test_decisions_and_reasons():
     assert not d.passed and d.reason.startswith("confidence 0.9 < threshold 0.95")
     # unwitnessed kinds always deopt, naming the part, the rule and the kind
     d = g.evaluate_output(out(intent=(0, 1)))
-    assert not d.passed and d.reason == "field 'intent': rule 0 ('refund') contested: evidence no witness showed"
+    assert not d.passed and d.reason == "field 'intent': rule 0 ('refund') contested: a generalization the witnesses did not test"
     assert "split at phrases" in g.evaluate_output(out(intent=(1, 5))).reason
     # a rare event fails the novelty test: 2 of 100 witnesses, p = 3/101 > 0.025 passes the test but not the
     # risk threshold; an event never seen (support 0, score 1) has p = 1/101 and deopts

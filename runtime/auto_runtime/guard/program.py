@@ -49,7 +49,7 @@ class ProgramEvidence(Guard):
     guard passes iff
 
     1. ``out["deopt"] is False``;
-    2. no part's ``kind`` is one of ``deopt_kinds`` (evidence no witness can show: a contested
+    2. no part's ``kind`` is one of ``deopt_kinds`` (evidence of an unwitnessed generalization: a contested
        precedence, a split version space);
     3. for every part, the nonconformity ``s = 1 - support / witnesses`` of its event (``support``:
        training witnesses with that event, from the entry's event table; 0 for an event the table
@@ -147,7 +147,7 @@ class ProgramEvidence(Guard):
                 label = labels[rule] if 0 <= rule < len(labels) else rule
                 kname = self._kind_names[kind] if 0 <= kind < len(self._kind_names) else f"kind {kind}"
                 if kind in self.deopt_kinds:
-                    return f"{where}: rule {rule} ({label!r}) {kname}: evidence no witness showed"
+                    return f"{where}: rule {rule} ({label!r}) {kname}: a generalization the witnesses did not test"
                 if p <= alpha:
                     return (f"{where}: rule {rule} ({label!r}) {kname}, seen on {support} of {n_w} witnesses "
                             f"(novelty p={p:.4g}<=alpha={alpha:.4g})")
