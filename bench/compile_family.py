@@ -16,8 +16,9 @@ so the compiler should emit a DSL program, not a model. One run:
    inputs never recorded (the corpus's held-out items; the harder held-out set of phrasings the
    training corpus never uses, per kind, :mod:`bench.extraction.hard` / :mod:`bench.routing.hard`;
    ``--eval-inputs FILE`` adds any JSONL file) and on out-of-distribution probes; tier-1 answers
-   are compared with the reference's (the oracle's, T=0) answers, and the guard's deopt reasons
-   are counted;
+   are compared with the reference's (the oracle's, T=0) answers, the guard's deopt reasons
+   are counted, and for a program the answers its guard declined are compared too (what its
+   deopts prevented and what they cost);
 7. **latency** — tier-1 in-process latency of the program and the specialist, side by side, on
    the same inputs (a warm loop; compare rows of one run only).
 
@@ -54,20 +55,34 @@ def _split_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _evaluate(wasm: bytes, items: list[dict[str, Any]], answers: list[Any], kinds: list[str] | None = None) -> dict[str, Any]:
     """Run ``items`` through the tiered runtime with no reference (a deopt is declined) and compare
-    tier-1 answers with the reference's ``answers``."""
+    tier-1 answers with the reference's ``answers``. For a program, also the answers its guard
+    declined (the program answered, ``deopt`` false) and how many of them differ from the
+    reference (``guard_declined``, ``guard_declined_would_be_wrong``: what the guard's deopts
+    prevented, and what they cost)."""
     from auto_runtime import Artifact, TieredTask
     from auto_runtime.tiered import TIER_1
 
     from auto.canonical import canonical_json
 
-    tt = TieredTask(Artifact.load(wasm), reference=None)
+    art = Artifact.load(wasm)
+    program = art.manifest.get("compiled_as") == "program"
+    tt = TieredTask(art, reference=None)
     rows = []
+    declined = declined_wrong = 0
     for i, (inp, ans) in enumerate(zip(items, answers)):
         r = tt(inp)
         t1 = r.tier == TIER_1
         rows.append({"tier": 1 if t1 else 0, "agree": t1 and canonical_json(r.answer) == canonical_json(ans),
                      "kind": kinds[i] if kinds else None, "reason": r.reason})
+        if program and not t1:
+            raw = art.call(inp)
+            if raw.get("deopt") is False:  # the program answered; its guard declined the answer
+                declined += 1
+                declined_wrong += canonical_json(raw.get("answer")) != canonical_json(ans)
     out = _split_figures(rows)
+    if program:
+        out["guard_declined"] = declined
+        out["guard_declined_would_be_wrong"] = declined_wrong
     if kinds:
         out["by_kind"] = {k: _split_figures([r for r in rows if r["kind"] == k]) for k in sorted(set(kinds))}
     out["deopt_reasons"] = _reason_counts([r["reason"] for r in rows if r["tier"] == 0])

@@ -322,7 +322,9 @@ def render_compile_summary(results: dict[str, Any]) -> str:
         v = s.get(key)
         if v:
             lines.append(f"{title}: {v['tier1']}/{v['n']} tier-1 ({f(v['tier1_share'], '.1%')}), silent-wrong "
-                         f"{v['tier1_wrong']}/{v['tier1']} = {f(v['silent_wrong'], '.2%')} (95% upper {f(v['silent_wrong_ci95_high'], '.2%')})")
+                         f"{v['tier1_wrong']}/{v['tier1']} = {f(v['silent_wrong'], '.2%')} (95% upper {f(v['silent_wrong_ci95_high'], '.2%')})"
+                         + (f"; the guard declined {v['guard_declined']} program answers, {v['guard_declined_would_be_wrong']} of them wrong"
+                            if v.get("guard_declined") else ""))
     if s.get("program"):
         lines.append("program:")
         lines += ["  " + ln for ln in s["program"].splitlines()]
