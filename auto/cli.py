@@ -444,6 +444,11 @@ def inspect(artifact: str, as_json: bool) -> None:
     if g.get("method") == "conformal-novelty":
         click.echo(f"guard      conformal-novelty  alpha {g.get('alpha')}  calibration n {g.get('n')}  threshold {r3(g.get('threshold'))}"
                    f"  held-out coverage {r3(g.get('coverage_heldout'))}")
+    elif g.get("method") == "program-evidence":
+        from auto.guards.program import inspect_lines
+
+        for line in inspect_lines(g):
+            click.echo(line)
     elif g.get("method") == "stack":
         for line in _stack_lines(g, r3):
             click.echo(line)

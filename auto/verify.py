@@ -64,10 +64,12 @@ class Contract(BaseModel):
         delta: in (0, 1): the allowed probability that the calibration draw certifies a
             confidence threshold whose selective risk exceeds ``epsilon``.
         min_witnesses: fewer distinct witnessed inputs than this → refuse without training.
-        program_min_agreement: held-out agreement a DSL program needs (deopts count as
-            disagreement; a program has no statistical guard, so the bar is higher than a
-            specialist's).
-        program_min_agreement_ci95_low: 95% Clopper–Pearson lower bound a program needs.
+        program_min_witnesses: the program rung needs this many distinct witnessed inputs (it
+            cross-validates instead of holding out a split, so a few dozen suffice).
+        program_min_agreement: out-of-fold agreement a DSL program needs (deopts count as
+            misses; measured on the unguarded answers, before the program's guard deopts anything).
+        program_min_agreement_ci95_low: the Clopper–Pearson lower bound of that agreement a program
+            needs (95%, Bonferroni-corrected when the procedure was chosen among several).
         seed: seed of the deterministic split.
     """
 
@@ -88,8 +90,9 @@ class Contract(BaseModel):
     gate: Literal["selective", "agreement"] = "selective"
     calibration: Literal["cross-fit", "split"] = "cross-fit"
     folds: int | None = Field(None, ge=2, le=20)
-    program_min_agreement: float = Field(0.97, ge=0.0, le=1.0)
-    program_min_agreement_ci95_low: float = Field(0.90, ge=0.0, le=1.0)
+    program_min_witnesses: int = Field(20, ge=4)
+    program_min_agreement: float = Field(0.95, ge=0.0, le=1.0)
+    program_min_agreement_ci95_low: float = Field(0.75, ge=0.0, le=1.0)
     seed: int = 0
 
     def __init__(self, **data: Any) -> None:
@@ -422,71 +425,104 @@ def run_program_gate(
     run_batch: Callable[[list[dict]], list[dict]],
     reference_run: Callable[[dict], dict],
     witnessed: Sequence[tuple[dict, Any]],
-    heldout: Sequence[tuple[dict, Any]],
+    oof: dict[str, Any],
+    guard: dict[str, Any],
     candidate: dict[str, Any],
     generation: int,
 ) -> dict[str, Any]:
-    """The gate for a DSL program artifact (``compiled_as: program``).
+    """The gate for a DSL program artifact (``compiled_as: program``), on out-of-fold evidence.
 
     Checks:
 
-    - ``runs-without-error``: no ABI error on any witnessed or held-out input;
-    - ``wasm-matches-python-reference``: the artifact's ``{"answer", "deopt"}`` equals the Python
-      interpreter's (:func:`auto.extract.interp.run_program`) on every input, byte for byte in
-      canonical JSON;
-    - ``witnessed-agreement`` (informational) and ``heldout-agreement``: a deopt counts as a
-      disagreement (the conservative reading: the program did not produce the reference answer),
-      so ``rate = agree / n``; also reported: ``answered`` (no deopt), ``precision`` (agree /
-      answered: the share of tier-1 answers that are right) and ``coverage`` (answered / n).
-      The held-out check passes when ``rate >= contract.program_min_agreement`` and its 95%
-      Clopper–Pearson lower bound ``>= contract.program_min_agreement_ci95_low``.
+    - ``runs-without-error``: no ABI error on any witnessed input;
+    - ``wasm-matches-python-reference``: the artifact's output (``answer``, ``deopt`` and
+      ``evidence``) equals the Python interpreter's (:func:`auto.extract.interp.run_program`) on
+      every witnessed input, byte for byte in canonical JSON;
+    - ``witnessed-agreement`` (informational): the deployed program on the witnesses it was
+      synthesized from (a deopt counts as a disagreement);
+    - ``out-of-fold-agreement``: every witness predicted by the procedure run without it
+      (:mod:`auto.compile.program_fit`; a deopt is a miss) must reach
+      ``contract.program_min_agreement``, with a Clopper–Pearson lower bound of at least
+      ``contract.program_min_agreement_ci95_low`` at confidence ``1 - 0.05 / compared`` (the
+      Bonferroni correction for the ``compared`` procedures the choice was made among; 95% with
+      one);
+    - ``guard-answers``: the program's guard (:mod:`auto.guards.program`) lets some out-of-fold
+      witness through (otherwise every call would deopt);
+    - ``guard-risk``: with enough calibration points to certify ``contract.epsilon`` at
+      ``contract.delta``, the guard's Learn-then-Test threshold must exist; with fewer, nothing is
+      required (the out-of-fold bound is the guarantee, and the guard entry says so).
+
+    Args:
+        oof: ``{"n", "agree", "compared", "method", "parts"}`` of the out-of-fold predictions.
+        guard: the calibrated ``program-evidence`` entry.
+        Others: as for :func:`run_gate`.
 
     Returns:
         The eval-run record (same shape as :func:`run_gate`).
     """
     checks: list[dict[str, Any]] = []
     w_out = run_batch([p[0] for p in witnessed]) if witnessed else []
-    h_out = run_batch([p[0] for p in heldout]) if heldout else []
-    errors = sum(1 for o in w_out + h_out if "error" in o)
-    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(h_out), "passed": errors == 0})
-    pairs = list(witnessed) + list(heldout)
-    mism = sum(1 for o, p in zip(w_out + h_out, pairs)
-               if "error" in o or canonical_json({"answer": o.get("answer"), "deopt": o.get("deopt")})
+    errors = sum(1 for o in w_out if "error" in o)
+    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out), "passed": errors == 0})
+    keys = ("answer", "deopt", "evidence")
+    mism = sum(1 for o, p in zip(w_out, witnessed)
+               if "error" in o or canonical_json({k: o.get(k) for k in keys if k in o})
                != canonical_json(reference_run(p[0])))
     checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
-
-    def split_figures(outs: list[dict], pairs: Sequence[tuple[dict, Any]]) -> dict[str, Any]:
-        answered = [(o, p) for o, p in zip(outs, pairs) if "error" not in o and o.get("deopt") is False]
-        ag = agreement([o.get("answer") if "error" not in o and o.get("deopt") is False else {"__deopt__": True}
-                        for o in outs], [p[1] for p in pairs])
-        right = sum(1 for o, p in answered if canonical_json(o.get("answer")) == canonical_json(p[1]))
-        return {**ag, "answered": len(answered), "precision": right / len(answered) if answered else None,
-                "coverage": len(answered) / len(outs) if outs else None}
-
-    wa = split_figures(w_out, witnessed)
-    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
-    ha = split_figures(h_out, heldout)
-    ok = (ha["rate"] is not None and ha["rate"] >= contract.program_min_agreement
-          and ha["ci95_low"] is not None and ha["ci95_low"] >= contract.program_min_agreement_ci95_low)
-    checks.append({"name": "heldout-agreement", **ha, "min_agreement": contract.program_min_agreement,
+    answered = [(o, p) for o, p in zip(w_out, witnessed) if "error" not in o and o.get("deopt") is False]
+    wa = agreement([o.get("answer") if "error" not in o and o.get("deopt") is False else {"__deopt__": True}
+                    for o in w_out], [p[1] for p in witnessed])
+    checks.append({"name": "witnessed-agreement", **wa, "answered": len(answered), "passed": wa["n"] > 0,
+                   "informational": True})
+    n, k = int(oof["n"]), int(oof["agree"])
+    compared = max(1, int(oof.get("compared", 1)))
+    conf = 1.0 - 0.05 / compared
+    low, high = clopper_pearson(k, n, confidence=conf)
+    rate = k / n if n else None
+    ok = (rate is not None and rate >= contract.program_min_agreement
+          and low is not None and low >= contract.program_min_agreement_ci95_low)
+    checks.append({"name": "out-of-fold-agreement", "method": oof.get("method"), "n": n, "agree": k, "rate": rate,
+                   "ci95_low": low, "ci95_high": high, "confidence": conf, "compared": compared,
+                   "parts": oof.get("parts"), "min_agreement": contract.program_min_agreement,
                    "min_agreement_ci95_low": contract.program_min_agreement_ci95_low, "passed": ok})
+    cal = guard.get("calibration") or {}
+    t1 = int(cal.get("tier1") or 0)
+    lo1, hi1 = clopper_pearson(int(cal.get("tier1_wrong") or 0), t1)
+    checks.append({"name": "guard-answers", "tier1": t1, "tier1_wrong": cal.get("tier1_wrong"), "n": cal.get("n"),
+                   "coverage": t1 / cal["n"] if cal.get("n") else None, "selective_risk": (cal.get("tier1_wrong") or 0) / t1 if t1 else None,
+                   "selective_risk_ci95_high": hi1, "passed": t1 > 0})
+    risk = guard.get("risk") or {}
+    certified = risk.get("threshold") is not None
+    checks.append({"name": "guard-risk", "threshold": risk.get("threshold"), "epsilon": contract.epsilon,
+                   "delta": contract.delta, "few_shot": bool(guard.get("few_shot")), "reason": risk.get("reason"),
+                   "passed": certified or bool(guard.get("few_shot"))})
     failed = [c for c in checks if not c["passed"]]
+    lows = "n/a" if low is None else f"{low:.3f}"
+    rates = "n/a" if rate is None else f"{rate:.3f}"
+    bound = f"{conf:.1%}" if compared == 1 else f"{conf:.2%}, Bonferroni over {compared} procedures compared"
+    oof_txt = f"out-of-fold agreement {k}/{n} = {rates} ({bound} CP lower bound {lows}; deopts count as misses)"
     if not failed:
-        reason = (f"program held-out agreement {ha['agree']}/{ha['n']} = {ha['rate']:.3f} (95% CP lower bound "
-                  f"{ha['ci95_low']:.3f}) meets {contract.program_min_agreement:.2f} / "
-                  f"{contract.program_min_agreement_ci95_low:.2f}")
+        reason = (f"program {oof_txt} meets {contract.program_min_agreement:.2f} / "
+                  f"{contract.program_min_agreement_ci95_low:.2f}; its guard answers {t1} of {cal.get('n')} out-of-fold "
+                  f"witnesses, {cal.get('tier1_wrong')} wrong"
+                  + (f" (risk threshold {risk['threshold']:.4g} certified at epsilon {contract.epsilon:g})" if certified
+                     else " (too few points for a selective-risk certificate)"))
     else:
         c = failed[0]
-        if c["name"] == "heldout-agreement":
-            rate = "n/a" if c["rate"] is None else f"{c['rate']:.3f}"
-            low = "n/a" if c["ci95_low"] is None else f"{c['ci95_low']:.3f}"
-            reason = (f"program held-out agreement {c['agree']}/{c['n']} = {rate} (95% CP lower bound {low}; "
-                      f"deopts count as disagreement) does not meet the contract's {contract.program_min_agreement:.2f} "
-                      f"with lower bound {contract.program_min_agreement_ci95_low:.2f}"
-                      + (" (too few held-out inputs for that lower bound)" if c["rate"] is not None
-                         and c["rate"] >= contract.program_min_agreement else ""))
+        if c["name"] == "out-of-fold-agreement":
+            reason = (f"program {oof_txt} does not meet the contract's {contract.program_min_agreement:.2f} with lower bound "
+                      f"{contract.program_min_agreement_ci95_low:.2f}"
+                      + (" (too few witnesses for that lower bound)" if rate is not None
+                         and rate >= contract.program_min_agreement else ""))
+            parts = oof.get("parts") or {}
+            if len(parts) > 1 or (parts and "" not in parts):
+                reason += "; per field " + ", ".join(f"{p}: {v['agree']}/{v['n']}" for p, v in parts.items())
         elif c["name"] == "wasm-matches-python-reference":
             reason = f"WebAssembly and the Python interpreter disagree on {c['mismatches']} inputs"
+        elif c["name"] == "guard-answers":
+            reason = f"the program's guard would deopt every input ({oof_txt})"
+        elif c["name"] == "guard-risk":
+            reason = f"the program's guard certifies no selective risk <= {contract.epsilon:g}: {risk.get('reason')}"
         else:
             reason = f"the program returned errors on {c['errors']} of {c['n']} eval inputs"
     return eval_record(contract, generation, candidate, checks, reason)

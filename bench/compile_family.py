@@ -13,13 +13,19 @@ so the compiler should emit a DSL program, not a model. One run:
    (:func:`auto.compile.compile_task` with ``programs=False, memo=False``: no memo table in front, so its held-out agreement
    is the model's own), or the reason it was refused;
 6. **verify** — the compiled generation runs through :class:`auto_runtime.TieredTask` on fresh
-   inputs never recorded (the corpus's held-out items; ``--eval-inputs FILE`` adds any JSONL file)
-   and on out-of-distribution probes; tier-1 answers are compared with the reference's answers;
+   inputs never recorded (the corpus's held-out items; the harder held-out set of phrasings the
+   training corpus never uses, per kind, :mod:`bench.extraction.hard` / :mod:`bench.routing.hard`;
+   ``--eval-inputs FILE`` adds any JSONL file) and on out-of-distribution probes; tier-1 answers
+   are compared with the reference's (the oracle's, T=0) answers, the guard's deopt reasons
+   are counted, and for a program the answers its guard declined are compared too (what its
+   deopts prevented and what they cost);
 7. **latency** — tier-1 in-process latency of the program and the specialist, side by side, on
    the same inputs (a warm loop; compare rows of one run only).
 
-Writes ``results.json`` (with ``compiled_as``, ``heldout_agreement``,
-``heldout_agreement_ci95_low``, ``artifact_bytes``), the store and the artifacts into ``--out``.
+Writes ``results.json`` (with ``compiled_as``, ``heldout_agreement`` and
+``heldout_agreement_ci95_low`` — for a program, its out-of-fold agreement —, ``artifact_bytes``,
+``program_rung``: the program rung's out-of-fold agreement per field, also when it was refused),
+the store and the artifacts into ``--out``.
 """
 
 from __future__ import annotations
@@ -49,23 +55,75 @@ def _split_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _evaluate(wasm: bytes, items: list[dict[str, Any]], answers: list[Any], kinds: list[str] | None = None) -> dict[str, Any]:
     """Run ``items`` through the tiered runtime with no reference (a deopt is declined) and compare
-    tier-1 answers with the reference's ``answers``."""
+    tier-1 answers with the reference's ``answers``. For a program, also the answers its guard
+    declined (the program answered, ``deopt`` false) and how many of them differ from the
+    reference (``guard_declined``, ``guard_declined_would_be_wrong``: what the guard's deopts
+    prevented, and what they cost)."""
     from auto_runtime import Artifact, TieredTask
     from auto_runtime.tiered import TIER_1
 
     from auto.canonical import canonical_json
 
-    tt = TieredTask(Artifact.load(wasm), reference=None)
+    art = Artifact.load(wasm)
+    program = art.manifest.get("compiled_as") == "program"
+    tt = TieredTask(art, reference=None)
     rows = []
+    declined = declined_wrong = 0
     for i, (inp, ans) in enumerate(zip(items, answers)):
         r = tt(inp)
         t1 = r.tier == TIER_1
         rows.append({"tier": 1 if t1 else 0, "agree": t1 and canonical_json(r.answer) == canonical_json(ans),
                      "kind": kinds[i] if kinds else None, "reason": r.reason})
+        if program and not t1:
+            raw = art.call(inp)
+            if raw.get("deopt") is False:  # the program answered; its guard declined the answer
+                declined += 1
+                declined_wrong += canonical_json(raw.get("answer")) != canonical_json(ans)
     out = _split_figures(rows)
+    if program:
+        out["guard_declined"] = declined
+        out["guard_declined_would_be_wrong"] = declined_wrong
     if kinds:
         out["by_kind"] = {k: _split_figures([r for r in rows if r["kind"] == k]) for k in sorted(set(kinds))}
+    out["deopt_reasons"] = _reason_counts([r["reason"] for r in rows if r["tier"] == 0])
     return out
+
+
+def _reason_counts(reasons: list[str]) -> dict[str, int]:
+    """Deopt reasons grouped by their stem (a part and an evidence kind, without the numbers)."""
+    import re
+    from collections import Counter
+
+    def stem(r: str) -> str:
+        r = re.sub(r"rule \d+ \([^)]*\) ", "", r or "")
+        return re.split(r", seen on|: a generalization| \(| p=|[0-9]", r, maxsplit=1)[0].strip()
+
+    return dict(sorted(Counter(stem(r) for r in reasons).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _program_rung(store: Any, task: str) -> dict[str, Any] | None:
+    """The latest program-rung eval run of ``task``: verdict, reason, out-of-fold agreement overall
+    and per field, and the procedure chosen (None when the rung stored nothing)."""
+    for row in reversed(store.eval_runs(task)):
+        rec = row["record"]
+        checks = {c.get("name"): c for c in rec.get("checks") or []}
+        if "out-of-fold-agreement" in checks or "program-synthesized" in checks:
+            o = checks.get("out-of-fold-agreement") or {}
+            syn = checks.get("program-synthesized") or ((rec.get("candidate") or {}).get("synthesis") or {})
+            oof = syn.get("out_of_fold") or {}
+            return {"verdict": rec.get("verdict"), "reason": rec.get("reason"), "eval_run_id": row["id"],
+                    "out_of_fold": {k: o.get(k, oof.get(k)) for k in ("n", "agree", "rate", "ci95_low", "compared")},
+                    "parts": o.get("parts") or oof.get("parts"), "settings": oof.get("settings"),
+                    "procedure": syn.get("procedure"), "fields": syn.get("fields")}
+    return None
+
+
+def _guard_summary(g: dict[str, Any]) -> dict[str, Any]:
+    """The guard entry without calibration scores and event tables (method, levels, threshold,
+    out-of-fold calibration figures, statement)."""
+    from auto.guards.stack import without_scores
+
+    return without_scores(g)
 
 
 def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None = None, eval_path: Path | None = None,
@@ -130,6 +188,7 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
             results.update({"compiled_as": "refused", "reason": e.reason, "eval_run_id": e.eval_run_id})
             say(f"[compile] refused: {e.reason}")
         results["compile_s"] = round(time.perf_counter() - t0, 2)
+        results["program_rung"] = _program_rung(store, fam.task)
         if outcome is not None:
             m = outcome.manifest
             held = (m.get("parity") or {}).get("heldout") or {}
@@ -139,6 +198,9 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
                 "heldout_n": held.get("n"), "artifact_bytes": outcome.artifact_bytes, "artifact_id": outcome.artifact_id,
                 "program": (m.get("model") or {}).get("text") if m["compiled_as"] == "program" else None,
                 "compile_latency_us": outcome.latency_us,
+                "guard": _guard_summary(m.get("guard") or {}),
+                "parity": m.get("parity"),
+                "fuel_per_call": m.get("fuel_per_call"),
             })
             say(f"[compile] {m['compiled_as']}: {outcome.reason}")
 
@@ -162,6 +224,10 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
         if outcome is not None:
             fresh = [{fam.field: fam.text_of(it)} for it in data["heldout"]]
             results["fresh_heldout"] = _evaluate(outcome.wasm, fresh, [fam.label_of(it) for it in data["heldout"]])
+            hard = data.get("hard") or []
+            if hard:
+                results["hard_heldout"] = _evaluate(outcome.wasm, [{fam.field: fam.text_of(it)} for it in hard],
+                                                    [fam.label_of(it) for it in hard], kinds=[it.kind for it in hard])
             ood = data.get("ood") or []
             results["ood"] = _evaluate(outcome.wasm, [{fam.field: fam.text_of(it)} for it in ood],
                                        [fam.label_of(it) for it in ood], kinds=[getattr(it, "kind", None) or "probe" for it in ood])

@@ -13,8 +13,9 @@ inputs (a file name only; the caller supplies the directory)::
 
 Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``routing``
 (F4, field ``request``). The triage corpus has the slices ``train``/``stream_pool``/``shift``
-and its items carry the design ``category``; the others have ``train``/``heldout``/``ood`` and
-carry the oracle's answer as ``label``. The simulator (:mod:`bench.sim`) answers a request with
+and its items carry the design ``category``; the others have ``train``/``heldout``/``hard``/``ood``
+(``hard``: phrasings the training corpus never uses, :mod:`bench.extraction.hard`,
+:mod:`bench.routing.hard`) and carry the oracle's answer as ``label``. The simulator (:mod:`bench.sim`) answers a request with
 the responder of :func:`find_family`, else with its own built-in responders
 (:mod:`bench.sim.responders`).
 """
@@ -29,10 +30,12 @@ from auto.errors import ArgumentError
 from bench.chat import system_text
 from bench.extraction import agent as extraction_agent
 from bench.extraction import corpus as extraction_corpus
+from bench.extraction import hard as extraction_hard
 from bench.extraction import oracle as extraction_oracle
 from bench.jsonl import read_objects
 from bench.routing import agent as routing_agent
 from bench.routing import corpus as routing_corpus
+from bench.routing import hard as routing_hard
 from bench.routing import oracle as routing_oracle
 from bench.triage import agent as triage_agent
 from bench.triage import corpus as triage_corpus
@@ -117,10 +120,10 @@ register_family(BenchFamily("triage", "ticket", "triage", triage_agent.triage, t
                             triage_corpus.default_corpus, _triage_label, triage_oracle.MARKER, triage_oracle.respond,
                             "triage-tickets.jsonl"))
 register_family(BenchFamily("extraction", extraction_corpus.FIELD, "extraction", extraction_agent.extract_fields,
-                            extraction_agent.ask, extraction_corpus.default_corpus, extraction_oracle.extraction_oracle,
+                            extraction_agent.ask, extraction_hard.corpus_with_hard, extraction_oracle.extraction_oracle,
                             extraction_oracle.MARKER, extraction_oracle.respond, "extraction-emails.jsonl"))
 register_family(BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
-                            routing_corpus.default_corpus, routing_oracle.routing_oracle, routing_oracle.MARKER,
+                            routing_hard.corpus_with_hard, routing_oracle.routing_oracle, routing_oracle.MARKER,
                             routing_oracle.respond, "routing-requests.jsonl"))
 
 

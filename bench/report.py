@@ -301,9 +301,15 @@ def render_compile_summary(results: dict[str, Any]) -> str:
     lines = [f"family {s['family']}   reference model: {s['reference_model']}   inputs {s['inputs']} ({s['inputs_source']})",
              f"compiled as {s.get('compiled_as')}: {s.get('reason')}"]
     if s.get("compiled_as") not in (None, "refused"):
-        lines.append(f"held-out agreement {f(s.get('heldout_agreement'))} (95% CP low {f(s.get('heldout_agreement_ci95_low'))}, "
+        what = "out-of-fold" if s.get("compiled_as") == "program" else "held-out"
+        lines.append(f"{what} agreement {f(s.get('heldout_agreement'))} (95% CP low {f(s.get('heldout_agreement_ci95_low'))}, "
                      f"n {s.get('heldout_n')})   artifact {s.get('artifact_bytes')} bytes   tier-1 p50 "
                      f"{f(s.get('tier1_latency_us_p50'), '.1f')} µs")
+    pr = s.get("program_rung") or {}
+    if pr.get("parts") and (s.get("compiled_as") != "program" or len(pr["parts"]) > 1):
+        lines.append("program rung out-of-fold agreement per field: " + ", ".join(
+            f"{k or 'answer'} {v.get('agree')}/{v.get('n')}" for k, v in pr["parts"].items())
+            + ("" if s.get("compiled_as") == "program" else f" ({pr.get('verdict')})"))
     sp = s.get("specialist") or {}
     if sp.get("compiled"):
         lines.append(f"beside: specialist ({sp.get('estimator')}) held-out {f(sp.get('heldout_agreement'))} "
@@ -311,11 +317,14 @@ def render_compile_summary(results: dict[str, Any]) -> str:
                      f"tier-1 p50 {f(sp.get('tier1_latency_us_p50'), '.1f')} µs")
     elif sp:
         lines.append(f"beside: specialist refused: {sp.get('reason')}")
-    for key, title in (("fresh_heldout", "fresh held-out"), ("ood", "out-of-distribution probes"), ("eval_inputs", "--eval-inputs")):
+    for key, title in (("fresh_heldout", "fresh held-out"), ("hard_heldout", "harder held-out (new phrasings)"),
+                       ("ood", "out-of-distribution probes"), ("eval_inputs", "--eval-inputs")):
         v = s.get(key)
         if v:
             lines.append(f"{title}: {v['tier1']}/{v['n']} tier-1 ({f(v['tier1_share'], '.1%')}), silent-wrong "
-                         f"{v['tier1_wrong']}/{v['tier1']} = {f(v['silent_wrong'], '.2%')} (95% upper {f(v['silent_wrong_ci95_high'], '.2%')})")
+                         f"{v['tier1_wrong']}/{v['tier1']} = {f(v['silent_wrong'], '.2%')} (95% upper {f(v['silent_wrong_ci95_high'], '.2%')})"
+                         + (f"; the guard declined {v['guard_declined']} program answers, {v['guard_declined_would_be_wrong']} of them wrong"
+                            if v.get("guard_declined") else ""))
     if s.get("program"):
         lines.append("program:")
         lines += ["  " + ln for ln in s["program"].splitlines()]

@@ -44,7 +44,8 @@ def check_parity(program, texts) -> Runner:
 
 
 T = A.Field("t")
-TEXTS = ["", " ", "abc", "ABC def", "  12,345  ", "-7", "1,2,,3", "a,b,,c,", "é😀\n\"\\\x01\x1f\x7f",
+TEXTS = ["", " ", "abc", "ABC def", "ab abc ab", "xab ab_", "Hello, world", "ohello hello", "$0.5 and $0.55",
+         "a, b ,c", "Ünïcödé Ün", "cab c", "abab,ab", "  12,345  ", "-7", "1,2,,3", "a,b,,c,", "é😀\n\"\\\x01\x1f\x7f",
          "12-abc and 3-de", "-$1,200.50", "$0.5", "3.5", "3.", ".5", "1,000.1234", "1.23456",
          "99999999999999.9999", "-99999999999999", "9223372036854775807", "-9223372036854775808",
          "9223372036854775808", "x", "a", "b", "hello World_x", "\t\v\f\r\n strip me \u00a0",
@@ -66,6 +67,9 @@ HAND = {
     "search_optional_group": A.Search(T, r"a(x)?", 1), "search_anchor": A.Search(T, r"^\s*(\S+)", 1),
     "search_unicode": A.Search(T, r"[^a-z ]+"), "search_icase": A.Search(T, r"(?i)WORLD"),
     "search_priority": A.Search(T, r"(a|ab)(c|bcd)?", 2), "search_end": A.Search(T, r"\w+$"), "search_nonword": A.Search(T, r"\B.\B"),
+    "search_literal_words": A.Search(T, r"\bab\b"), "search_literal_start": A.Search(A.Lower(T), r"\bhello"),
+    "search_literal_end": A.Search(T, r"c\b"), "search_literal_escaped": A.Search(T, r"\$0\.5\b"),
+    "search_literal_nonword": A.Search(T, r"\b, "), "search_literal_unicode": A.Search(T, r"\bÜn"),
     "contains": A.Contains(T, "b"), "contains_empty": A.Contains(T, ""), "startswith": A.StartsWith(T, "-"),
     "endswith": A.EndsWith(T, "c"),
     "parse_int": A.ParseInt(T), "parse_float": A.ParseFloat(T), "parse_money": A.ParseMoney(T),
@@ -74,6 +78,10 @@ HAND = {
     "cmp_bool": A.Compare("eq", A.Contains(T, "a"), False),
     "is_null": A.IsNull(A.Search(T, r"\d")),
     "and": A.And((A.Contains(T, "a"), A.Not(A.Contains(T, "c")))),
+    "same_text": A.Same(A.Lower(T), T), "same_null": A.Same(A.Search(T, r"q"), A.Const(None)),
+    "same_num": A.Same(A.ParseMoney(T), A.ParseFloat(T)), "same_list": A.Same(A.Split(T, ","), A.Split(A.Strip(T), ",")),
+    "same_record": A.Same(A.Record((("a", A.ParseInt(T)), ("b", A.Lower(T)))),
+                          A.Record((("b", T), ("a", A.ParseInt(A.Strip(T)))))),
     "or_short_circuit": A.Or((A.Contains(T, "a"), A.Compare("eq", A.Deopt(), "x"))),
     "and_short_circuit": A.And((A.Contains(T, "zz"), A.Compare("eq", A.Deopt(), "x"))),
     "if": A.If(((A.StartsWith(T, "-"), A.Const("neg")), (A.Contains(T, ","), A.Const("comma"))),
@@ -273,7 +281,7 @@ def test_loads_and_runs_through_auto_runtime():
 # ---- random programs -----------------------------------------------------------------------------
 
 WORDS = [f"w{i:02d}{c}" for i, c in enumerate("abcdefghijklmnopqrstuvwxyz" * 2)][:50]
-PATTERNS = [r"(\d+)-(\w+)", r"\d+", r"[A-Z][a-z]+", r"^\s*(\S+)", r"(\w+)@(\w+)\.com", r"(a|aa)+b",
+PATTERNS = [r"\bw07h\b", r"\ba", r"b\b", r"\b, ", r"(\d+)-(\w+)", r"\d+", r"[A-Z][a-z]+", r"^\s*(\S+)", r"(\w+)@(\w+)\.com", r"(a|aa)+b",
             r".+", r"é+", r"x*y", r"(?i)hello", r"\d{2,4}", r"[^,]+$", r"\Bb", r"\b(\w)(\w)?",
             r"(?:" + "|".join(WORDS) + r")", r"(\$?\d+(?:\.\d\d)?)", r"(?:😀|日)+", r"(.)(.)(.)",
             r"(a|ab)(c|bcd)?", r"(x|xy)z?", r"b(?:a|c)*"]
@@ -323,7 +331,7 @@ def list_node(draw, depth):
 
 def bool_node(draw, depth):
     d = max(depth - 1, 0)
-    k = draw(st.integers(0, 8))
+    k = draw(st.integers(0, 9))
     if k == 0:
         return draw(st.sampled_from([A.Contains, A.StartsWith, A.EndsWith]))(text_node(draw, d), draw(CONST_TEXT))
     if k == 1:
@@ -342,6 +350,10 @@ def bool_node(draw, depth):
         return A.Compare(draw(st.sampled_from(["eq", "ne"])), text_node(draw, d), draw(CONST_TEXT))
     if k == 7:
         return A.Compare(draw(st.sampled_from(["eq", "ne"])), bool_node(draw, 0), draw(st.booleans()))
+    if k == 8 and depth > 0:
+        gen = draw(st.sampled_from([text_node, list_node, number_node]))
+        x = gen(draw, d)
+        return A.Same(x, x if draw(st.booleans()) else gen(draw, d))  # a shared operand half the time
     return A.Const(draw(st.booleans()))
 
 
@@ -420,3 +432,57 @@ LONG_PROGRAMS = [HAND["record"], HAND["search_group"], A.Search(T, PATTERNS[14])
 def test_long_inputs_match_the_interpreter(program, unit):
     text = (unit * (200_000 // len(unit) + 1))[:200_000] + " bob@example.com"
     check_parity(program, [text])
+
+
+# ---- evidence and common subexpressions -------------------------------------------------------
+
+def test_evidence_output_matches_the_interpreter_and_shares_subexpressions():
+    kw = A.Contains(A.Lower(T), "refund")
+    prog = A.If(((kw, A.Const("refund")),), A.Const("other"))
+    evidence = A.Record((("rule", A.If(((kw, A.Const(0)),), A.Const(1))),
+                         ("agree", A.Same(prog, A.If(((A.Contains(A.Lower(T), "refund "), A.Const("refund")),),
+                                                    A.Const("other")))),
+                         ("amount", A.ParseMoney(A.Search(T, r"\$(\d+)", 1)))))
+    r = Runner(compile_program(prog, evidence))
+    for s in ["Please REFUND $12", "refunded", "nothing", "", "refund"]:
+        want = cj(run_program(prog, {"t": s}, evidence))
+        assert r.run(cj({"t": s})) == want, s
+    assert b'"evidence":{"agree":true' in r.run(cj({"t": "a refund now"}))
+    # a Deopt in the program wins over the evidence
+    dp = A.If(((kw, A.Deopt()),), A.Const("x"))
+    assert Runner(compile_program(dp, evidence)).run(cj({"t": "refund"})) == DEOPT_OUTPUT
+
+
+def test_common_subexpressions_are_computed_once():
+    """The same keyword test repeated in many rules costs one scan, not one per occurrence."""
+    low = A.Lower(T)
+    atoms = [A.Not(A.IsNull(A.Search(low, r"\b" + w + r"\b"))) for w in ("alpha", "beta", "gamma")]
+    rules = tuple((A.And((atoms[i], atoms[(i + 1) % 3])), A.Const(f"r{i}")) for i in range(3))
+    prog = A.If(rules + ((A.Or(tuple(atoms)), A.Const("any")),), A.Const("none"))
+    wasm = compile_program(prog)
+    text = "x " * 400 + "gamma beta"
+    check_parity(prog, [text, "alpha", "beta gamma", ""])
+    from auto.codegen.program_expr import ExprGen
+    from auto.codegen.static import StaticData
+    g = ExprGen("t", StaticData())
+    g.plan([prog])
+    assert low in g.shared and all(a in g.shared for a in atoms)
+    # fuel: the shared version against the same program with sharing switched off
+    from auto_runtime import Artifact
+    from auto.codegen import program_expr
+
+    manifest = {"format": "auto.artifact/1", "task": "cse", "generation": 1, "compiled_as": "program",
+                "interface": {"input": {"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]},
+                              "output": {}},
+                "abi": {"exports": ["memory", "alloc", "run", "run_batch"], "encoding": "canonical-json"},
+                "capabilities": [], "guard": {"method": "program"}}
+    shared = Artifact.load(emit(wasm, manifest)).fuel_per_call([{"t": text}])[0]
+    plan = program_expr.ExprGen.plan
+    try:
+        program_expr.ExprGen.plan = lambda self, roots: None
+        unshared_wasm = compile_program(prog)
+    finally:
+        program_expr.ExprGen.plan = plan
+    unshared = Artifact.load(emit(unshared_wasm, manifest)).fuel_per_call([{"t": text}])[0]
+    assert shared < 0.75 * unshared, (shared, unshared)
+    assert Runner(unshared_wasm).run(cj({"t": text})) == Runner(wasm).run(cj({"t": text}))

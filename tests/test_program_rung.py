@@ -72,11 +72,14 @@ def test_compile_task_emits_a_program_and_inspect_prints_it(tmp_path):
     st = _record(tmp_path / "s.sqlite", _requests(200), _policy)
     out = compile_task(st, "route", out_path=tmp_path / "route.wasm")
     m = out.manifest
-    assert m["compiled_as"] == "program" and m["guard"]["method"] == "program"
-    assert m["parity"]["heldout"]["rate"] >= 0.97 and m["model"]["domain_guard"]
-    assert "parse_money" in m["model"]["text"]
+    assert m["compiled_as"] == "program" and m["guard"]["method"] == "program-evidence"
+    held = m["parity"]["heldout"]
+    assert held["method"] == "5-fold out-of-fold" and held["n"] == 200 and held["rate"] >= 0.95 and m["model"]["domain_guard"]
+    assert "parse_money" in m["model"]["text"] and m["model"]["evidence"]["format"] == "auto.program/1"
+    assert m["guard"]["risk"]["threshold"] is not None and m["guard"]["calibration"]["tier1"] > 0
     res = CliRunner().invoke(main, ["inspect", str(tmp_path / "route.wasm")])
     assert res.exit_code == 0 and "program over field 'request'" in res.output and "parse_money" in res.output
+    assert "program-evidence" in res.output and "statement" in res.output
     run = CliRunner().invoke(main, ["run", str(tmp_path / "route.wasm"), "--input", json.dumps({"request": "IT needs $4,500 for laptops"})])
     assert run.exit_code == 0 and "review" in run.output
     st.close()

@@ -14,11 +14,20 @@ Values at run time are a tag (i32) and a payload (i64)::
 Each node gets its own pair of locals; :class:`ExprGen` emits the statements that set them,
 calling the program runtime (``program_runtime.wat``) for text, number, regex and JSON work.
 Constants (texts, regex tables) go to the program's :class:`~auto.codegen.static.StaticData`.
+
+Common subexpressions: a sub-expression that occurs more than once in the program (and in its
+evidence expression, which shares the program's predicates; structural equality of the nodes) is
+computed at most once per call. It gets one pair of locals and a "computed" flag; each occurrence
+runs its code only while the flag is clear (the first occurrence that is reached computes it,
+later ones read the locals). Evaluation stays lazy: a shared node inside a branch that is not
+taken is not computed, so Deopt and the And/Or/If evaluation order mean what they meant without
+sharing. Constants and the field are not shared (they cost one instruction).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from auto.errors import CodegenError
 from auto.extract import ast as A
@@ -48,6 +57,43 @@ def float_const_units(value: float) -> int:
     return units
 
 
+_SPECIAL = set("()[]{}|*+?.^$\\")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
+
+
+def literal_pattern(pattern: str) -> tuple[bool, str, bool] | None:
+    """``(left boundary, literal, right boundary)`` when ``pattern`` is a non-empty literal of the
+    safe subset between optional ``\\b`` assertions (what keyword predicates look like), else None.
+    A literal is ordinary characters and backslash-escaped specials (``\\.``, ``\\$``, ...) or
+    ``\\n`` ``\\t`` ``\\r`` ``\\f`` ``\\v``."""
+    left = pattern.startswith("\\b")
+    body = pattern[2:] if left else pattern
+    right = body.endswith("\\b") and not body.endswith("\\\\b")
+    if right:
+        body = body[:-2]
+    out = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if i + 1 >= len(body):
+                return None
+            d = body[i + 1]
+            if d in _SPECIAL:
+                out.append(d)
+            elif d in _ESCAPES:
+                out.append(_ESCAPES[d])
+            else:
+                return None
+            i += 2
+            continue
+        if c in _SPECIAL:
+            return None
+        out.append(c)
+        i += 1
+    return (left, "".join(out), right) if out else None
+
+
 class ExprGen:
     """Generates the body of ``$prog`` for one program (statements that set per-node locals)."""
 
@@ -58,6 +104,18 @@ class ExprGen:
         self.lines: list[str] = []
         self.n = 0
         self.regexes: dict[str, RegexTables] = {}
+        self.shared: set = set()
+        self.slots: dict = {}
+
+    def plan(self, roots) -> None:
+        """Mark every sub-expression of ``roots`` that occurs more than once (and costs more than
+        one instruction) as shared: it is computed at most once per call."""
+        counts: Counter = Counter()
+        for root in roots:
+            for n in A.walk(root):
+                if type(n) not in (A.Const, A.Field, A.Deopt):
+                    counts[n] += 1
+        self.shared = {n for n, c in counts.items() if c > 1}
 
     # -- helpers
     def emit(self, line: str) -> None:
@@ -96,12 +154,27 @@ class ExprGen:
 
     # -- nodes
     def node(self, n) -> tuple[str, str]:
-        """Emit code for ``n``; returns its (tag, payload) locals."""
+        """Emit code for ``n``; returns its (tag, payload) locals. A shared node (:meth:`plan`)
+        is computed under its flag into locals of its own."""
         kind = type(n).__name__
         method = getattr(self, "_" + kind, None)
         if method is None or type(n) not in A.NODE_TYPES:
             raise CodegenError(f"cannot lower a {kind} node")
-        return method(n)
+        if n not in self.shared:
+            return method(n)
+        slot = self.slots.get(n)
+        if slot is None:
+            out = self.value_locals()
+            flag = f"$m{self.n}"
+            self.n += 1
+            self.locals.append(f"(local {flag} i32)")
+            slot = self.slots[n] = (out, flag)
+        out, flag = slot
+        self.emit(f"(if (i32.eqz (local.get {flag})) (then")
+        r = method(n)
+        self.copy(out, r)
+        self.emit(f"(local.set {flag} (i32.const 1))))")
+        return out
 
     def _Field(self, n):
         if n.name != self.field:
@@ -186,6 +259,11 @@ class ExprGen:
             n, f"(call $slice {{x}} (i32.const {clamp(n.start)}) (i32.const {clamp(n.stop)}) (i32.const {flags}))")
 
     def _Search(self, n):
+        lit = literal_pattern(n.pattern) if n.group == 0 else None
+        if lit is not None:  # (\b)?literal(\b)?: one scan with $find, no Pike VM
+            left, text, right = lit
+            return self._text_op(n, f"(call $findw {{x}} {self.const_text(text)} (i32.const {int(left)}) "
+                                    f"(i32.const {int(right)}))", nullable=True)
         r = self.regex(n.pattern)
         g = int(n.group)
         if not 0 <= g <= r.groups or 2 * g + 1 >= r.slots:
@@ -287,6 +365,14 @@ class ExprGen:
         self.set(out, f"(i32.const {T_BOOL})", f"(i64.extend_i32_u (i32.eqz (local.get {x[0]})))")
         return out
 
+    def _Same(self, n):
+        a = self.node(n.a)
+        b = self.node(n.b)
+        out = self.value_locals()
+        self.set(out, f"(i32.const {T_BOOL})", f"(i64.extend_i32_u (call $same (local.get {a[0]}) (local.get {a[1]}) "
+                 f"(local.get {b[0]}) (local.get {b[1]})))")
+        return out
+
     def _Not(self, n):
         x = self.node(n.x)
         out = self.value_locals()
@@ -375,10 +461,17 @@ class ExprGen:
         return out
 
 
-def prog_func(gen: ExprGen, root) -> str:
-    """WAT of ``$prog``: the whole expression ``root`` inline (statements from ``gen``); returns 0
-    with the value in ``$rt`` / ``$rv``, 1 for a deopt, 2 when memory ran out."""
+def prog_func(gen: ExprGen, root, evidence=None) -> str:
+    """WAT of ``$prog``: the whole expression ``root`` inline (statements from ``gen``), then the
+    ``evidence`` expression when given (into ``$et`` / ``$ev``; it shares ``root``'s common
+    subexpressions); returns 0 with the value in ``$rt`` / ``$rv``, 1 for a deopt (in either),
+    2 when memory ran out."""
+    gen.plan([root] if evidence is None else [root, evidence])
     r = gen.node(root)
+    gen.emit(f"(global.set $rt (local.get {r[0]})) (global.set $rv (local.get {r[1]}))")
+    if evidence is not None:
+        e = gen.node(evidence)
+        gen.emit(f"(global.set $et (local.get {e[0]})) (global.set $ev (local.get {e[1]}))")
     body = "\n".join(gen.lines)
     locs = " ".join(["(local $d i32)"] + gen.locals)
     return f"""
@@ -388,8 +481,6 @@ def prog_func(gen: ExprGen, root) -> str:
     (block $oom
       (block $deopt
 {body}
-        (global.set $rt (local.get {r[0]}))
-        (global.set $rv (local.get {r[1]}))
         (return (i32.const 0)))
       (return (i32.const 1)))
     (i32.const 2))

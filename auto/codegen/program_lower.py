@@ -2,8 +2,8 @@
 
 Public API::
 
-    lower_program(program, field) -> str   # WebAssembly text (deterministic)
-    compile_program(program) -> bytes      # type-check, find the field, lower, assemble
+    lower_program(program, field, evidence=None) -> str   # WebAssembly text (deterministic)
+    compile_program(program, evidence=None) -> bytes      # type-check, find the field, lower, assemble
 
 The module is the shared prelude (``prelude.wat``, :mod:`auto.codegen.prelude`: allocator, JSON
 validation of the task input, the field check ``$item`` / ``$is_field``, ``$string`` to decode
@@ -16,7 +16,10 @@ Output per input (canonical JSON, byte for byte what ``auto.canonical.canonical_
 the interpreter's result)::
 
     {"answer":<value>,"deopt":false}     the program produced a value
-    {"answer":null,"deopt":true}         a Deopt node was reached
+    {"answer":<value>,"deopt":false,"evidence":<value>}
+                                         ... with an evidence expression: its value (what the
+                                         program's guard decides from, auto_runtime.guard)
+    {"answer":null,"deopt":true}         a Deopt node was reached (in the program or its evidence)
     {"error":"<code>"}                   bad input (as every artifact), or ``too_large`` when the
                                          intermediate values do not fit in memory (2 GiB cap of
                                          ``$ensure``, or the host's memory limit)
@@ -53,10 +56,11 @@ from .wat import assemble, i64_const
 
 OK_PREFIX = b'{"answer":'
 OK_SUFFIX = b',"deopt":false}'
+EVIDENCE_INFIX = b',"deopt":false,"evidence":'
 DEOPT_OUTPUT = b'{"answer":null,"deopt":true}'
 
 
-def lower_program(program, field: str | None) -> str:
+def lower_program(program, field: str | None, evidence=None) -> str:
     """WebAssembly text of the artifact for ``program`` over the input's string field ``field``.
 
     Deterministic: the same program and field give the same text.
@@ -66,6 +70,9 @@ def lower_program(program, field: str | None) -> str:
             (:func:`compile_program` checks it).
         field: the task input's string field every :class:`~auto.extract.ast.Field` reads;
             ``None`` for a program without a Field (then any JSON object is a valid input).
+        evidence: an optional second expression over the same field, evaluated after the
+            program when it produced a value; the output then carries its value as
+            ``"evidence"``. Common subexpressions of the two are computed once.
 
     Returns:
         The WAT module text: exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
@@ -84,6 +91,8 @@ def lower_program(program, field: str | None) -> str:
     fname = (field or "").encode("utf-8")
     fld = st.put(fname) if fname else FIRST
     ok_prefix, ok_suffix = i64_const(st.packed(OK_PREFIX)), i64_const(st.packed(OK_SUFFIX))
+    if evidence is not None:
+        ev_infix, close = i64_const(st.packed(EVIDENCE_INFIX)), i64_const(st.packed(b"}"))
     deopt_at = st.put(DEOPT_OUTPUT)
     esc = bytearray(256)
     for c, r in {0x22: b'"', 0x5C: b"\\", 0x0A: b"n", 0x0D: b"r", 0x09: b"t", 0x08: b"b", 0x0C: b"f"}.items():
@@ -92,7 +101,7 @@ def lower_program(program, field: str | None) -> str:
     hextab = st.put(b"0123456789abcdef")
     words = {k: st.packed(v) for k, v in (("TRUE", b"true"), ("FALSE", b"false"), ("NULL", b"null"))}
     gen = ExprGen(field, st)
-    prog = prog_func(gen, program)
+    prog = prog_func(gen, program, evidence)
     heap = heap_start(st.end)
     check_static(heap, "program")
     out_max = max(len(DEOPT_OUTPUT), 32) + 32
@@ -121,34 +130,43 @@ def lower_program(program, field: str | None) -> str:
         (local.set $s (global.get $top))
         (local.set $d (call $wraw (local.get $s) (i64.const {ok_prefix})))
         (local.set $d (call $wval (local.get $d) (global.get $rt) (global.get $rv)))
-        (local.set $d (call $wraw (local.get $d) (i64.const {ok_suffix})))
+        {{suffix}}
         (if (i32.eqz (global.get $oom))
           (then
             (memory.copy (local.get $o) (local.get $s) (i32.sub (local.get $d) (local.get $s)))
             (return (i32.add (local.get $o) (i32.sub (local.get $d) (local.get $s))))))))
     (call $copy_err (local.get $o) (i32.const 4)))
 """
+    suffix = ("(local.set $d (call $wraw (local.get $d) (i64.const {ok_suffix})))".format(ok_suffix=ok_suffix)
+              if evidence is None else
+              f"(local.set $d (call $wraw (local.get $d) (i64.const {ev_infix})))\n"
+              "        (local.set $d (call $wval (local.get $d) (global.get $et) (global.get $ev)))\n"
+              f"        (local.set $d (call $wraw (local.get $d) (i64.const {close})))")
+    ev = ev.replace("{suffix}", suffix)
     ev = ev.replace("{decode}", "(drop (call $string (global.get $sval) (global.get $scratch) (i32.const 0)))"
                     if field is not None else "(global.set $dend (global.get $scratch))")
     return module_text(pages(heap), [pre, EQ_FUNC, lib, prog, ev], [st.segment()])
 
 
-def compile_program(program) -> bytes:
-    """Type-check ``program``, find its one input field, lower and assemble it.
+def compile_program(program, evidence=None) -> bytes:
+    """Type-check ``program`` (and ``evidence``), find their one input field, lower and assemble.
 
     Returns:
         The module bytes (no manifest yet; see :mod:`auto.emit`). Deterministic.
 
     Raises:
-        CompileError: the program reads no input field, or more than one.
+        CompileError: the program and its evidence read more than one input field between them.
         CodegenError: lowering or assembling failed (see :func:`lower_program`).
-        Whatever :func:`auto.extract.types.check` raises for an ill-typed program.
+        Whatever :func:`auto.extract.types.check` raises for an ill-typed program or evidence.
     """
     check(program)
     names = input_fields(program)
+    if evidence is not None:
+        check(evidence)
+        names |= input_fields(evidence)
     if len(names) > 1:  # check() refuses this already; kept for programs checked elsewhere
         raise CompileError(f"a program reads at most one input field, this one reads {sorted(names)}")
-    return assemble(lower_program(program, names.pop() if names else None))
+    return assemble(lower_program(program, names.pop() if names else None, evidence))
 
 
-__all__ = ["DEOPT_OUTPUT", "OK_PREFIX", "OK_SUFFIX", "compile_program", "lower_program"]
+__all__ = ["DEOPT_OUTPUT", "EVIDENCE_INFIX", "OK_PREFIX", "OK_SUFFIX", "compile_program", "lower_program"]

@@ -2,7 +2,8 @@
   ;; The library every program artifact shares, after the prelude and $eq (auto.codegen.table_lower):
   ;; string operations, number parsing, a Pike VM ($search), JSON writers.
   ;; Globals: $fv (the field's text payload), $top (arena top), $oom (an allocation failed),
-  ;; $pv (a parsed number), $rt / $rv (the program's result), and the Pike VM's state ($vm_*).
+  ;; $pv (a parsed number), $rt / $rv (the program's result), $et / $ev (its evidence), and the
+  ;; Pike VM's state ($vm_*).
   ;; Tokens: ESCTAB / HEXTAB (addresses of the JSON escape table and the hex digits),
   ;; TRUE / FALSE / NULL (text payloads of the JSON literals), each between at-signs.
   ;; Values are a tag (i32) and a payload (i64): see auto.codegen.program_expr.
@@ -12,6 +13,8 @@
   (global $pv (mut i64) (i64.const 0))
   (global $rt (mut i32) (i32.const 0))
   (global $rv (mut i64) (i64.const 0))
+  (global $et (mut i32) (i32.const 0))
+  (global $ev (mut i64) (i64.const 0))
   (global $vm_prog (mut i32) (i32.const 0))
   (global $vm_ns (mut i32) (i32.const 0))
   (global $vm_mark (mut i32) (i32.const 0))
@@ -90,6 +93,29 @@
     (if (i32.ne (local.get $n) (call $len (local.get $y))) (then (return (i32.const 0))))
     (call $eq (call $ptr (local.get $x)) (call $ptr (local.get $y)) (local.get $n)))
 
+  ;; Same: are the values (ta, va) and (tb, vb) the same JSON value? Equal tags, then: null;
+  ;; int / float / bool payloads equal; texts and records (canonical JSON text) byte-equal; lists
+  ;; of the same count with byte-equal texts
+  (func $same (param $ta i32) (param $va i64) (param $tb i32) (param $vb i64) (result i32)
+    (local $n i32) (local $k i32) (local $pa i32) (local $pb i32)
+    (if (i32.ne (local.get $ta) (local.get $tb)) (then (return (i32.const 0))))
+    (if (i32.eqz (local.get $ta)) (then (return (i32.const 1))))
+    (if (i32.le_u (local.get $ta) (i32.const 3)) (then (return (i64.eq (local.get $va) (local.get $vb)))))
+    (if (i32.ne (local.get $ta) (i32.const 5)) (then (return (call $eqb (local.get $va) (local.get $vb)))))
+    (local.set $n (call $len (local.get $va)))
+    (if (i32.ne (local.get $n) (call $len (local.get $vb))) (then (return (i32.const 0))))
+    (local.set $pa (call $ptr (local.get $va)))
+    (local.set $pb (call $ptr (local.get $vb)))
+    (block $done
+      (loop $l
+        (br_if $done (i32.ge_u (local.get $k) (local.get $n)))
+        (if (i32.eqz (call $eqb (i64.load (i32.add (local.get $pa) (i32.shl (local.get $k) (i32.const 3))))
+                                (i64.load (i32.add (local.get $pb) (i32.shl (local.get $k) (i32.const 3))))))
+          (then (return (i32.const 0))))
+        (local.set $k (i32.add (local.get $k) (i32.const 1)))
+        (br $l)))
+    (i32.const 1))
+
   ;; offset (from s) of the first occurrence of the m bytes at q in [s + from, s + n), or -1
   (func $find (param $s i32) (param $n i32) (param $q i32) (param $m i32) (param $from i32) (result i32)
     (local $i i32) (local $last i32) (local $c0 i32)
@@ -108,6 +134,39 @@
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $l)))
     (i32.const -1))
+
+  ;; \b at offset i of the n bytes at p: exactly one of the bytes before and at i is a word byte
+  ;; (outside the text counts as a non-word byte), as the Pike VM's ASSERT asserts it
+  (func $bnd (param $p i32) (param $n i32) (param $i i32) (result i32)
+    (i32.ne
+      (if (result i32) (i32.gt_u (local.get $i) (i32.const 0))
+        (then (call $isword (i32.load8_u (i32.add (local.get $p) (i32.sub (local.get $i) (i32.const 1))))))
+        (else (i32.const 0)))
+      (if (result i32) (i32.lt_u (local.get $i) (local.get $n))
+        (then (call $isword (i32.load8_u (i32.add (local.get $p) (local.get $i)))))
+        (else (i32.const 0)))))
+
+  ;; search(x, /(\b)?literal(\b)?/): the first occurrence of the text s in x with a word boundary
+  ;; at its start (left = 1) and / or end (right = 1), as a view into x, or -1. The leftmost match
+  ;; of a literal between assertions is its first occurrence where they hold, so this is what the
+  ;; Pike VM finds, in one scan.
+  (func $findw (param $x i64) (param $s i64) (param $left i32) (param $right i32) (result i64)
+    (local $p i32) (local $n i32) (local $m i32) (local $from i32) (local $at i32)
+    (local.set $p (call $ptr (local.get $x)))
+    (local.set $n (call $len (local.get $x)))
+    (local.set $m (call $len (local.get $s)))
+    (block $none
+      (loop $next
+        (local.set $at (call $find (local.get $p) (local.get $n) (call $ptr (local.get $s)) (local.get $m) (local.get $from)))
+        (br_if $none (i32.lt_s (local.get $at) (i32.const 0)))
+        (if (i32.and
+              (i32.or (i32.eqz (local.get $left)) (call $bnd (local.get $p) (local.get $n) (local.get $at)))
+              (i32.or (i32.eqz (local.get $right))
+                      (call $bnd (local.get $p) (local.get $n) (i32.add (local.get $at) (local.get $m)))))
+          (then (return (call $pack (i32.add (local.get $p) (local.get $at)) (local.get $m)))))
+        (local.set $from (i32.add (local.get $at) (i32.const 1)))
+        (br $next)))
+    (i64.const -1))
 
   ;; kind 0: s in x; 1: x.startswith(s); 2: x.endswith(s)
   (func $has (param $x i64) (param $s i64) (param $kind i32) (result i32)

@@ -195,6 +195,15 @@ class Not:
 
 
 @dataclass(frozen=True)
+class Same:
+    """``a`` and ``b`` are the same JSON value (same type and value, element by element for lists
+    and records; ``null`` equals ``null``) -> bool. The operands' types must unify (an int is never
+    the same as a float, as ``1`` and ``1.0`` are different JSON answers)."""
+    a: "Node"
+    b: "Node"
+
+
+@dataclass(frozen=True)
 class If:
     """A decision list: the value of the first case whose condition holds, else ``default``."""
     cases: tuple[tuple["Node", "Node"], ...]
@@ -217,11 +226,11 @@ class Lookup:
 
 Node = Union[Field, Const, Deopt, Lower, Upper, Strip, Split, Join, Index, Slice, Search, Contains,
              StartsWith, EndsWith, ParseInt, ParseFloat, ParseMoney, Compare, IsNull, And, Or, Not,
-             If, Record, Lookup]
+             Same, If, Record, Lookup]
 
 NODE_TYPES: tuple[type, ...] = (Field, Const, Deopt, Lower, Upper, Strip, Split, Join, Index, Slice,
                                 Search, Contains, StartsWith, EndsWith, ParseInt, ParseFloat,
-                                ParseMoney, Compare, IsNull, And, Or, Not, If, Record, Lookup)
+                                ParseMoney, Compare, IsNull, And, Or, Not, Same, If, Record, Lookup)
 
 
 def walk(node: Any) -> Iterator[Node]:

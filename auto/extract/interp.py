@@ -156,10 +156,27 @@ def _compare(op: str, x: Any, value: Any) -> bool:
     raise ArgumentError(f"unknown compare op {op!r}")
 
 
-def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A.Node, dict], Any]:
+def same_value(x: Any, y: Any) -> bool:
+    """:class:`~auto.extract.ast.Same` on two interpreter values: the same type (``Fixed`` is not
+    ``int``, ``bool`` is not ``int``) and value, element by element for lists and records."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return len(x) == len(y) and all(same_value(a, b) for a, b in zip(x, y))
+    return x == y
+
+
+def make_evaluator(search: Callable[[str, str, int], str | None], memo: bool = False) -> Callable[[A.Node, dict], Any]:
     """The interpreter's node dispatch with ``search(text, pattern, group)`` for :class:`Search`
     (the reference uses the Pike VM; synthesis passes Python ``re``, which agrees on the subset).
-    The returned ``ev(node, inp)`` expects a type-checked program and a checked input."""
+    The returned ``ev(node, inp)`` expects a type-checked program and a checked input.
+
+    With ``memo``, every node *object* is evaluated at most once per call (a cache keyed by
+    ``id(node)``, cleared at each call), so a tree that reuses one object in many places (an
+    evidence expression built around its program) costs one evaluation per distinct object. The
+    memoizing evaluator is not reentrant: use one per thread."""
 
     def ev(node: A.Node, inp: dict) -> Any:  # noqa: C901 - one dispatch over the node types
         t = type(node)
@@ -170,67 +187,88 @@ def make_evaluator(search: Callable[[str, str, int], str | None]) -> Callable[[A
         if t is A.Deopt:
             raise DeoptSignal()
         if t in (A.Lower, A.Upper, A.Strip):
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             if x is None:
                 return None
             return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
         if t is A.Split:
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             return None if x is None else x.split(node.sep)
         if t is A.Join:
-            xs = ev(node.xs, inp)
+            xs = sub(node.xs, inp)
             return None if xs is None else node.sep.join(xs)
         if t is A.Index:
-            xs = ev(node.xs, inp)
+            xs = sub(node.xs, inp)
             if xs is None or not -len(xs) <= node.i < len(xs):
                 return None
             return xs[node.i]
         if t is A.Slice:
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             return None if x is None else x[node.start:node.stop]
         if t is A.Search:
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             return None if x is None else search(x, node.pattern, node.group)
         if t in (A.Contains, A.StartsWith, A.EndsWith):
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             if x is None:
                 return False
             if t is A.Contains:
                 return node.s in x
             return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
         if t is A.ParseInt:
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             return None if x is None else parse_int(x)
         if t in (A.ParseFloat, A.ParseMoney):
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             return None if x is None else parse_float(x, money=t is A.ParseMoney)
         if t is A.Compare:
-            return _compare(node.op, ev(node.x, inp), node.value)
+            return _compare(node.op, sub(node.x, inp), node.value)
         if t is A.IsNull:
-            return ev(node.x, inp) is None
+            return sub(node.x, inp) is None
         if t is A.And:
-            return all(ev(i, inp) for i in node.items)
+            return all(sub(i, inp) for i in node.items)
         if t is A.Or:
-            return any(ev(i, inp) for i in node.items)
+            return any(sub(i, inp) for i in node.items)
         if t is A.Not:
-            return not ev(node.x, inp)
+            return not sub(node.x, inp)
+        if t is A.Same:
+            return same_value(sub(node.a, inp), sub(node.b, inp))
         if t is A.If:
             for cond, value in node.cases:
-                if ev(cond, inp):
-                    return ev(value, inp)
-            return ev(node.default, inp)
+                if sub(cond, inp):
+                    return sub(value, inp)
+            return sub(node.default, inp)
         if t is A.Record:
-            return {k: ev(v, inp) for k, v in node.fields}
+            return {k: sub(v, inp) for k, v in node.fields}
         if t is A.Lookup:
-            x = ev(node.x, inp)
+            x = sub(node.x, inp)
             if x is not None:
                 for key, value in node.table:
                     if key == x:
-                        return ev(value, inp)
-            return ev(node.default, inp)
+                        return sub(value, inp)
+            return sub(node.default, inp)
         raise ArgumentError(f"not a program node: {node!r}")
 
-    return ev
+    if not memo:
+        sub = ev
+        return ev
+    cache: dict[int, Any] = {}
+
+    def sub(node: A.Node, inp: dict) -> Any:  # noqa: F811 - the memoizing recursion
+        k = id(node)
+        if k in cache:
+            return cache[k]
+        v = cache[k] = ev(node, inp)
+        return v
+
+    def top(node: A.Node, inp: dict) -> Any:
+        cache.clear()
+        try:
+            return sub(node, inp)
+        finally:
+            cache.clear()
+
+    return top
 
 
 _ev = make_evaluator(_search)
@@ -293,18 +331,28 @@ def evaluate(program: A.Node, inp: dict) -> Any:
     return to_answer(_ev(program, inp))
 
 
-def run_program(program: A.Node, inp: dict) -> dict:
+def run_program(program: A.Node, inp: dict, evidence: A.Node | None = None) -> dict:
     """The artifact's output object for ``inp``.
 
+    Args:
+        program: the program.
+        inp: the task's input object.
+        evidence: an optional evidence expression (what the program's guard decides from),
+            evaluated after the program when the program produced a value.
+
     Returns:
-        ``{"answer": <json value>, "deopt": False}``, or ``{"answer": None, "deopt": True}`` when
-        a :class:`~auto.extract.ast.Deopt` node is reached.
+        ``{"answer": <json value>, "deopt": False}`` (plus ``"evidence": <json value>`` with an
+        evidence expression), or ``{"answer": None, "deopt": True}`` when a
+        :class:`~auto.extract.ast.Deopt` node is reached in either.
 
     Raises:
-        ProgramTypeError: the program is ill-typed (as :func:`evaluate`).
+        ProgramTypeError: the program or the evidence is ill-typed (as :func:`evaluate`).
         ArgumentError: bad input object (as :func:`evaluate`).
     """
     try:
-        return {"answer": evaluate(program, inp), "deopt": False}
+        out = {"answer": evaluate(program, inp), "deopt": False}
+        if evidence is not None:
+            out["evidence"] = evaluate(evidence, inp)
+        return out
     except DeoptSignal:
         return {"answer": None, "deopt": True}

@@ -98,6 +98,8 @@ def _r(node: Any) -> list[str]:  # noqa: C901 - one dispatch over node types
         return _call("search", args)
     if t is A.Compare:
         return _join([_r(node.x), f" {_CMP.get(node.op, node.op)} {_lit(node.value)}"], sep="")
+    if t is A.Same:
+        return _call("same", [_r(node.a), _r(node.b)])
     if t in (A.And, A.Or):
         word = " and " if t is A.And else " or "
         return _join(["(", _join([_r(i) for i in node.items], sep=word), ")"], sep="")

@@ -54,6 +54,7 @@ _SPEC: dict[str, tuple[type, tuple[tuple[str, str, str], ...]]] = {
     "and": (A.And, (("items", "items", "nodes"),)),
     "or": (A.Or, (("items", "items", "nodes"),)),
     "not": (A.Not, (("x", "x", "node"),)),
+    "same": (A.Same, (("a", "a", "node"), ("b", "b", "node"))),
     "if": (A.If, (("cases", "cases", "cases"), ("else", "default", "node"))),
     "record": (A.Record, (("fields", "fields", "pairs"),)),
     "lookup": (A.Lookup, (("x", "x", "node"), ("table", "table", "pairs"), ("default", "default", "node"))),

@@ -9,6 +9,7 @@ Typing rules (``null`` and the type of :class:`~auto.extract.ast.Deopt` unify wi
 - text operations (Lower, Upper, Strip, Split, Slice, Search, Contains, StartsWith, EndsWith,
   ParseInt/Float/Money, the key of Lookup) take ``text``; Join and Index take ``list``;
 - predicates (And, Or, Not, the conditions of If) take ``bool``; And/Or need at least one item;
+- Same takes two operands whose types unify (as the branches of If);
 - Compare: ``int`` operand with an int constant (all ops); ``float`` operand with an int or
   float constant (all ops); ``text`` with a text constant and ``bool`` with a bool constant
   (``eq``/``ne`` only); a null constant is refused (use IsNull);
@@ -200,6 +201,11 @@ class _Checker:
             return "bool"
         if t is A.Not:
             self.want(node.x, path + ".x", ("bool",), "Not's operand")
+            return "bool"
+        if t is A.Same:
+            ta = self.infer(node.a, path + ".a")
+            tb = self.infer(node.b, path + ".b")
+            _unify(ta, tb, f"{path}: Same")
             return "bool"
         if t is A.If:
             if not isinstance(node.cases, tuple):

@@ -51,6 +51,11 @@ from auto.errors import ArgumentError
 from auto.verify import clopper_pearson
 
 PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
+PROCEDURE_HOLM = "Bonferroni-Holm (LTT, mapie.risk_control)"
+"""The family-wise procedure for confidences that need not rank the risk monotonically (a program's
+event precision): every threshold is tested, Holm's step-down controls the family-wise error
+without an order (S. Holm, "A simple sequentially rejective multiple test procedure", 1979), and
+the lowest certified threshold is kept."""
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
 
 
@@ -126,8 +131,8 @@ def _thresholds(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return thr, len(conf) - counts
 
 
-def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float) -> dict[str, Any]:
-    from mapie.risk_control import FWERFixedSequenceTesting, control_fwer
+def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, holm: bool = False) -> dict[str, Any]:
+    from mapie.risk_control import FWERBonferroniHolm, FWERFixedSequenceTesting, control_fwer
 
     thr, counts = _thresholds(conf)
     keep = counts >= min_points(epsilon, delta)
@@ -135,7 +140,8 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float) ->
     if len(thr) == 0:
         return {"threshold": None, "tested": 0}
     risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
-    rejected = control_fwer(p[:, 0], delta, fwer_method=FWERFixedSequenceTesting(n_starts=1))
+    method = FWERBonferroniHolm() if holm else FWERFixedSequenceTesting(n_starts=1)
+    rejected = control_fwer(p[:, 0], delta, fwer_method=method)
     if len(rejected) == 0:
         return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0])}
     k = int(np.max(rejected))
@@ -160,6 +166,24 @@ def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float 
         for j in ok_idx:  # fixed-sequence testing certifies something iff its first hypothesis is rejected
             if p[pos[int(start[j])], j] <= delta:
                 return float(chunk[j])
+    return None
+
+
+def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
+    """The smallest grid epsilon at which Holm's procedure rejects some threshold: its smallest
+    p-value is at most ``delta / m`` (``m`` the thresholds with enough points at that epsilon)."""
+    thr, counts = _thresholds(conf)
+    grid = np.round(np.arange(1, int(round(1 / _EPS_GRID_STEP))) * _EPS_GRID_STEP, 6)
+    for chunk in np.array_split(grid, 10):
+        nmin = np.array([min_points(float(e), delta) for e in chunk])
+        if not (counts >= nmin.min()).any():
+            continue
+        _, _, p = _p_values(conf, correct, thr, chunk)
+        for j, e in enumerate(chunk):
+            ok = counts >= nmin[j]
+            m = int(ok.sum())
+            if m and float(p[ok, j].min()) <= delta / m:
+                return float(e)
     return None
 
 
@@ -222,6 +246,8 @@ def calibrate_selective_risk(
     heldout_correct: Sequence[bool] | None = None,
     confidence_field: str = "margin",
     reason: str | None = None,
+    allow_constant: bool = False,
+    holm: bool = False,
 ) -> dict[str, Any]:
     """The ``selective-risk`` component entry of a guard stack (procedure: module docstring).
 
@@ -241,6 +267,11 @@ def calibrate_selective_risk(
         confidence_field: the artifact output field the runtime compares with the threshold.
         reason: set by the caller when it already knows the calibration data are unusable (e.g.
             a class that never occurs in the calibration split); the entry then falls back.
+        allow_constant: test a constant confidence as the one threshold that lets every
+            calibration point through (a program's confidence takes few values and may take one),
+            instead of refusing it as a confidence that separates nothing.
+        holm: test every threshold with Bonferroni-Holm (:data:`PROCEDURE_HOLM`) instead of the
+            fixed sequence, for a confidence that need not rank the risk monotonically.
 
     Returns:
         ``{"method": "selective-risk", "confidence_field", "threshold", "epsilon", "delta", "n",
@@ -260,7 +291,7 @@ def calibrate_selective_risk(
     nmin = min_points(epsilon, delta)
     entry: dict[str, Any] = {
         "method": "selective-risk", "confidence_field": confidence_field, "threshold": None,
-        "epsilon": epsilon, "delta": delta, "n": 0, "procedure": PROCEDURE, "min_points": nmin,
+        "epsilon": epsilon, "delta": delta, "n": 0, "procedure": PROCEDURE_HOLM if holm else PROCEDURE, "min_points": nmin,
         "thresholds_tested": 0, "smallest_certifiable_epsilon": None, "calibration_coverage": None,
         "calibration_selective_risk": None, "p_value": None, "reason": None,
     }
@@ -273,14 +304,14 @@ def calibrate_selective_risk(
         if n < nmin:
             reason = (f"too few calibration points: {n} < {nmin}, the fewest that can certify selective risk "
                       f"<= {epsilon:g} at delta {delta:g} even with no errors ((1 - eps)^n <= delta)")
-        elif np.all(conf == conf[0]):
+        elif np.all(conf == conf[0]) and not allow_constant:
             reason = f"constant confidence ({conf[0]:g}) on all {n} calibration points: no threshold separates inputs"
     if n > 0 and not (np.all(conf == conf[0]) and n < nmin):
-        se = _smallest_eps(conf, corr, delta)
+        se = _smallest_eps_holm(conf, corr, delta) if holm else _smallest_eps(conf, corr, delta)
         entry["smallest_certifiable_epsilon"] = se
     if reason is not None:
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": reason}
-    res = _fst(conf, corr, epsilon, delta)
+    res = _fst(conf, corr, epsilon, delta, holm=holm)
     entry["thresholds_tested"] = res["tested"]
     if res["threshold"] is None:
         se = entry["smallest_certifiable_epsilon"]

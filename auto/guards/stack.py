@@ -80,10 +80,14 @@ def build_stack(novelty: dict[str, Any] | None, risk: dict[str, Any] | None,
 
 
 def without_scores(guard: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a guard entry without calibration scores (for summaries and eval runs)."""
+    """A copy of a guard entry without calibration scores (for summaries and eval runs): its own, its
+    stack components' and its program parts' (with their event tables)."""
     out = {k: v for k, v in guard.items() if k != "calibration_scores"}
-    if isinstance(guard.get("components"), list):
-        out["components"] = [without_scores(c) if isinstance(c, dict) else c for c in guard["components"]]
+    for key in ("components", "parts"):
+        if isinstance(guard.get(key), list):
+            out[key] = [without_scores(c) if isinstance(c, dict) else c for c in guard[key]]
+    if key == "parts" and isinstance(guard.get("parts"), list):
+        out["parts"] = [{k: v for k, v in c.items() if k != "events"} if isinstance(c, dict) else c for c in out["parts"]]
     return out
 
 

@@ -443,3 +443,7 @@ def test_routing_family_results_json(tmp_path):
     assert r["specialist"]["compiled"] is False and r["specialist"]["reason"]
     assert r["specialist"]["eval_run_id"].startswith("sha256:")
     assert json.loads((tmp_path / "results.json").read_text())["compiled_as"] == "program"
+    # every probe is answered at tier 1, deopted by the program itself, or declined by its guard
+    ood = r["ood"]
+    assert ood["tier1"] + ood["deopt_reasons"].get("program deopt", 0) + ood["guard_declined"] == ood["n"]
+    assert 0 <= ood["guard_declined_would_be_wrong"] <= ood["guard_declined"]

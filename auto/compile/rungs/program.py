@@ -1,25 +1,25 @@
-"""The program rung: synthesize a DSL program from the witnesses, gate it as WebAssembly, emit.
+"""The program rung: synthesize a DSL program from the witnesses, guard it, gate it as WebAssembly, emit.
 
-1. the task's distinct witnessed inputs with their modal outputs;
-2. a deterministic split into *train* (synthesis), *selection* (the synthesizer's finalists and
-   the program-vs-default choices are decided here) and *held-out* (the gate only) in the
-   contract's proportions (60/20/20 by default); categorical answers are stratified by answer,
-   record or open-ended answers are split uniformly at random
-   (:func:`auto.compile.witnesses.split_three`);
-3. :func:`auto.extract.synth.synthesize` on train, with the selection split as its held-out;
-4. the witnessed-domain guard (:mod:`auto.extract.domain`): deopt where an extractor that was
-   defined on every train/selection input returns null; then
-   :func:`auto.codegen.program_lower.compile_program` to WebAssembly, loaded in the sandbox;
-5. the program gate (:func:`auto.verify.run_program_gate`): the artifact must agree with the
-   Python interpreter on every input, and its held-out agreement — a ``deopt`` counts as a
-   disagreement — must reach ``program_min_agreement`` with a 95% Clopper–Pearson lower bound of
-   at least ``program_min_agreement_ci95_low``;
-6. emit with ``compiled_as: "program"``, the program's JSON, digest, size and readable text in
-   ``model``, and the guard ``{"method": "program"}`` (tier-1 unless the program reaches a
-   ``Deopt`` node).
-
-A program answers every input its rules cover; it carries no statistical novelty guard (its
-generalization is what the held-out gate measures). The manifest says so in ``guard.statement``.
+1. the task's distinct witnessed inputs of the dominant shape with their modal outputs (at least
+   ``contract.program_min_witnesses``, 20 by default), read through the main text field
+   (:func:`auto.compile.witnesses.main_text_field`);
+2. :func:`auto.compile.program_fit.fit_program`: the synthesis procedure is cross-fitted over
+   ``contract.folds`` folds (5 when the contract leaves it to the data: each fold is a synthesis) (every witness is predicted by a program synthesized without it) and
+   run once more on every witness for the deployed program; with few witnesses its complexity is
+   chosen by cross-validation. The deployed program is wrapped in its witnessed-domain guard
+   (:mod:`auto.extract.domain`) and carries its evidence expression (:mod:`auto.extract.evidence`:
+   per part, the rule that decided it and the kind of evidence behind it);
+3. the guard (:mod:`auto.guards.program`) is calibrated on the out-of-fold evidence: unwitnessed
+   evidence deopts, a conformal novelty test per part, and a Learn-then-Test confidence threshold
+   when there are enough points to certify ``contract.epsilon``;
+4. :func:`auto.codegen.program_lower.compile_program` lowers program and evidence to one module,
+   loaded in the sandbox;
+5. the program gate (:func:`auto.verify.run_program_gate`): the artifact equals the Python
+   interpreter on every witness (answer, deopt flag and evidence), the out-of-fold agreement and
+   its lower bound reach the contract's bars, and the guard answers something (and certifies
+   its risk when it can);
+6. emit with ``compiled_as: "program"``, the program's JSON, evidence, digest, size and readable text
+   in ``model``, and the ``program-evidence`` guard.
 """
 
 from __future__ import annotations
@@ -35,23 +35,18 @@ from auto.compile.context import RungContext
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
-from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, main_text_field, split_three
+from auto.compile.program_fit import DEFAULT_FOLDS, FEW_SHOT_MAX, fit_program
+from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, main_text_field
 from auto.emit import emit
 from auto.errors import RungRefused
-from auto.extract.domain import guard_domain
 from auto.extract.interp import run_program
 from auto.extract.pretty import render, size
 from auto.extract.serial import program_digest, to_json
-from auto.extract.synth import synthesize
 from auto.extract.types import check
+from auto.guards.program import calibrate_program_guard, without_calibration
 from auto.verify import Contract, run_program_gate
 
 NAME = "program"
-
-GUARD_STATEMENT = (
-    "tier-1 on every input the program answers; the call deopts where the program reaches a Deopt node, including "
-    "its witnessed-domain guard (an extractor that was defined on every witness returns null: model.domain_guard). "
-    "No statistical novelty test: the program's generalization is what the held-out gate measured (parity.heldout).")
 
 
 def output_interface(program: Any, answers: list[Any]) -> dict[str, Any]:
@@ -66,22 +61,26 @@ def output_interface(program: Any, answers: list[Any]) -> dict[str, Any]:
     return out
 
 
+def _part_reasons(res: Any) -> str:
+    return "; ".join(f"field {k!r}: {f.reason}" for k, f in res.per_field.items() if f.program is None and k)
+
+
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
-    """Synthesize, gate and emit a program generation of the task.
+    """Synthesize, guard, gate and emit a program generation of the task.
 
     Returns:
         The :class:`~auto.compile.generation.CompileOutcome` of the emitted program generation.
 
     Raises:
-        RungRefused: too few witnesses (nothing stored), not exactly one text field, no program
-            found, or the program failed the gate (the eval run is stored and cited; its reason
-            says which check failed and why).
+        RungRefused: too few witnesses (nothing stored), no text field, a single output (a
+            constant), no program found, or the program failed the gate (the eval run is stored and
+            cited; its reason says which check failed and why, with the out-of-fold agreement per field).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
     items, _excluded = ws.dominant()
-    if len(items) < contract.min_witnesses:
+    if len(items) < contract.program_min_witnesses:
         raise RungRefused(NAME, f"program rung not attempted: only {len(items)} distinct witnessed inputs "
-                                f"(needs {contract.min_witnesses})")
+                                f"(needs {contract.program_min_witnesses})")
     timings: dict[str, float] = {}
     inputs = [it[0] for it in items]
     answers = [it[1] for it in items]
@@ -89,62 +88,84 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     if field is None:
         raise ctx.refuse(NAME, contract, "program rung: a program reads one text field; no field is a string in "
                          "every witness", [{"name": "one-text-field", "passed": False}])
-    train_idx, sel_idx, held_idx = split_three(answers, contract.heldout_fraction, contract.calibration_fraction,
-                                               contract.seed)
-    if not held_idx or not sel_idx or len(train_idx) < 2:
-        raise ctx.refuse(NAME, contract, "program rung: too few witnesses to hold out a selection and a held-out split",
-                         [{"name": "splits-nonempty", "train": len(train_idx), "selection": len(sel_idx),
-                           "heldout": len(held_idx), "passed": False}])
-    ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}: train {len(train_idx)}, "
-            f"selection {len(sel_idx)}, held-out {len(held_idx)}")
-
+    if len({canonical_json(a) for a in answers}) == 1:
+        raise ctx.refuse(NAME, contract, f"program rung: every witness has the same output {canonical_json(answers[0])}; a "
+                         "constant answers every input alike, so nothing in the witnesses can say where it stops applying",
+                         [{"name": "two-or-more-outputs", "outputs": 1, "passed": False}])
+    few = len(items) <= FEW_SHOT_MAX
+    folds = contract.folds if contract.folds is not None else DEFAULT_FOLDS
+    ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(folds, len(items))}-fold "
+            "cross-fit" + (" (few witnesses: the complexity is chosen by cross-validation)" if few else ""))
     t0 = time.perf_counter()
-    res = synthesize([(items[i][0], items[i][1]) for i in train_idx], field=field,
-                     heldout=[(items[i][0], items[i][1]) for i in sel_idx], proposer=ctx.proposer)
+    fit = fit_program(items, field, folds=folds, seed=contract.seed, alpha=contract.alpha,
+                      min_agreement=contract.program_min_agreement, proposer=ctx.proposer, say=ctx.say)
     timings["synthesize"] = time.perf_counter() - t0
+    final = fit.final
+    parts = fit.part_agreement() if final.program is not None and fit.oof else {}
+    oof = {"n": len(fit.oof), "agree": fit.agree, "compared": fit.compared, "method": f"{fit.folds}-fold out-of-fold",
+           "parts": parts, "settings": fit.settings}
+    res = final.synth
     synth_summary = {"train_agreement": res.train_agreement, "selection_agreement": res.heldout_agreement,
-                     "candidates": res.candidates, "seconds": round(res.seconds, 3), "reason": res.reason}
-    if res.program is None:
+                     "candidates": res.candidates, "seconds": round(res.seconds, 3), "reason": res.reason,
+                     "procedure": {"mdl_scale": fit.procedure.mdl_scale, "selection_split": fit.procedure.selection},
+                     "out_of_fold": oof}
+    if final.program is not None and not fit.oof:
+        raise ctx.refuse(NAME, contract, "program rung: no procedure reaches the out-of-fold agreement "
+                         f"{contract.program_min_agreement:.2f} ("
+                         + "; ".join(f"mdl x{st['mdl_scale']:g}: {st['note'] or st['agree']}" for st in fit.settings) + ")",
+                         [{"name": "out-of-fold-agreement", "passed": False, **synth_summary}])
+    if final.program is None:
+        per = _part_reasons(res)
         raise ctx.refuse(NAME, contract, f"program rung: no program found ({res.reason})",
-                         [{"name": "program-synthesized", "passed": False, **synth_summary}])
-    program, guarded = guard_domain(res.program, [items[i][0] for i in train_idx + sel_idx])
-    ctx.say(f"  synthesized a program of {size(res.program)} nodes: train agreement {res.train_agreement:.3f}"
-            + (f", selection {res.heldout_agreement:.3f}" if res.heldout_agreement is not None else "")
-            + (f"; witnessed-domain guard on {len(guarded)} extractor(s): {size(program)} nodes with it" if guarded else ""))
-
+                         [{"name": "program-synthesized", "passed": False, **synth_summary,
+                           "fields": {k: {"reason": f.reason, "train_agreement": f.train_agreement}
+                                      for k, f in res.per_field.items()}, "per_field_reasons": per}])
+    program, evidence = final.guarded, final.evidence
+    ctx.say(f"  synthesized a program of {size(final.program)} nodes ({size(program)} with its witnessed-domain guard), "
+            f"out-of-fold agreement {fit.agree}/{len(fit.oof)}"
+            + ("; per field " + ", ".join(f"{k}: {v['agree']}" for k, v in parts.items()) if len(parts) > 1 else ""))
     t0 = time.perf_counter()
-    code = compile_program(program)
+    guard = calibrate_program_guard(fit.oof, evidence, final.table, alpha=contract.alpha, epsilon=contract.epsilon,
+                                    delta=contract.delta, folds=fit.folds)
+    timings["calibrate"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    code = compile_program(program, evidence.expr)
     timings["codegen"] = time.perf_counter() - t0
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="program",
         interface={"input": input_schema(inputs), "output": output_interface(program, answers)},
-        model={"kind": "program", "field": field, "program": to_json(program), "program_digest": program_digest(program),
-               "size": size(program), "text": render(program), "domain_guard": [render(e) for e in guarded],
-               "code_digest": digest_bytes(code)})
+        model={"kind": "program", "field": field, "program": to_json(program), "evidence": to_json(evidence.expr),
+               "program_digest": program_digest(program), "size": size(program), "evidence_size": size(evidence.expr),
+               "text": render(final.program), "domain_guard": [render(e) for e in final.guarded_extractors],
+               "parts": evidence.describe(), "code_digest": digest_bytes(code)})
     art = Artifact.load(emit(code, draft.provisional()))
 
     t0 = time.perf_counter()
     record = run_program_gate(
         contract=contract,
         run_batch=art.call_batch,
-        reference_run=lambda inp: run_program(program, inp),
+        reference_run=lambda inp: run_program(program, inp, evidence.expr),
         witnessed=[(it[0], it[1]) for it in items],
-        heldout=[(items[i][0], items[i][1]) for i in held_idx],
-        candidate={k: v for k, v in draft.model.items() if k != "program"} | {"synthesis": synth_summary},
+        oof=oof,
+        guard=guard,
+        candidate={k: v for k, v in draft.model.items() if k not in ("program", "evidence")} | {"synthesis": synth_summary},
         generation=ctx.generation,
     )
-    held_inputs = [items[i][0] for i in held_idx]
-    lat = call_latency_us(art, held_inputs)
-    guard = {"method": "program", "statement": GUARD_STATEMENT}
-    record["guard"] = guard
+    lat = call_latency_us(art, inputs)
+    record["guard"] = without_calibration(guard)
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
     if record["verdict"] != "pass":
         raise RungRefused(NAME, f"program rung: {record['reason']}", eval_id)
     checks = {c["name"]: c for c in record["checks"]}
-    parity = {split: {k: checks[name].get(k) for k in ("n", "agree", "rate", "ci95_low", "answered", "precision", "coverage")}
-              for split, name in (("witnessed", "witnessed-agreement"), ("heldout", "heldout-agreement"))}
-    parity["selection"] = {"n": len(sel_idx), "rate": res.heldout_agreement}
+    w, o, g = checks["witnessed-agreement"], checks["out-of-fold-agreement"], checks["guard-answers"]
+    parity = {"witnessed": {k: w.get(k) for k in ("n", "agree", "rate", "ci95_low", "answered")},
+              "heldout": {"method": o["method"], "n": o["n"], "agree": o["agree"], "rate": o["rate"],
+                          "ci95_low": o["ci95_low"], "confidence": o["confidence"], "compared": o["compared"]},
+              "parts": parts,
+              "guarded": {"method": o["method"], "n": g["n"], "tier1": g["tier1"], "coverage": g["coverage"],
+                          "tier1_wrong": g["tier1_wrong"], "selective_risk": g["selective_risk"],
+                          "selective_risk_ci95_high": g["selective_risk_ci95_high"]}}
     return emit_generation(ctx, contract, draft, code, art, guard=guard, parity=parity, eval_runs=[eval_id],
-                           reason=record["reason"], witnesses=ws.witnesses, store_digest=ws.store_digest, distinct_inputs=len(items),
-                           fuel_inputs=held_inputs, latency=lat, timings=timings, model=program)
+                           reason=record["reason"], witnesses=ws.witnesses, store_digest=ws.store_digest,
+                           distinct_inputs=len(items), fuel_inputs=inputs[:200], latency=lat, timings=timings, model=program)

@@ -69,6 +69,18 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
     n = part.n
     rem = (1 << n) - 1
     rules: list[tuple[list[tuple[_Pred, bool]], str]] = []
+    cache = part.split_cache  # thresholds depend only on (base, label mask, support, tolerance, extractors)
+    ekey = tuple(id(e) for e in extractors)
+
+    def split(base: int, lm: int) -> list[_Pred]:
+        key = (base, lm, min_support, tol, ekey)
+        got = cache.get(key)
+        if got is None:
+            if len(cache) > 50_000:
+                cache.clear()
+            got = cache[key] = _split_preds(base, extractors, lm, min_support, n, tol)
+        return got
+
     queue = sorted(targets, key=lambda k: (_popcount(lab_mask[k]), k))
     fp_cost = 1 + part.wrong_cost
     while rem and len(rules) < max_rules and not part.budget.over():
@@ -102,7 +114,7 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
                     best = (key, comps, _lab, cov, text)
 
             scored = []
-            for p, cov in live + [(t, t.mask & rem) for t in _split_preds(rem, extractors, lm, min_support, n, tol)]:
+            for p, cov in live + [(t, t.mask & rem) for t in split(rem, lm)]:
                 tp = _popcount(cov & lm)
                 if tp < min_support:
                     continue
@@ -117,7 +129,7 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
                     consider([(pa, False), (pb, False)], ma & pb.mask, 1 + pa.size + pb.size, pa.text + "&" + pb.text)
                 if a_i >= POOL // 2:
                     continue
-                for pt in _split_preds(ma, extractors, lm, min_support, n, tol):
+                for pt in split(ma, lm):
                     consider([(pa, False), (pt, False)], ma & pt.mask, 1 + pa.size + pt.size, pa.text + "&" + pt.text)
             for pa in pool[:8] if pairs else ():
                 ma = pa.mask & rem

@@ -16,7 +16,7 @@ from auto.extract.types import check
 
 from .evaluate import _answer, _same
 from .extraction import _number_extraction, _text_extraction
-from .lists import _decision_lists
+from .lists import _decision_lists, default_evidence, presence_evidence
 from .pool import _Budget, _Part
 from .proposals import _ask_proposer
 from .results import FieldResult, SynthResult
@@ -64,7 +64,15 @@ def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: in
         why = _validate(c.program, part.field)
         if why is None:
             h = None if c.h_agree is None else c.h_agree / len(part.h_refs)
-            return FieldResult(c.program, c.agree / part.n, h, part.count, c.kind)
+            dev = None
+            if not part.budget.over():
+                if type(c.program) is A.If and type(c.program.default) is A.Const:
+                    dev = default_evidence(part, c.program.default.value, max_rules)
+                elif c.kind in ("search", "number"):
+                    dev = presence_evidence(part, max_rules)
+                if dev is not None and _validate(dev, part.field) is not None:
+                    dev = None
+            return FieldResult(c.program, c.agree / part.n, h, part.count, c.kind, default_evidence=dev)
         notes.append(f"{part.name or 'answer'}: candidate dropped by validation ({why[:160]})")
     kinds = sorted({type(r).__name__ for r in refs})
     return FieldResult(None, None, None, part.count, None,
@@ -102,6 +110,7 @@ def synthesize(
     wrong_cost: float = WRONG_COST,
     min_support: int | None = None,
     max_rules: int = MAX_RULES,
+    mdl_scale: float = 1.0,
 ) -> SynthResult:
     """Synthesize a program that maps each training input to its reference answer.
 
@@ -115,7 +124,8 @@ def synthesize(
             type-checked, evaluated and kept only when they score better. A proposer that raises
             an :class:`~auto.errors.AutoError` (e.g. :class:`~auto.errors.SpendCapExceeded`) is
             not asked again; the refusal is recorded in ``notes``.
-        time_budget_s: wall-clock budget in seconds for the whole search; when it runs out the
+        time_budget_s: wall-clock budget in seconds for the search of each part (each record key,
+            or the whole scalar answer), so a slow part never starves the next; when it runs out the
             best program found so far is kept and ``notes`` says so.
         min_agreement: training agreement (0..1) — and held-out agreement, when given — below
             which no program is returned (``reason`` says which fell short).
@@ -123,6 +133,10 @@ def synthesize(
         min_support: training witnesses a decision-list rule must cover; default
             ``max(2, round(0.005 · n))`` (:data:`PRECEDENCE_SUPPORT`).
         max_rules: decision lists with more rules are not learned further.
+        mdl_scale: multiplies the witnesses one unit of description length is worth (the MDL
+            ratio, :func:`auto.extract.synth.mdl._mdl_ratio`): above 1 prefers smaller programs,
+            below 1 larger ones (the complexity parameter cross-validation chooses for few
+            witnesses, :mod:`auto.compile.program_fit`).
 
     Returns:
         A :class:`SynthResult`; its agreements come from the reference interpreter.
@@ -145,7 +159,14 @@ def synthesize(
         raise ArgumentError(f"min_agreement must be in [0, 1], got {min_agreement!r}")
     if wrong_cost < 0:
         raise ArgumentError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
-    budget = _Budget(time_budget_s)
+    if not (isinstance(mdl_scale, (int, float)) and mdl_scale > 0):
+        raise ArgumentError(f"mdl_scale must be a positive number, got {mdl_scale!r}")
+    budgets: list[_Budget] = []
+    shared: dict[Any, Any] = {}  # what depends only on the texts (lowered texts, keyword predicates)
+
+    def budget() -> _Budget:
+        budgets.append(_Budget(time_budget_s))
+        return budgets[-1]
     notes: list[str] = []
     state: dict[str, Any] = {"proposer_declined": False}
     answers = [a for _i, a in train]
@@ -163,7 +184,8 @@ def synthesize(
     per_field: dict[str, FieldResult] = {}
     if record:
         for k in keys:
-            part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget)
+            part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget(),
+                         mdl_scale, shared)
             per_field[k] = _synth_part(part, proposer=None if state["proposer_declined"] else proposer, notes=notes,
                                        min_support=min_support, max_rules=max_rules, state=state)
         missing = [k for k in keys if per_field[k].program is None]
@@ -171,12 +193,12 @@ def synthesize(
         reason = (None if not missing else
                   "; ".join(f"field {k!r}: {per_field[k].reason}" for k in missing))
     else:
-        part = _Part("", field, train, heldout, wrong_cost, budget)
+        part = _Part("", field, train, heldout, wrong_cost, budget(), mdl_scale, shared)
         per_field[""] = _synth_part(part, proposer=proposer, notes=notes, min_support=min_support, max_rules=max_rules,
                                     state=state)
         program = per_field[""].program
         reason = per_field[""].reason
-    if budget.exhausted:
+    if any(b.exhausted for b in budgets):
         notes.append(f"time budget of {time_budget_s:g} s exhausted; the best program found so far was kept")
     candidates = sum(f.candidates for f in per_field.values())
     if program is None:

@@ -210,7 +210,9 @@ def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> Non
         if q is None or (p.size, p.text) < (q.size, q.text):
             by_mask[p.mask] = p
     singles = sorted(by_mask.values(), key=lambda p: (p.size, p.text))
-    ratio = _mdl_ratio(n, len(labels))
+    ratio = part.mdl_scale * _mdl_ratio(n, len(labels))
+    part.lists = {"keys": keys, "value_of": value_of, "lab_mask": lab_mask, "singles": singles,
+                  "extractors": extractors, "min_support": ms}
     defaults: list[str | None] = [k for k in labels if counts[k] >= ms][:PRECEDENCE_DEFAULTS] + [None]
     mdl_of: dict[str | None, float] = {}
 
@@ -236,6 +238,60 @@ def _decision_lists(part: _Part, min_support: int | None, max_rules: int) -> Non
         for gain in (False, True):
             if not part.budget.over():
                 precedence(default, True, gain)
+
+
+def default_evidence(part: _Part, default: Any, max_rules: int) -> A.Node | None:
+    """Positive evidence for a decision list's default label: the rules sequential covering learns
+    for ``default`` alone (``default`` against every other label, pure rules, the predicates of
+    the list search), as one condition (an ``Or`` of the rules), or None when no admissible rule
+    exists (the default label is then defined by the absence of the other labels' cues, as a
+    "normal" urgency is).
+
+    A default that a new input reaches by elimination (no rule fired) while this condition is
+    false has no positive evidence on that input; the program's guard
+    (:mod:`auto.extract.evidence`) reports it.
+    """
+    ctx = part.lists
+    if ctx is None:
+        return None
+    key = canonical_json(default)
+    if key not in ctx["lab_mask"]:
+        return None
+    rules = _learn_precedence(part, [key], ctx["lab_mask"], ctx["singles"], ctx["extractors"], ctx["min_support"],
+                              0.0, max_rules, pairs=False)
+    conds = [_rule_node([(p, neg, _theta_units(p)) for p, neg in comps]) for comps, _lab in rules]
+    if not conds:
+        return None
+    return conds[0] if len(conds) == 1 else A.Or(tuple(conds))
+
+
+def presence_evidence(part: _Part, max_rules: int) -> A.Node | None:
+    """Positive evidence that a value part (an extractor) has a value: the keyword rules sequential
+    covering learns for "the answer is not null" against "null" (pure rules), as one condition, or
+    None when the part is never null, always null, or no admissible rule exists.
+
+    An extractor that finds nothing on a new input while this condition holds (``charged`` with no
+    amount the extractor can read, as in ``charged fifty-eight dollars``) answers null against the
+    witnessed evidence; the program's guard (:mod:`auto.extract.evidence`) reports it.
+    """
+    present = [r is not None for r in part.refs]
+    if all(present) or not any(present):
+        return None
+    n = part.n
+    ms = max(2, round(PRECEDENCE_SUPPORT * n))
+    keys = ["1" if p else "0" for p in present]
+    lab_mask = {k: _mask([kk == k for kk in keys]) for k in ("0", "1")}
+    by_mask: dict[int, _Pred] = {}
+    for p in _keyword_preds(part, ms):
+        q = by_mask.get(p.mask)
+        if q is None or (p.size, p.text) < (q.size, q.text):
+            by_mask[p.mask] = p
+    singles = sorted(by_mask.values(), key=lambda p: (p.size, p.text))
+    rules = _learn_precedence(part, ["1"], lab_mask, singles, [], ms, 0.0, max_rules, pairs=False)
+    conds = [_rule_node([(p, neg, _theta_units(p)) for p, neg in comps]) for comps, _lab in rules]
+    if not conds:
+        return None
+    return conds[0] if len(conds) == 1 else A.Or(tuple(conds))
 
 
 def _build_list(rules: list[tuple[A.Node, str]], value_of: dict[str, Any], default: str | None) -> A.Node:

@@ -55,7 +55,7 @@ class _Part:
     """One synthesis problem: texts of the input field and the reference values of one part."""
 
     def __init__(self, name: str, field: str, train: list[tuple[dict, Any]], heldout: list[tuple[dict, Any]],
-                 wrong_cost: float, budget: _Budget):
+                 wrong_cost: float, budget: _Budget, mdl_scale: float = 1.0, shared: dict | None = None):
         self.name = name
         self.field = field
         self.inputs = [p[0] for p in train]
@@ -66,13 +66,20 @@ class _Part:
         self.n = len(self.refs)
         self.wrong_cost = wrong_cost
         self.budget = budget
-        self.lower = [ascii_lower(t) for t in self.texts]
-        self.upper = [ascii_upper(t) for t in self.texts]
+        self.shared = shared if shared is not None else {}  # per synthesis: what depends on the texts only
+        if "lower" not in self.shared:
+            self.shared["lower"] = [ascii_lower(t) for t in self.texts]
+            self.shared["upper"] = [ascii_upper(t) for t in self.texts]
+        self.lower = self.shared["lower"]
+        self.upper = self.shared["upper"]
         self.cands: list[_Cand] = []
         self.seen: set[A.Node] = set()
         self.count = 0
         self.best_agree = -1
-        self.ratio = _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
+        self.mdl_scale = mdl_scale
+        self.ratio = mdl_scale * _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
+        self.lists: dict[str, Any] | None = None  # the decision-list search's predicates (lists.py)
+        self.split_cache: dict[tuple, Any] = {}  # fitted thresholds per (base, label) (covering.py)
 
     # -- evaluation ------------------------------------------------------------------------
     def max_errors(self) -> int:

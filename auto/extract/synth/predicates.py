@@ -61,6 +61,15 @@ def _bits(mask: int, n: int) -> np.ndarray:
 
 
 def _keyword_preds(part: _Part, min_support: int) -> list[_Pred]:
+    """Keyword and word-bounded predicates mined from the lowered texts (cached per synthesis: they
+    depend on the texts and ``min_support`` only)."""
+    key = ("keyword_preds", min_support)
+    if key not in part.shared:
+        part.shared[key] = _mine_keyword_preds(part, min_support)
+    return part.shared[key]
+
+
+def _mine_keyword_preds(part: _Part, min_support: int) -> list[_Pred]:
     lowered = part.lower
     low = A.Lower(A.Field(part.field))
     df: Counter = Counter()
@@ -216,8 +225,12 @@ def _split_preds(base: int, extractors: list[_Extractor], lm: int, min_support: 
     out: list[_Pred] = []
     if _popcount(base & lm) < min_support:
         return out
+    live = [ex for ex in extractors  # cheap integer tests first: enough values, enough positives
+            if _popcount(base & ex.nonnull) >= min_support + 1 and _popcount(base & lm & ex.nonnull) >= min_support]
+    if not live:
+        return out
     base_bits, lab_bits = _bits(base, n), _bits(lm, n)
-    for ex in extractors:
+    for ex in live:
         keep = base_bits[ex.idx]
         vs = ex.vs[keep]
         if len(vs) < min_support + 1:

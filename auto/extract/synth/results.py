@@ -20,6 +20,10 @@ class FieldResult:
         kind: which family produced it (``"const"``, ``"search"``, ``"number"``, ``"rules"``,
             ``"proposed"``), None without a program.
         reason: why there is no program, None when there is one.
+        default_evidence: for a decision list with a constant default, the condition under which
+            the default label has positive evidence (:func:`auto.extract.synth.lists.default_evidence`);
+            for an extractor that is null on some witnesses, the condition under which a value is
+            present (:func:`auto.extract.synth.lists.presence_evidence`); else None.
     """
 
     program: A.Node | None
@@ -28,6 +32,7 @@ class FieldResult:
     candidates: int
     kind: str | None = None
     reason: str | None = None
+    default_evidence: A.Node | None = None
 
 
 @dataclass

@@ -18,6 +18,9 @@ Methods, one module each:
   ``>=`` a Learn-then-Test threshold;
 * ``program`` (:class:`ProgramGuard`, :mod:`~auto_runtime.guard.program`) — the program's own
   ``deopt`` flag;
+* ``program-evidence`` (:class:`ProgramEvidence`, :mod:`~auto_runtime.guard.program`) — the
+  deopt flag, a conformal novelty test of each part's evidence (the rule that decided it and the
+  kind of evidence behind it) and an optional Learn-then-Test confidence threshold;
 * ``stack`` (:class:`GuardStack`, :mod:`~auto_runtime.guard.stack`) — every component passes.
 
 Deopt reasons starting with ``"guard-unusable: "`` mean the entry made the guard always deopt:
@@ -37,7 +40,7 @@ the entry is unusable.
 from auto_runtime.guard.base import AlwaysDeopt, Guard, GuardConfigError, GuardDecision
 from auto_runtime.guard.exact import ExactMatch
 from auto_runtime.guard.novelty import ConformalNovelty
-from auto_runtime.guard.program import ProgramGuard
+from auto_runtime.guard.program import ProgramEvidence, ProgramGuard
 from auto_runtime.guard.registry import GUARD_METHODS, GuardFactory, build_guard, register_guard
 from auto_runtime.guard.risk import SelectiveRisk
 from auto_runtime.guard.stack import GuardStack
@@ -45,6 +48,6 @@ from auto_runtime.guard.tightened import TightenedGuard
 
 __all__ = [
     "GUARD_METHODS", "AlwaysDeopt", "ConformalNovelty", "ExactMatch", "Guard", "GuardConfigError",
-    "GuardDecision", "GuardFactory", "GuardStack", "ProgramGuard", "SelectiveRisk", "TightenedGuard",
+    "GuardDecision", "GuardFactory", "GuardStack", "ProgramEvidence", "ProgramGuard", "SelectiveRisk", "TightenedGuard",
     "build_guard", "register_guard",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from auto_runtime.guard.base import AlwaysDeopt, Guard, GuardConfigError, finite_float, log
 from auto_runtime.guard.exact import ExactMatch
 from auto_runtime.guard.novelty import ConformalNovelty
-from auto_runtime.guard.program import ProgramGuard
+from auto_runtime.guard.program import ProgramEvidence, ProgramGuard
 from auto_runtime.guard.risk import SelectiveRisk
 from auto_runtime.guard.stack import GuardStack
 
@@ -105,6 +105,56 @@ def _selective_risk(entry: dict) -> Guard:
 @register_guard("program")
 def _program(entry: dict) -> Guard:
     return ProgramGuard()
+
+
+def _int(entry: dict, key: str, low: int = 0) -> int:
+    v = entry.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise GuardConfigError(f"{key} must be an integer >= {low}, got {v!r}")
+    return v
+
+
+@register_guard("program-evidence")
+def _program_evidence(entry: dict) -> Guard:
+    parts = entry.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise GuardConfigError("program-evidence parts must be a non-empty list")
+    built = []
+    for i, p in enumerate(parts):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise GuardConfigError(f"part {i} must be an object with a string name")
+        alpha = p.get("alpha")
+        if not finite_number(alpha) or not 0.0 < alpha < 1.0:
+            raise GuardConfigError(f"part {i}: alpha must be a number in (0, 1), got {alpha!r}")
+        n_w = _int(p, "witnesses", 1)
+        cal = p.get("calibration_scores")
+        if not isinstance(cal, list) or not all(finite_number(c) for c in cal):
+            raise GuardConfigError(f"part {i}: calibration_scores must be a list of finite numbers")
+        events = {}
+        for j, e in enumerate(p.get("events") or []):
+            if not isinstance(e, dict):
+                raise GuardConfigError(f"part {i} event {j} must be an object")
+            prec = e.get("precision")
+            if not finite_number(prec) or not 0.0 <= prec <= 1.0:
+                raise GuardConfigError(f"part {i} event {j}: precision must be in [0, 1], got {prec!r}")
+            events[(_int(e, "rule"), _int(e, "kind"))] = (_int(e, "support"), float(prec))
+        labels = p.get("rules") if isinstance(p.get("rules"), list) else []
+        built.append((p["name"], float(alpha), n_w, cal, events, labels))
+    risk = entry.get("risk") or {}
+    if not isinstance(risk, dict):
+        raise GuardConfigError("risk must be an object")
+    thr = risk.get("threshold")
+    if thr is not None and not finite_number(thr):
+        raise GuardConfigError(f"risk threshold must be a finite number or null, got {thr!r}")
+    dk = entry.get("deopt_kinds") or []
+    if not isinstance(dk, list) or not all(isinstance(k, int) and not isinstance(k, bool) for k in dk):
+        raise GuardConfigError(f"deopt_kinds must be a list of integers, got {dk!r}")
+    names = entry.get("kinds")
+    names = names if isinstance(names, list) and all(isinstance(x, str) for x in names) else None
+    statement = entry.get("statement")
+    return ProgramEvidence(built, None if thr is None else float(thr), deopt_kinds=dk, kinds=names,
+                           epsilon=_unit_interval(risk, "epsilon"),
+                           delta=_unit_interval(risk, "delta"), statement=statement if isinstance(statement, str) else None)
 
 
 @register_guard("stack")
