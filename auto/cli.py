@@ -239,6 +239,7 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, contract_pa
     A site's input is its slots (auto census lists them); its artifact carries the site's template.
     """
     from auto.compile import compile_task
+    from auto.store.lock import CompileLock
     from auto.verify import Contract
 
     if (task is None) == (site is None):
@@ -252,8 +253,15 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, contract_pa
                 raise UsageError(f"no task {task!r} in {store_path} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
-        outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
-                               programs=not no_program, progress=say)
+        lock = CompileLock(store_path)
+        if not lock.acquire():
+            say(f"waiting for another compile of {store_path} to finish (one compile at a time takes a generation number)")
+            lock.acquire(blocking=True)
+        try:
+            outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
+                                   programs=not no_program, progress=say)
+        finally:
+            lock.release()
     if as_json:
         _emit_json(outcome.summary())
     else:

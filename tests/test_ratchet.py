@@ -530,3 +530,36 @@ def test_compile_child_leaves_a_core_to_serving_and_keeps_the_users_thread_setti
     assert env["PATH"] == "/bin"
     assert child_env({}, cpu_count=1)["OPENBLAS_NUM_THREADS"] == "1"  # never zero threads
     assert child_env({}, cpu_count=16)["MKL_NUM_THREADS"] == "15"
+
+
+def test_a_ratchet_that_cannot_take_the_compile_lock_waits_and_logs_it_once(tmp_path):
+    from auto.store.lock import CompileLock
+
+    other = CompileLock(tmp_path / "r.sqlite")  # another process compiling this store
+    assert other.acquire()
+    r = make(tmp_path)
+    drive(r, stream(120))
+    skipped = [e for e in r.events if e["kind"] == "compile"]
+    assert len(skipped) == 1 and skipped[0]["detail"]["verdict"] == "skipped", skipped
+    assert "another process holds the compile lock" in skipped[0]["detail"]["reason"]
+    assert r.status()["compile_attempts"] == 0 and r.generation is None
+    assert r.compile_now() is False
+    other.release()
+    assert r.compile_now() is True and r.wait_idle(120)
+    assert [e["detail"]["verdict"] for e in r.events if e["kind"] == "compile"][1:] and r.generation is not None
+    r.close()
+
+
+def test_two_offline_compiles_of_one_store_take_different_generations(tmp_path):
+    with Store(tmp_path / "s.sqlite") as st:
+        for inp in stream(80):
+            st.add_witness(task="triage", input=inp, output=classify(inp["ticket"]))
+    cmd = [sys.executable, "-m", "auto.cli", "compile", "--store", str(tmp_path / "s.sqlite"), "--task", "triage",
+           "--no-program"]
+    procs = [subprocess.Popen(cmd + ["--out", str(tmp_path / f"a{i}.wasm")], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
+    with Store(tmp_path / "s.sqlite") as st:
+        gens = sorted(a.generation for a in st.artifacts("triage"))
+    assert gens == [1, 2], gens

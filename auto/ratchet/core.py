@@ -32,7 +32,6 @@ of them compile at a time, and each picks up generations the others installed.
 from __future__ import annotations
 
 import collections
-import fcntl
 import inspect
 import json
 import logging
@@ -53,6 +52,7 @@ from auto.record.redact import Redactor
 from auto.ratchet.policy import CompilePolicy, PolicyState
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
 from auto.store import Store
+from auto.store.lock import CompileLock
 from auto.verify import Contract
 
 log = logging.getLogger("auto.ratchet")
@@ -90,31 +90,6 @@ this many (or at the next deopt)."""
 MONITOR_SLICE = 4
 """The monitor thread feeds this many scores (about 10 µs each, measured) between two yields of
 the interpreter lock, so a request never waits behind a whole batch."""
-
-
-class _CompileLock:
-    """An exclusive, non-blocking lock on ``<store>.compile.lock`` (``fcntl.flock``): released
-    when the holder closes it or its process dies, so a killed compiler never blocks the others."""
-
-    def __init__(self, store_path: str) -> None:
-        self.path = f"{store_path}.compile.lock"
-        self._fd: int | None = None
-
-    def acquire(self) -> bool:
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 class Ratchet:
@@ -202,7 +177,8 @@ class Ratchet:
         self.calls = 0
         self._store = Store(self.store_path)
         self._state_lock = threading.RLock()
-        self._compile_lock = _CompileLock(self.store_path)
+        self._compile_lock = CompileLock(self.store_path)
+        self._lock_busy_logged = False
         self._compiling: threading.Thread | None = None
         self._closed = False
         self._last_poll = 0.0
@@ -424,6 +400,8 @@ class Ratchet:
             trig = self.policy.trigger(self._state)
             if trig is None:
                 return
+            if not self._take_compile_lock(trig):
+                return
             st = self._state
             st.attempts += 1
             st.known_misses_at_attempt = st.known_misses
@@ -439,11 +417,21 @@ class Ratchet:
             self._compiling = th
             th.start()
 
+    def _take_compile_lock(self, trigger: dict[str, Any]) -> bool:
+        """Take the store's compile lock for a compile about to start (the compile thread gives
+        it back). While another process holds it, the trigger waits: logged once per such
+        stretch, not counted as an attempt (that process's generations are installed from the
+        store as they appear)."""
+        if self._compile_lock.acquire():
+            self._lock_busy_logged = False
+            return True
+        if not self._lock_busy_logged:
+            self._lock_busy_logged = True
+            self._log("compile", detail={"verdict": "skipped", "reason": "another process holds the compile lock "
+                                         "(its generations are installed from the store)", "trigger": trigger})
+        return False
+
     def _compile(self, trigger: dict[str, Any]) -> None:
-        if not self._compile_lock.acquire():
-            self._log("compile", detail={"verdict": "skipped", "reason": "another process holds the compile lock",
-                                         "trigger": trigger})
-            return
         try:
             latest = self._store.latest_artifact(self.task)
             generation = (latest.generation + 1) if latest else 1
@@ -666,6 +654,8 @@ class Ratchet:
             if self._closed or (self._compiling is not None and self._compiling.is_alive()):
                 return False
             trig = {"kind": "manual", "evidence": {"reason": reason}}
+            if not self._take_compile_lock(trig):
+                return False
             st = self._state
             st.attempts += 1
             st.witnesses_at_attempt = st.witnesses
