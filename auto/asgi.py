@@ -7,9 +7,12 @@ are installed (else asyncio and h11), no access log, warnings only.
 from __future__ import annotations
 
 import importlib.util
+import socket
 from typing import Any
 
 import uvicorn
+
+from auto.errors import ListenError
 
 
 def loop_and_parser() -> tuple[str, str]:
@@ -25,3 +28,23 @@ def uvicorn_config(app: Any, host: str, port: int, **extra: Any) -> uvicorn.Conf
     loop, http = loop_and_parser()
     return uvicorn.Config(app, host=host, port=port, loop=loop, http=http, log_level="warning", access_log=False,
                           lifespan="on", **extra)
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go, as uvicorn will bind it (``SO_REUSEADDR``), so a
+    busy or forbidden address is one line before anything starts.
+
+    Raises:
+        ListenError: the address cannot be bound (the operating system's reason).
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None

@@ -549,9 +549,9 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       contract_path=contract_path)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
-    say(f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {store_path}"
-        + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else ""))
-    run_proxy(cfg)
+    run_proxy(cfg, announce=lambda: say(
+        f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {store_path}"
+        + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 
 # ----------------------------------------------------------------------------------------- serve
@@ -583,8 +583,7 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
     cfg = ServeConfig(artifacts=[str(Path(a).resolve()) for a in artifacts], store=store_path, registry=registry_dir,
                       trust_keys=paths, reference=reference, fuel=fuel, memory_bytes=memory_bytes,
                       timeout_ms=timeout_ms, host=host, port=port, workers=workers, cwd=str(Path.cwd()))
-    say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})")
-    run_serve(cfg)
+    run_serve(cfg, announce=lambda: say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"))
 
 
 # -------------------------------------------------------------------------------------- registry

@@ -71,6 +71,11 @@ class IngestError(StoreError):
     """A batch could not be ingested; the transaction was rolled back, nothing was written."""
 
 
+class ListenError(AutoError):
+    """A server cannot listen on the address it was given (in use, not permitted, not an
+    address of this host)."""
+
+
 class RecordError(AutoError):
     """Recording could not proceed (for example a task result that is not JSON-serializable)."""
 

@@ -158,3 +158,21 @@ def test_cli_workers_and_trust(site, tmp_path):
         assert row["signed_by"] is not None
     nothing = subprocess.run([sys.executable, "-m", "auto.cli", "serve"], capture_output=True, text=True, timeout=60)
     assert nothing.returncode == 2 and "nothing to serve" in nothing.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "proxy"])
+def test_a_busy_port_is_one_line_before_anything_is_announced(command, tmp_path):
+    from auto.store import Store
+
+    Store(tmp_path / "s.sqlite").close()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = (["serve", "--store", str(tmp_path / "s.sqlite")] if command == "serve"
+                else ["proxy", "--store", str(tmp_path / "s.sqlite"), "--upstream", "http://127.0.0.1:9/v1"])
+        p = subprocess.run([sys.executable, "-m", "auto.cli", *args, "--port", str(port)], capture_output=True,
+                           text=True, timeout=120)
+    assert p.returncode == 1, (p.returncode, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines == [f"error: ListenError: cannot listen on 127.0.0.1:{port}: Address already in use"], p.stderr

@@ -8,9 +8,11 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import Callable
+
 import uvicorn
 
-from auto.asgi import uvicorn_config
+from auto.asgi import check_listen, uvicorn_config
 from auto.errors import ArgumentError
 from auto.proxy.app import Proxy, ProxyConfig
 
@@ -21,10 +23,18 @@ the store writer and the ratchets' threads hold the GIL for at most this long be
 loop may run, so background work adds at most about this much to a request's latency."""
 
 
-def run(config: ProxyConfig) -> None:
-    """Serve in the foreground until interrupted (SIGINT/SIGTERM), then write what is queued."""
+def run(config: ProxyConfig, announce: Callable[[], None] | None = None) -> None:
+    """Serve in the foreground until interrupted (SIGINT/SIGTERM), then write what is queued;
+    ``announce`` is called once the address is free and the proxy is built, just before listening.
+
+    Raises:
+        ListenError: the address cannot be listened on.
+    """
+    check_listen(config.host, config.port)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     proxy = Proxy(config)
+    if announce is not None:
+        announce()
     try:
         uvicorn.Server(uvicorn_config(proxy.app, config.host, config.port)).run()
     finally:

@@ -9,21 +9,27 @@ clear error before anything listens; worker processes then load the same configu
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import uvicorn
 
-from auto.asgi import loop_and_parser, uvicorn_config
+from auto.asgi import check_listen, loop_and_parser, uvicorn_config
 from auto.serve.app import CONFIG_ENV, ArtifactService, ServeConfig, load_artifacts
 
 
-def run(config: ServeConfig) -> None:
-    """Serve until interrupted.
+def run(config: ServeConfig, announce: Callable[[], None] | None = None) -> None:
+    """Serve until interrupted; ``announce`` is called once the address is free and the
+    artifacts are loaded, just before listening.
 
     Raises:
+        ListenError: the address cannot be listened on.
         ArtifactError, ArgumentError, StoreError: the configuration cannot be served (see
             :func:`auto.serve.app.load_artifacts`).
     """
+    check_listen(config.host, config.port)
     arts = load_artifacts(config)
+    if announce is not None:
+        announce()
     if config.workers <= 1:
         service = ArtifactService(config, arts)
         try:
