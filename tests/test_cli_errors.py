@@ -183,3 +183,19 @@ def test_ctrl_c_during_auto_record_exits_130(tmp_path):
     assert proc.returncode == 130, err
     # the child's own KeyboardInterrupt traceback is the child's; auto adds one line
     assert err.strip().splitlines()[-1].endswith("(child exit code 130)")
+
+
+def test_sigint_to_auto_record_alone_is_forwarded_to_the_child_and_exits_130(tmp_path):
+    child = "import time; print('ready', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([*AUTO, "record", "--store", str(tmp_path / "s.sqlite"), "--", sys.executable, "-c", child],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.kill(proc.pid, signal.SIGINT)  # `kill -INT <pid>`: the parent only
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err  # the child ended by the forwarded SIGINT, not killed (137)
+    assert err.strip().splitlines()[-1].endswith("(child exit code 130)"), err

@@ -31,6 +31,30 @@ ENV_STORE = "AUTO_RECORD_STORE"
 ENV_TASK = "AUTO_RECORD_TASK"
 
 
+INTERRUPT_GRACE_S = 1.0
+"""After a SIGINT to ``auto record``, how long the child has to end on its own (a terminal's
+Ctrl-C reaches the whole foreground process group, the child included) before the SIGINT is
+forwarded to it (a ``kill -INT`` of ``auto record`` alone reaches only the parent)."""
+
+INTERRUPT_WAIT_S = 10.0
+"""How long an interrupted child has to write its spans and exit before it is killed."""
+
+
+def _stop_child(proc: subprocess.Popen) -> int:
+    """The exit status of an interrupted child: let it end on its own, then forward SIGINT, then
+    SIGKILL (see :data:`INTERRUPT_GRACE_S`, :data:`INTERRUPT_WAIT_S`)."""
+    try:
+        return proc.wait(timeout=INTERRUPT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=INTERRUPT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        return proc.wait()
+
+
 def recording_env(store: str, task: str | None = None, base: dict | None = None) -> dict[str, str]:
     """The environment for a recorded child: ``base`` (default ``os.environ``) plus the
     ``AUTO_RECORD_*`` variables and a ``PYTHONPATH`` of bootstrap dir + existing entries + the
@@ -81,12 +105,8 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
         raise ArgumentError(f"auto record: command not executable: {cmd[0]}") from None
     try:
         rc = proc.wait()
-    except KeyboardInterrupt:  # the child got SIGINT too (same process group); let it finish
-        try:
-            rc = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGKILL)
-            rc = proc.wait()
+    except KeyboardInterrupt:
+        rc = _stop_child(proc)
     code = 128 - rc if rc < 0 else rc
     statuses = []
     for name in sorted(os.listdir(status_dir)):
