@@ -7,10 +7,11 @@ Public API::
     Artifact.load(path_or_bytes, expected_id=None, limits=None) -> Artifact
     Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
     Limits(fuel, memory_bytes, timeout_ms)
-    TieredTask(artifact, reference, capture=None)(input_obj) -> CallResult
+    TieredTask(artifact, reference, capture=None, tools=None, tool_budget=None)(input_obj) -> CallResult
     TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
     TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
+    ToolBudget(calls, wall_ms)    Replay(recordings)      # tool capabilities (auto_runtime.tools)
 
 The artifact contract, for compilers (imported from the submodules; stdlib only)::
 
@@ -44,6 +45,7 @@ from auto_runtime.errors import (
     ManifestError,
     MemoryLimitExceeded,
     OutputError,
+    ToolCallError,
     TrapError,
 )
 
@@ -63,6 +65,8 @@ _LAZY = {
     "build_guard": "auto_runtime.guard",
     "register_guard": "auto_runtime.guard",
     "compile_schema": "auto_runtime.schema",
+    "ToolBudget": "auto_runtime.tools",
+    "Replay": "auto_runtime.tools",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,6 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auto_runtime.sandbox import DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_MS, Limits
     from auto_runtime.schema import compile_schema
     from auto_runtime.tiered import CallResult, TieredTask
+    from auto_runtime.tools import Replay, ToolBudget
 
 
 def __getattr__(name: str) -> Any:
@@ -93,5 +98,5 @@ __all__ = [
     "DEFAULT_FUEL", "DEFAULT_MEMORY_BYTES", "DEFAULT_TIMEOUT_MS",
     "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",
     "CapabilityError", "LimitError", "FuelExhausted", "MemoryLimitExceeded", "CallTimeout",
-    "TrapError", "InputSchemaError", "OutputError",
+    "TrapError", "InputSchemaError", "OutputError", "ToolCallError", "ToolBudget", "Replay",
 ]
