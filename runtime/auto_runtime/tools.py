@@ -534,6 +534,11 @@ def effect_journal(effects: list[dict[str, Any]]) -> Iterator[None]:
         _JOURNAL.reset(token)
 
 
+def journal_active() -> bool:
+    """Whether an effect journal with entries left is active in this context (cheap)."""
+    return bool(_JOURNAL.get())
+
+
 def journaled_result(tool: str, arguments: Any) -> tuple[bool, Any]:
     """``(True, result)`` when ``tool(arguments)`` already ran as an effect of this call (the entry
     is consumed), else ``(False, None)``. Arguments compare as canonical JSON."""
@@ -554,6 +559,6 @@ def journaled_result(tool: str, arguments: Any) -> tuple[bool, Any]:
 __all__ = [
     "COMMIT", "DEFAULT_BUDGET_CALLS", "DEFAULT_BUDGET_WALL_MS", "EFFECTS", "KINDS", "MAX_RESULT_BYTES", "Replay",
     "TOOL_CALL", "TOOL_IMPORTS", "TOOL_MODULE", "TOOL_RESULT", "ToolBudget", "ToolCallRecord", "ToolDecl",
-    "ToolRefused", "ToolSession", "check_host_tools", "effect_journal", "journaled_result", "manifest_budget",
+    "ToolRefused", "ToolSession", "check_host_tools", "effect_journal", "journal_active", "journaled_result", "manifest_budget",
     "run_with_timeout", "tool_decls",
 ]
