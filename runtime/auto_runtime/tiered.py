@@ -116,8 +116,9 @@ class CallResult:
         output: the artifact's whole output object for this input (``{"answer", "margin",
             "nonconformity", ...}``) when it ran and answered, also when the guard deopted (its
             would-be answer); ``None`` otherwise.
-        tool_calls: a capability artifact's tool calls in this call (``tool``, ``effects``,
-            ``kind``, ``live``, ``ms``, ``error``), also when it deopted; ``None`` otherwise.
+        tool_calls: a capability artifact's tool calls in this call (``tool``, ``arguments``,
+            ``effects``, ``kind``, ``live``, ``ms``, ``error``), also when it deopted; ``None``
+            otherwise.
     """
 
     answer: Any

@@ -512,9 +512,10 @@ class ToolSession:
     # ------------------------------------------------------------------ summaries
 
     def summary(self) -> list[dict[str, Any]]:
-        """The calls as JSON-able dicts (``tool``, ``effects``, ``kind``, ``live``, ``ms``, ``error``)."""
-        return [{"tool": c.tool, "effects": c.effects, "kind": c.kind, "live": c.live, "ms": round(c.ms, 3),
-                 "error": c.error} for c in self.calls]
+        """The calls as JSON-able dicts (``tool``, ``arguments``, ``effects``, ``kind``, ``live``,
+        ``ms``, ``error``)."""
+        return [{"tool": c.tool, "arguments": c.arguments, "effects": c.effects, "kind": c.kind, "live": c.live,
+                 "ms": round(c.ms, 3), "error": c.error} for c in self.calls]
 
 
 # --------------------------------------------------------------------------- the effect journal

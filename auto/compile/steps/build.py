@@ -14,10 +14,13 @@ reproduces that behaviour (:func:`build_region`):
    result; equal in every run); a value compiled from the task input by the ladder's own rungs
    (``compile_value``: program, then memo; each with its gate and eval run) — unless the value is
    generative (the runs that repeat an input disagree on it more often than
-   :data:`GENERATIVE_BELOW` allows), for the answer only: a template over the region's text
-   values (:mod:`auto.compile.steps.template`); and last, for the answer only, a model call kept
-   as a declared capability (``kind: "model"``) whose content, as is or ASCII-stripped, is the
-   value in every run. A value none of these reproduces refuses the region, naming it.
+   :data:`GENERATIVE_BELOW` allows); and last, for the answer only, a model call kept as a
+   declared capability (``kind: "model"``) whose content, as is or ASCII-stripped, is the value in
+   every run. A text of the answer first tries a template over the region's text values
+   (:mod:`auto.compile.steps.template`), before the ladder: an answer that quotes what a tool
+   said must follow the tool (a value compiled from the task input is checked against the recorded
+   runs only, and would not follow a tool whose data changed). A value none of these reproduces
+   refuses the region, naming it.
 3. **Decide first, then act.** Per path, every step that can deopt moves before the first
    effectful or paid call (if it depends on one, the region is refused), a
    :class:`~auto.region.Commit` of the decided values goes there (or before the answer), and no
@@ -229,6 +232,11 @@ class _Builder:
                                                f"equals {a.kind} {name} in every run"))
                 return name
         why: list[str] = []
+        texts = answer and all(isinstance(v, str) for v in vals)
+        if texts:  # an answer built from what the tools said follows the tools; try that first
+            name = self.template(path, label, values, traces, why)
+            if name is not None:
+                return name
         generative = self.generative(traces, keys)
         if generative is not None:
             why.append(f"generative ({generative})")
@@ -243,10 +251,7 @@ class _Builder:
                 self.values.append(ValueReport(label, name, vc.compiled_as, vc.reason, vc.eval_run_id))
                 return name
             why.append(f"{vc.compiled_as}: {vc.reason}")
-        if answer and all(isinstance(v, str) for v in vals):
-            name = self.template(path, label, values, traces, why)
-            if name is not None:
-                return name
+        if texts:
             name = self.model(path, label, values, traces, why)
             if name is not None:
                 return name
@@ -277,15 +282,17 @@ class _Builder:
         slot_names = [f"s{i}" for i in range(len(order))]
         slots = [{n: R.render_value(a.values[t.trace_id]) for n, a in zip(slot_names, order)} for t in traces]
         targets = [values[t.trace_id] for t in traces]
-        # one example per distinct input: its modal value
+        # one example per distinct input: each of its modal values (a tie keeps every tied value)
         by_input: dict[str, list[int]] = defaultdict(list)
         for i, t in enumerate(traces):
             by_input[_key(t.input.get(self.field))].append(i)
-        idx = []
+        groups = []
         for members in by_input.values():
-            modal = Counter(targets[i] for i in members).most_common(1)[0][0]
-            idx.append(next(i for i in members if targets[i] == modal))
-        parts, share = synthesize_template([targets[i] for i in idx], [slots[i] for i in idx])
+            counts = Counter(targets[i] for i in members)
+            top = max(counts.values())
+            groups.append([next(i for i in members if targets[i] == v) for v, n in counts.items() if n == top])
+        parts, share = synthesize_template([targets[g[0]] for g in groups], [slots[g[0]] for g in groups],
+                                           alternatives=[[(targets[i], slots[i]) for i in g] for g in groups])
         if parts is None or share < self.min_share:
             why.append("template: " + ("none found" if parts is None else
                                        f"reproduces {share:.1%} of inputs (needs {self.min_share:.0%})"))

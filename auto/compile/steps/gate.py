@@ -8,9 +8,10 @@ no recording answers is a refusal of that input.
 
 Checks (:func:`run_region_gate`):
 
-- ``no-unmatched-tool-calls``: no input, witnessed or held out, made a call the recordings do
-  not answer (a compiled path that asks for something the reference never did is a defect, not
-  a miss);
+- ``unmatched-tool-calls`` (informational): the inputs whose run was refused because a call had
+  no recording (a compiled path that asked for something the reference never did on that input:
+  a wrong tool, or wrong arguments); each counts as a miss of every field, and the record lists
+  examples with their reason;
 - ``wasm-matches-python-reference``: artifact and interpreter give the same output on every
   input (byte for byte in canonical JSON; a refusal must be the same refusal);
 - ``field-agreement:<field>``, per answer field, on the held-out inputs: the compiled value equals
@@ -54,16 +55,19 @@ def answer_fields(output: Any) -> dict[str, Any]:
     return dict(output) if isinstance(output, dict) else {"answer": output}
 
 
-def _expected(runs: list[TaskTrace], replayed: TaskTrace, model_fields: set[str]) -> dict[str, Any]:
+def _expected(runs: list[TaskTrace], replayed: TaskTrace, model_fields: set[str]) -> dict[str, set[str]]:
+    """Per answer field, the canonical values that count as the reference's answer: the modal
+    values over the input's runs (every value of a tie), or the replayed run's own value for a
+    field from a kept model call."""
     fields = answer_fields(runs[0].output)
     out = {}
     for k in fields:
         if k in model_fields:
-            out[k] = canonical_json(answer_fields(replayed.output).get(k))
+            out[k] = {canonical_json(answer_fields(replayed.output).get(k))}
             continue
         vals = Counter(canonical_json(answer_fields(r.output).get(k)) for r in runs)
-        modal = sorted(vals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        out[k] = modal
+        top = max(vals.values())
+        out[k] = {v for v, n in vals.items() if n == top}
     return out
 
 
@@ -71,7 +75,7 @@ class RegionRun:
     """One input's gate result: the artifact's output (or refusal), the interpreter's, the
     expected fields (canonical JSON texts)."""
 
-    def __init__(self, key: str, wasm: Any, interp: Any, expected: dict[str, str]) -> None:
+    def __init__(self, key: str, wasm: Any, interp: Any, expected: dict[str, set[str]]) -> None:
         self.key = key
         self.wasm = wasm
         self.interp = interp
@@ -84,7 +88,7 @@ class RegionRun:
     def field_ok(self, k: str) -> bool:
         if not self.answered:
             return False
-        return canonical_json(answer_fields(self.wasm["answer"]).get(k)) == self.expected.get(k)
+        return canonical_json(answer_fields(self.wasm["answer"]).get(k)) in self.expected.get(k, set())
 
     def all_ok(self) -> bool:
         return self.answered and all(self.field_ok(k) for k in self.expected)
@@ -138,8 +142,9 @@ def run_region_gate(*, contract: Contract, artifact: Any, plan: RegionPlan, trai
     runs = w_runs + h_runs
     checks: list[dict[str, Any]] = []
     unmatched = [r for r in runs if isinstance(r.wasm, str) and r.wasm.startswith("refused: replay")]
-    checks.append({"name": "no-unmatched-tool-calls", "unmatched": len(unmatched), "n": len(runs),
-                   "examples": [r.wasm[:200] for r in unmatched[:3]], "passed": not unmatched})
+    checks.append({"name": "unmatched-tool-calls", "unmatched": len(unmatched), "n": len(runs),
+                   "heldout": sum(1 for r in h_runs if r in unmatched),
+                   "examples": [r.wasm[:200] for r in unmatched[:5]], "passed": True, "informational": True})
     mism = [r for r in runs if canonical_json(r.wasm) != canonical_json(r.interp)]
     checks.append({"name": "wasm-matches-python-reference", "mismatches": len(mism), "n": len(runs),
                    "passed": not mism})
@@ -169,16 +174,16 @@ def run_region_gate(*, contract: Contract, artifact: Any, plan: RegionPlan, trai
     if not failed:
         reason = (f"region held-out agreement {h['agree']}/{h['n']} = {h['rate']:.3f} on every field at once "
                   f"(coverage {h['coverage']:.3f}); each of {len(fields)} fields meets {rate_bar:.2f} / {lo_bar:.2f}; "
-                  "no unmatched tool call; WebAssembly equals the interpreter")
-    elif failed[0]["name"] == "no-unmatched-tool-calls":
-        reason = f"the hermetic gate found {len(unmatched)} tool call(s) no recording answers, e.g. {unmatched[0].wasm[9:160]}"
+                  f"{len(unmatched)} run(s) refused for a call no recording answers; WebAssembly equals the interpreter")
     elif failed[0]["name"] == "wasm-matches-python-reference":
         reason = f"WebAssembly and the region interpreter disagree on {len(mism)} inputs"
     else:
         k, agree, n, rate, lo = failed_fields[0]
         reason = (f"answer field {k!r}: held-out agreement {agree}/{n} = {rate if rate is None else round(rate, 3)} "
                   f"(95% CP lower bound {lo if lo is None else round(lo, 3)}; deopts count as disagreement) does not "
-                  f"meet {rate_bar:.2f} with lower bound {lo_bar:.2f}")
+                  f"meet {rate_bar:.2f} with lower bound {lo_bar:.2f}"
+                  + (f"; {len(unmatched)} run(s) refused for a call no recording answers, e.g. {unmatched[0].wasm[9:160]}"
+                     if unmatched else ""))
     return eval_record(contract, generation, candidate, checks, reason), h_runs
 
 

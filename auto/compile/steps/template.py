@@ -61,21 +61,29 @@ def fill(parts: Parts, slots: dict[str, str]) -> str | None:
     return "".join(out)
 
 
-def synthesize_template(targets: Sequence[str], slots: Sequence[dict[str, str]]) -> tuple[Parts | None, float]:
+def synthesize_template(targets: Sequence[str], slots: Sequence[dict[str, str]],
+                        alternatives: Sequence[Sequence[tuple[str, dict[str, str]]]] | None = None
+                        ) -> tuple[Parts | None, float]:
     """The template most examples share and the share of examples it reproduces.
+
+    Args:
+        targets, slots: one target text and its slot values per example.
+        alternatives: per example, every ``(target, slots)`` that counts as reproducing it (an
+            input whose runs tied between several texts); default: the example itself.
 
     Returns:
         ``(parts, share)``; ``(None, 0.0)`` when there are no examples or no template uses a value.
     """
     if not targets:
         return None, 0.0
+    alts = alternatives if alternatives is not None else [[(t, s)] for t, s in zip(targets, slots)]
     counts = Counter(cut(t, s) for t, s in zip(targets, slots))
     best = None
     best_share = 0.0
     for parts, _n in counts.most_common(5):
         if not any(k == "var" for k, _ in parts):
             continue
-        share = sum(1 for t, s in zip(targets, slots) if fill(parts, s) == t) / len(targets)
+        share = sum(1 for a in alts if any(fill(parts, s) == t for t, s in a)) / len(alts)
         if share > best_share:
             best, best_share = parts, share
     return best, best_share
