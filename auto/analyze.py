@@ -10,7 +10,8 @@ observations, distinct outputs (canonical JSON) and errors, and classifies the i
 * ``errored`` — seen ≥ 2 times, one distinct output, but at least one observation errored;
 * ``unwitnessed`` — seen once (no evidence either way).
 
-SDK retries are attempts of one logical call: model-call spans sharing the attribute
+Tool-call ids (random per run) are replaced by their order of appearance before inputs and outputs
+are compared (:func:`auto.record.template.strip_call_ids`). SDK retries are attempts of one logical call: model-call spans sharing the attribute
 ``auto.logical_call_id`` count as one observation (the last attempt's status and output).
 
 The headline fraction follows the published reference system's definition (spans that are
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from auto.canonical import canonical_json
+from auto.record.template import strip_call_ids
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -182,13 +184,14 @@ def census(spans: Iterable[Any]) -> Census:
     for site in sorted(logical):
         per_input: dict[str, list[Any]] = defaultdict(list)
         for _, span in logical[site].values():
-            per_input[canonical_json(_as_obj(_get(span, "input")))].append(span)
+            per_input[canonical_json(strip_call_ids(_as_obj(_get(span, "input"))))].append(span)
         task, kind = meta[site]
         sc = SiteCensus(site=site, task=task, kind=kind)
         for inp in sorted(per_input):
             obs = per_input[inp]
             errors = sum(1 for s in obs if (_get(s, "status") or "ok") != "ok")
-            outs = Counter(canonical_json(_as_obj(_get(s, "output"))) for s in obs if (_get(s, "status") or "ok") == "ok")
+            outs = Counter(canonical_json(strip_call_ids(_as_obj(_get(s, "output")))) for s in obs
+                           if (_get(s, "status") or "ok") == "ok")
             ok = sum(outs.values())
             modal, modal_n = (outs.most_common(1)[0] if outs else (None, 0))
             if len(obs) < 2:

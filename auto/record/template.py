@@ -99,6 +99,28 @@ def template_messages(messages: Any, task_input: dict) -> Any:
     return walk(messages)
 
 
+def strip_call_ids(obj: Any) -> Any:
+    """``obj`` with its tool-call ids (``tool_call_id`` values, and the ``id`` of an object with a
+    ``function``) replaced by ``{tool_call_N}`` in order of first appearance: the ids are random
+    per run, so two runs that asked and answered the same tools compare equal."""
+    ids: dict[str, str] = {}
+
+    def walk(o: Any) -> Any:
+        if isinstance(o, list):
+            return [walk(v) for v in o]
+        if isinstance(o, dict):
+            out = {}
+            for k, v in o.items():
+                if isinstance(v, str) and (k == "tool_call_id" or (k == "id" and "function" in o)):
+                    out[k] = ids.setdefault(v, "{tool_call_%d}" % len(ids))
+                else:
+                    out[k] = walk(v)
+            return out
+        return o
+
+    return walk(obj)
+
+
 def template_digest(messages: Any, task_input: dict) -> str:
     """``digest(template_messages(messages, task_input))`` (``"sha256:<hex>"``)."""
     return digest(template_messages(messages, task_input))

@@ -113,6 +113,15 @@ class ModelCapability:
     request_model: str | None
     temperature: Any
 
+    @classmethod
+    def from_declaration(cls, decl: dict[str, Any], field_name: str) -> "ModelCapability":
+        """The capability a manifest's ``tools`` entry (``kind: "model"``) declares."""
+        keys = tuple(sorted((decl.get("arguments") or {}).get("properties") or {}))
+        positions = tuple(sorted(int(k.split("_", 1)[1]) for k in keys if k.startswith("result_")))
+        req = decl.get("request") or {}
+        return cls(decl["name"], decl.get("site", ""), keys, field_name, positions, decl.get("cost_usd_micros_per_call"),
+                   req.get("messages"), req.get("model"), req.get("temperature"))
+
     def arguments(self, trace: TaskTrace) -> dict[str, Any]:
         """The capability's arguments in ``trace`` (the task input and the earlier tool calls)."""
         args: dict[str, Any] = {self.field: trace.input[self.field]}
