@@ -335,6 +335,15 @@ def inspect(artifact: str, as_json: bool) -> None:
                    f"(digest {model.get('program_digest')})")
         for line in str(model.get("text") or "").splitlines():
             click.echo(f"           {line}")
+    elif model.get("kind") == "region":
+        click.echo(f"model      region over field {model.get('field')!r} (digest {model.get('region_digest')})")
+        for line in str(model.get("text") or "").splitlines():
+            click.echo(f"           {line}")
+        for t in m.get("tools") or []:
+            click.echo(f"tool       {t.get('name')}  {t.get('kind')}, effects {t.get('effects')}"
+                       + (f", {t['cost_usd_micros_per_call']} µ$ per call (recorded)" if t.get("cost_usd_micros_per_call") else ""))
+        b = m.get("tool_budget") or {}
+        click.echo(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
     else:
         fb = model.get("fallback") or model
         feats = fb.get("features") or {}

@@ -156,6 +156,11 @@ def serve_and_compare(fam: Any, serving: Any, wasm: bytes, texts: list[str], *, 
                 r = tt({field: x})
                 span.output = r.answer
             results.append(r)
+    # latency: a second, unrecorded pass over the inputs served at tier-1 (warm; tools and kept model calls included)
+    warm: list[float] = []
+    for x, r in zip(texts, results):
+        if r.tier == "tier-1":
+            warm.append(tt({field: x}).latency_us)
     cost_c, cost_s = _cost_of(control_store, "control"), _cost_of(served_store, "served")
     control_store.close()
     served_store.close()
@@ -174,6 +179,8 @@ def serve_and_compare(fam: Any, serving: Any, wasm: bytes, texts: list[str], *, 
                      "cost": (cost_s.get(canonical_json({field: x})) or {}).get("cost"),
                      "control_cost": (cost_c.get(canonical_json({field: x})) or {}).get("cost"),
                      "latency_ms": (cost_s.get(canonical_json({field: x})) or {}).get("latency_ms"),
+                     "llm_calls": (cost_s.get(canonical_json({field: x})) or {}).get("llm_calls"),
+                     "control_llm_calls": (cost_c.get(canonical_json({field: x})) or {}).get("llm_calls"),
                      "control_latency_ms": (cost_c.get(canonical_json({field: x})) or {}).get("latency_ms")})
     t1 = [row for row in rows if row["tier"] == "tier-1"]
     n = len(rows)
@@ -202,15 +209,21 @@ def serve_and_compare(fam: Any, serving: Any, wasm: bytes, texts: list[str], *, 
         "cost_usd_micros_per_run": {"served": round(sum(costs) / len(costs), 3) if costs else None,
                                     "reference": round(sum(ccosts) / len(ccosts), 3) if ccosts else None},
         "tier1_latency_us": {"p50": _pct(lat, 50), "p95": _pct(lat, 95), "n": len(lat),
-                             "what": "TieredTask call, tools and kept model calls included (wall)"},
+                             "what": "TieredTask call while recording, tools and kept model calls included (wall)"},
+        "tier1_latency_us_warm": {"p50": _pct(warm, 50), "p95": _pct(warm, 95), "n": len(warm),
+                                  "what": "the same inputs again, unrecorded (wall; a kept model call is an HTTP call)"},
         "reported_latency_ms_per_run": {"served_p50": _pct([r["latency_ms"] for r in rows if r["latency_ms"] is not None], 50),
                                         "reference_p50": _pct([r["control_latency_ms"] for r in rows
                                                                if r["control_latency_ms"] is not None], 50)},
     }
     c = out["cost_usd_micros_per_run"]
     out["cost_ratio"] = round(c["reference"] / c["served"], 3) if c["served"] and c["reference"] else None
+    calls_s = [row["llm_calls"] for row in rows if row["llm_calls"] is not None]
+    calls_c = [row["control_llm_calls"] for row in rows if row["control_llm_calls"] is not None]
+    out["paid_calls_per_run"] = {"served": round(sum(calls_s) / len(calls_s), 3) if calls_s else None,
+                                 "reference": round(sum(calls_c) / len(calls_c), 3) if calls_c else None}
     say(f"[verify:{tag}] tier-1 {len(t1)}/{n}; cost per run {c['served']} µ$ served vs {c['reference']} µ$ reference"
-        + (f" ({out['cost_ratio']}x)" if out["cost_ratio"] else "")
+        + (f" ({out['cost_ratio']}x)" if out["cost_ratio"] else " (no paid call at tier-1)" if c["served"] == 0 else "")
         + f"; effectful calls on deopted inputs: {out['effectful_calls_on_deopted_inputs']}")
     return out
 
@@ -331,9 +344,12 @@ def render_region_summary(results: dict[str, Any]) -> str:
         h = s.get(key)
         if not h:
             continue
+        cost = h["cost_usd_micros_per_run"]
+        ratio = f"{h['cost_ratio']}x" if h.get("cost_ratio") else ("no paid call at tier-1" if cost["served"] == 0 else "n/a")
         lines.append(f"{key}: tier-1 {h['tier1']}/{h['n']} ({f(h['tier1_share'])}); effectful calls on deopted inputs "
-                     f"{h['effectful_calls_on_deopted_inputs']}; cost per run {h['cost_usd_micros_per_run']['served']} µ$ vs "
-                     f"{h['cost_usd_micros_per_run']['reference']} µ$ ({h.get('cost_ratio')}x)")
+                     f"{h['effectful_calls_on_deopted_inputs']}; cost per run {cost['served']} µ$ vs {cost['reference']} µ$ "
+                     f"({ratio}); paid model calls per run {h['paid_calls_per_run']['served']} vs "
+                     f"{h['paid_calls_per_run']['reference']}")
         for step, e in h["steps"].items():
             lines.append(f"  {step:10s} tier-1 disagreement {f(e['tier1_disagreement'])}, reference self "
                          f"{f(e['reference_disagreement'])}, excess {f(e['excess'])} (95% high {f(e['excess_ci95_high'])})"

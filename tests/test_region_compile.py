@@ -179,3 +179,44 @@ def test_a_value_nothing_reproduces_refuses_the_region_by_name(sim, tmp_path):
     with pytest.raises(GateRefused, match=r"argument 'seed' of tool roll \(position 1\) could not be compiled"):
         compile_task(store, "noisy", contract=Contract(task="noisy", **RELAXED), out_path=tmp_path / "n.wasm")
     store.close()
+
+
+def test_hostile_cases_end_as_refusals_or_clean_deopts(assistant):
+    from bench.assistant import serving
+    from bench.capability_cases import run_cases
+
+    fam, data, store, out = assistant
+    traces, _ = read_task_traces(store, "assistant")
+    rows = run_cases("assistant", out.wasm, store, traces, serving, [t.request for t in data["heldout"][:60]])
+    cases = {r["case"]: r for r in rows}
+    assert len(rows) == 12, sorted(cases)
+    assert all(r["contained"] and r["tool_runs_outside_declaration"] == 0 for r in rows), rows
+    assert cases["undeclared import (auto.commit)"]["outcome"] == "refused at load"
+    assert "before the guard admitted" in cases["artifact calls cancel_order before its commit"]["reason"]
+    assert cases["replay mismatch in the gate (altered recordings)"]["outcome"] == "gate refuse"
+
+
+def test_the_ratchet_serves_a_region_with_tools_and_records_its_deopts(inbox, tmp_path):
+    from auto.compile.steps.traces import read_task_traces as runs_of
+    from bench.inbox import agent, serving
+
+    fam, data, store, out = inbox
+    path = tmp_path / "ratchet.sqlite"
+    tools = serving.host_tools(Artifact.load(out.wasm).manifest["tools"])
+    r = auto.ratchet(agent.inbox, store=path, tools=tools, worker="thread", audit_rate=0.0,
+                     contract=Contract(task="inbox", **RELAXED))
+    try:
+        r.adopt(out.wasm)
+        tickets = [t.ticket for t in data["heldout"][:6]]
+        served = [r.call_result({"ticket": t}) for t in tickets[:3]]
+        assert all(s.tier == "tier-1" and s.tool_calls for s in served)
+        r.tiered.tighten("test")  # every call deopts: the reference runs, recorded with its steps
+        deopted = r.call_result({"ticket": tickets[3]})
+        assert deopted.tier == "tier-0" and deopted.tool_calls is None
+        with Store(path) as st:
+            runs, _ = runs_of(st, "inbox")
+        assert len(runs) == 1 and [type(s).__name__ for s in runs[0].steps] == \
+            ["ModelStep", "ToolStep", "ModelStep", "ModelStep"]
+        assert runs[0].input == {"ticket": tickets[3]}
+    finally:
+        r.close()

@@ -4,7 +4,7 @@ Deploy hosts install only this distribution (it depends on wasmtime and numpy, n
 
 Public API::
 
-    Artifact.load(path_or_bytes, expected_id=None, limits=None) -> Artifact
+    Artifact.load(path_or_bytes, expected_id=None, limits=None, tools=None) -> Artifact
     Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
     Limits(fuel, memory_bytes, timeout_ms)
     TieredTask(artifact, reference, capture=None, tools=None, tool_budget=None)(input_obj) -> CallResult

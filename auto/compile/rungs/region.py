@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auto_runtime import Artifact
+from auto_runtime import Artifact, Limits
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
 from auto import region as R
@@ -50,6 +50,10 @@ from auto.extract import ast as A
 from auto.verify import Contract
 
 NAME = "region"
+
+GATE_TIMEOUT_MS = 10_000.0
+"""Compute deadline of one call in the gate (ms): verification is off the request path, and a
+machine under load must not turn a descheduled call into a refusal."""
 
 BUDGET_WALL_MS = 30_000.0
 """Wall time in tools per call the manifest declares (ms): recorded tool calls of a simulated
@@ -187,7 +191,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                "abi": {"exports": ["memory", "alloc", "run"], "encoding": "canonical-json"}})
     from auto.emit import emit
 
-    art = Artifact.load(emit(code, draft.provisional()))
+    art = Artifact.load(emit(code, draft.provisional()), limits=Limits(timeout_ms=GATE_TIMEOUT_MS))
     t0 = time.perf_counter()
     record, h_runs = run_region_gate(contract=contract, artifact=art, plan=plan, train=train, heldout=heldout,
                                      candidate={k: v for k, v in draft.model.items() if k not in ("region",)},

@@ -147,6 +147,8 @@ def run_region_gate(*, contract: Contract, artifact: Any, plan: RegionPlan, trai
                    "examples": [r.wasm[:200] for r in unmatched[:5]], "passed": True, "informational": True})
     mism = [r for r in runs if canonical_json(r.wasm) != canonical_json(r.interp)]
     checks.append({"name": "wasm-matches-python-reference", "mismatches": len(mism), "n": len(runs),
+                   "examples": [{"input": r.key[:200], "wasm": canonical_json(r.wasm)[:300],
+                                 "interpreter": canonical_json(r.interp)[:300]} for r in mism[:3]],
                    "passed": not mism})
     fields = sorted({k for r in runs for k in r.expected})
     lo_bar, rate_bar = contract.program_min_agreement_ci95_low, contract.program_min_agreement
