@@ -1,4 +1,10 @@
-"""Shared fixtures: a recorded triage store and a compiled artifact, built once per session."""
+"""Shared fixtures: a recorded triage store and a compiled artifact, built once per session.
+
+Hypothesis: with ``CI`` set (``.ci/run`` sets ``CI=1``) the ``ci`` profile is loaded: examples are
+derandomized (a fixed seed per test) and no example database is read or written, so a CI run on a
+clean checkout is the same every time. Locally the default profile draws fresh examples and
+replays the failures it saved.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

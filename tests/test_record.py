@@ -130,7 +130,7 @@ def test_async_task_and_async_client(sim, store_path):
         assert asyncio.run(main()) == ["feature", "shipping"]
     with Store(store_path) as st:
         ws = {w.input["ticket"]: w for w in st.witnesses("atriage")}
-        assert len(ws) == 2
+        assert len(ws) == 2 and len(llm_spans(st)) == 2
         for s in llm_spans(st):
             parent = next(w for w in ws.values() if w.span_id == s["parent_span_id"])
             assert s["input"]["messages"][1]["content"] == parent.input["ticket"]
@@ -166,7 +166,7 @@ def test_stream_with_and_without_usage(client, store_path, include_usage):
 
 def test_stream_closed_early_is_recorded_incomplete(client, store_path):
     with auto.recording(store_path):
-        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you", system="plain"),
+        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you"),
                                             stream=True) as stream:
             next(iter(stream))
     with Store(store_path) as st:
@@ -377,6 +377,7 @@ def test_cost_from_usage(client, store_path):
             t.output = 1
     with Store(store_path) as st:
         total = 0.0
+        assert len(llm_spans(st)) == 2
         for s in llm_spans(st):
             a = s["attributes"]
             expect = a["gen_ai.usage.input_tokens"] * 2.5 + a["gen_ai.usage.output_tokens"] * 10.0

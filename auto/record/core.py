@@ -47,6 +47,7 @@ from auto_runtime.tools import journal_active, journaled_result
 from auto.canonical import canonical_json, digest
 from auto.errors import ArgumentError, RecordError
 from auto.record.latency import CallLatency, LatencyTally
+from auto.record.redact import Redactor
 from auto.store import Store, new_span_id, new_trace_id
 
 log = logging.getLogger("auto.record")
@@ -123,6 +124,8 @@ class Recorder:
             outside any ``@auto.task`` (closed by :meth:`finish`).
         written: spans written; write_errors: failed writes (logged, counted, reported at stop).
         open_streams: model-call attempts whose response stream is still open.
+        redactor: redacts secrets from every span and trace before it is written
+            (:class:`~auto.record.redact.Redactor`).
     """
 
     def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None):
@@ -132,15 +135,19 @@ class Recorder:
         self.write_errors: list[str] = []
         self._lock = threading.Lock()
         self.open_streams: set = set()  # attempts whose response stream is still open
+        self.redactor = Redactor()
         self.process_scope: SpanScope | None = None
         if task:
             self.process_scope = SpanScope.open(self, task, "task", {"argv": list(sys.argv)}, parent=None,
                                                 attributes={"auto.scope": "process", "process.pid": os.getpid()})
 
     def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
-        """Ingest one batch (one short transaction); failures are logged and counted, not raised."""
+        """Redact, then ingest one batch (one short transaction); failures are logged and counted,
+        not raised (a span that cannot be redacted is not written)."""
         try:
-            self.store.ingest(spans, list(traces))
+            spans = [self.redactor.redact_span(s) for s in spans]
+            traces = [self.redactor.redact_span(t) for t in traces]
+            self.store.ingest(spans, traces)
             with self._lock:
                 self.written += len(spans)
         except Exception as exc:  # recording must not break the agent
@@ -315,12 +322,15 @@ class SpanScope:
 
     # -- children report here ------------------------------------------------------------
 
-    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, latency: CallLatency) -> None:
-        """Called when a child model-call attempt ends (cost counted for successful attempts)."""
+    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, latency: CallLatency,
+                        billed: bool | None = None) -> None:
+        """Called when a child model-call attempt ends. Its cost (µ$, None = unknown) counts when
+        it was billed (default: when ``ok``): a stream cut short was billed, and with no reported
+        usage it makes the scope's cost unknown, never 0."""
         with self._lock:
             self.llm_calls.add(logical_id)
             self.llm_attempts += 1
-            if ok:
+            if ok if billed is None else billed:
                 if cost is None:
                     self.cost_known = False
                 elif self.cost_micros is not None:
@@ -350,6 +360,11 @@ class SpanScope:
             if self._done:
                 return
             self._done = True
+        # a model call of this scope whose stream is still open ends with the scope (its span and
+        # its cost belong to this span, not to the garbage collector or the end of the recording)
+        for attempt in list(self.recorder.open_streams):
+            if getattr(attempt, "scope", None) is self:
+                attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
         attrs = dict(self.attributes)
@@ -556,14 +571,59 @@ class TaskSpec:
         self.__exit__(exc_type, exc, tb)
 
 
-def task(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
+def task(name: str | Callable | None = None, *, input: dict | None = None,
+         ratchet: bool | str | os.PathLike | None = None) -> Any:
     """Declare a task: ``@auto.task("triage")``, ``@auto.task``, or ``with auto.task("t", input=...)``.
 
     See :class:`TaskSpec`. The name defaults to the function's ``__name__``.
+
+    With ``ratchet`` (a store path, or ``True`` for the ``AUTO_STORE`` environment variable,
+    default ``auto.sqlite`` in the working folder) the decorated function is served by a
+    :class:`auto.ratchet.Ratchet` on that store, created on the first call: it answers from the
+    installed generation when the guard admits the call, else runs the function and keeps its
+    answer as a witness for the next generation. The wrapper keeps the function's signature; its
+    ``ratchet()`` returns the Ratchet (for ``status()`` and ``close()``).
+
+    Raises:
+        RecordError: ``ratchet`` on an ``async`` function (a ratchet serves synchronous calls),
+            or on a context-manager use.
     """
     if callable(name):
         return TaskSpec(None)(name)
-    return TaskSpec(name, "task", input)
+    if not ratchet:
+        return TaskSpec(name, "task", input)
+    if input is not None:
+        raise RecordError("auto.task(..., ratchet=...) decorates a function; it is not a context manager")
+    if ratchet is not True and (isinstance(ratchet, bool) or not isinstance(ratchet, (str, os.PathLike))):
+        raise RecordError(f"auto.task(..., ratchet=...) takes True or the store's path, got {ratchet!r}")
+    store = os.environ.get("AUTO_STORE", "auto.sqlite") if ratchet is True else ratchet
+    return functools.partial(_ratcheted, name=name, store=store)
+
+
+def _ratcheted(fn: Callable, *, name: str | None, store: str | os.PathLike) -> Callable:
+    """``fn`` served by a ratchet on ``store`` (see :func:`task`)."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise RecordError(f"auto.task({name or fn.__name__!r}, ratchet=...) needs a synchronous function")
+    task_name = name or getattr(fn, "__name__", "task")
+    lock = threading.Lock()
+    box: list[Any] = []
+
+    def get() -> Any:
+        if not box:
+            with lock:
+                if not box:
+                    from auto.ratchet.core import ratchet as make
+
+                    box.append(make(fn, store=store, task=task_name))
+        return box[0]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return get()(*args, **kwargs)
+
+    wrapper.__auto_task__ = task_name  # type: ignore[attr-defined]
+    wrapper.ratchet = get  # type: ignore[attr-defined]
+    return wrapper
 
 
 TOOL_EFFECTS = ("read", "effect")

@@ -17,7 +17,7 @@ import re
 from typing import Any, Callable
 
 from auto.canonical import canonical_json, digest
-from auto.errors import IngestError
+from auto.errors import IngestError, IntegrityError
 
 SPAN_FIELDS = (
     "trace_id", "span_id", "parent_span_id", "name", "kind", "task", "site",
@@ -107,8 +107,25 @@ def _check_times_attributes(out: dict, where: str, ended_nullable: bool) -> None
         raise IngestError(f"{where}: attributes must be a dict")
 
 
+def _check_keys(value: Any, where: str) -> None:
+    """Every object key in ``value`` is a string (JSON's only key type: ``{1: "a"}`` would be
+    stored as ``{"1": "a"}`` and read back changed, ``{1: "a", "1": "b"}`` as duplicate keys)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise IngestError(f"{where}: content is not canonical JSON: object key {k!r} is not a string")
+                stack.append(x)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def _with_digest(out: dict, given: dict, where: str, derive: Callable[[dict], str]) -> dict:
-    """``out`` plus its derived digest, which a supplied ``digest`` must equal."""
+    """``out`` plus its derived digest, which a supplied ``digest`` must equal (object keys must
+    be strings)."""
+    _check_keys(out, where)
     try:
         d = derive(out)
     except (TypeError, ValueError) as exc:
@@ -182,8 +199,20 @@ def dedupe(items: list[dict], key: str, what: str) -> list[dict]:
 # ----------------------------------------------------------------------------- rows
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+def _loads(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
+    """A JSON column's value (NULL is None).
+
+    Raises:
+        IntegrityError: the column holds text that is not JSON (it was written behind the store's
+            back: ingest only stores canonical JSON), naming the row and the column.
+    """
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise IntegrityError(f"{table[:-1]} {key}: column {column!r} is not JSON ({exc}); the row was changed "
+                             f"outside Auto: `auto store verify` lists every such row") from None
 
 
 def dumps(value: Any) -> str | None:
@@ -205,17 +234,25 @@ def trace_row(t: dict) -> dict:
 
 
 def span_from_row(row: dict) -> dict:
-    """A ``spans`` row as a span dict (JSON columns parsed; attributes ``{}`` when NULL)."""
+    """A ``spans`` row as a span dict (JSON columns parsed; attributes ``{}`` when NULL).
+
+    Raises:
+        IntegrityError: a JSON column is not JSON.
+    """
     out = dict(row)
     for f in JSON_SPAN_COLUMNS:
-        out[f] = _loads(row.get(f))
+        out[f] = _loads(row.get(f), "spans", row.get("span_id"), f)
     if out.get("attributes") is None:
         out["attributes"] = {}
     return out
 
 
 def trace_from_row(row: dict) -> dict:
-    """A ``traces`` row as a trace dict (attributes parsed)."""
+    """A ``traces`` row as a trace dict (attributes parsed).
+
+    Raises:
+        IntegrityError: the attributes column is not JSON.
+    """
     out = dict(row)
-    out["attributes"] = _loads(row.get("attributes")) or {}
+    out["attributes"] = _loads(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
     return out

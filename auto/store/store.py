@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import sqlite_utils
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import IngestError
+from auto.errors import IngestError, IntegrityError, StoreError
 from auto.store.connection import Connection
 from auto.store.normalize import (
     dedupe,
@@ -72,6 +72,18 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
+
+    def check(self) -> None:
+        """Read every page of the file (SQLite ``quick_check``; linear in the file's size), so a
+        damaged store is refused before anything is written into it.
+
+        Raises:
+            StoreError: the file has damaged pages (the first problems named, one line).
+        """
+        problems = self._conn.quick_check()
+        if problems:
+            raise StoreError(f"{self.path} is corrupt ({'; '.join(problems[:3])}); nothing was changed: restore it "
+                             f"from a copy or record into a new store")
 
     # -- meta ----------------------------------------------------------------------------
 
@@ -276,8 +288,16 @@ class Store:
 
         ``task`` and ``verdict`` columns are copied from ``record`` when present. Storing the
         same record twice is a no-op.
+
+        Raises:
+            IngestError: ``record`` is not a JSON object, or its ``task`` is not a string.
         """
-        rid = digest(record)
+        if not isinstance(record, dict) or not isinstance(record.get("task"), (str, type(None))):
+            raise IngestError("an eval run is a JSON object whose task, when given, is a string")
+        try:
+            rid = digest(record)
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"eval run is not canonical JSON: {exc}") from None
         row = {"id": rid, "task": record.get("task"), "created_ns": time.time_ns(),
                "verdict": None if record.get("verdict") is None else str(record.get("verdict")),
                "record": canonical_json(record)}
@@ -391,7 +411,7 @@ class Store:
         def check(table: str, key: str, stored: str, derive: Callable[[], str]) -> None:
             try:
                 d = derive()
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, IntegrityError) as exc:
                 d = f"<unreadable: {exc}>"
             if d != stored:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
