@@ -205,6 +205,7 @@ class _Builder:
         self.notes: list[str] = []
         self.compiled_sites: set[str] = set()
         self.counter = 0
+        self.last_reason = ""
 
     # ------------------------------------------------------------------ names
 
