@@ -10,8 +10,15 @@ observations, distinct outputs (canonical JSON) and errors, and classifies the i
 * ``errored`` — seen ≥ 2 times, one distinct output, but at least one observation errored;
 * ``unwitnessed`` — seen once (no evidence either way).
 
-Tool-call ids (random per run) are replaced by their order of appearance before inputs and outputs
-are compared (:func:`auto.record.template.strip_call_ids`). SDK retries are attempts of one logical call: model-call spans sharing the attribute
+Model calls are counted per *model-call site* (:mod:`auto.sites`): the recorded requests of one
+call site are aligned, their varying parts become the site's slots, and each call is one
+observation with input = its slot values and output = its site answer (content, or tool calls
+without their random ids). Other spans (tasks, tools, requests Auto does not understand) are
+counted under their recorded site; their tool-call ids (random per run) are replaced by their
+order of appearance before inputs and outputs are compared
+(:func:`auto.record.template.strip_call_ids`).
+
+SDK retries are attempts of one logical call: model-call spans sharing the attribute
 ``auto.logical_call_id`` count as one observation (the last attempt's status and output).
 
 The headline fraction follows the published reference system's definition (spans that are
@@ -27,6 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from auto.canonical import canonical_json
 from auto.record.template import strip_call_ids
+from auto.sites import census_view
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -65,6 +73,8 @@ class SiteCensus:
     task: str | None
     kind: str
     inputs: list[InputCensus] = field(default_factory=list)
+    model_call: dict[str, Any] | None = None
+    """For a model-call site: :meth:`auto.sites.Site.describe` (model, slots, template)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -91,6 +101,8 @@ class SiteCensus:
         }
         seen_twice = sum(1 for i in self.inputs if i.observations >= 2)
         d["deterministic_input_fraction"] = (self.counts[WITNESSED] / seen_twice) if seen_twice else None
+        if self.model_call is not None:
+            d["model_call"] = self.model_call
         if with_inputs:
             d["inputs"] = [asdict(i) for i in self.inputs]
         return d
@@ -155,17 +167,22 @@ def site_of(span: Any) -> str:
     return f"{_get(span, 'task') or '-'}/{_get(span, 'name') or '-'}"
 
 
-def census(spans: Iterable[Any]) -> Census:
+def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
     """Run the census over recorded spans.
 
     Args:
         spans: span rows (mappings or objects) with at least ``kind``, ``status``, ``input``,
             ``output``; optionally ``site``, ``task``, ``name``, ``attributes``,
             ``started_ns``. JSON columns may be text or decoded values.
+        model_call_sites: count model calls per model-call site (:func:`auto.sites.census_view`);
+            False: under their recorded ``site`` with the whole request as input.
 
     Returns:
         A :class:`Census` with one :class:`SiteCensus` per site, sites ordered by name.
     """
+    found: dict[str, Any] = {}
+    if model_call_sites:
+        spans, found = census_view(spans)
     # (site) -> (logical key) -> last attempt
     logical: dict[str, dict[str, Any]] = defaultdict(dict)
     meta: dict[str, tuple[str | None, str]] = {}
@@ -186,7 +203,8 @@ def census(spans: Iterable[Any]) -> Census:
         for _, span in logical[site].values():
             per_input[canonical_json(strip_call_ids(_as_obj(_get(span, "input"))))].append(span)
         task, kind = meta[site]
-        sc = SiteCensus(site=site, task=task, kind=kind)
+        sc = SiteCensus(site=site, task=task, kind=kind,
+                        model_call=found[site].describe() if site in found else None)
         for inp in sorted(per_input):
             obs = per_input[inp]
             errors = sum(1 for s in obs if (_get(s, "status") or "ok") != "ok")
@@ -229,6 +247,11 @@ def render_table(c: Census) -> str:
             f"{name:<48} {len(s.inputs):>6} {k[WITNESSED]:>5} {k[DIVERGENT]:>5} {k[ERRORED]:>4} "
             f"{k[UNWITNESSED]:>5} {s.spans:>6} {pct:>6}"
         )
+        if s.model_call is not None:
+            mc = s.model_call
+            slots = ", ".join(f"{x['name']} ({x['path']})" for x in mc["slots"]) or "none (one fixed request)"
+            where = f"task {mc['task']}, " if mc.get("task") else ""
+            lines.append(f"  {where}model {mc.get('model')}, slots: {slots}")
     hl = c.headline
     lines.append("-" * len(head))
     lines.append(

@@ -88,7 +88,7 @@ def _site_census(store: Any, serving: Any) -> list[dict[str, Any]]:
         site = s.get("site") or f"{s.get('task') or ''}/{s['name']}"
         if site not in step_of:
             step_of[site] = serving.site_step(s) if s["kind"] != "task" else "task"
-    cen = census(spans)
+    cen = census(spans, model_call_sites=False)  # per recorded site: each step's own site
     rows = []
     for site in cen.sites:
         d = site.to_dict()

@@ -343,6 +343,11 @@ class Store:
         )
         return self._artifact(rows[0]) if rows else None
 
+    def artifacts(self, task: str | None = None) -> list[StoredArtifact]:
+        """Every stored artifact (of ``task``, when given), ordered by task, generation, id."""
+        sql = "SELECT * FROM artifacts" + (" WHERE task = ?" if task else "") + " ORDER BY task, generation, id"
+        return [self._artifact(r) for r in self._conn.read(sql, [task] if task else [])]
+
     @staticmethod
     def _artifact(r: dict) -> StoredArtifact:
         return StoredArtifact(id=r["id"], task=r["task"], generation=r["generation"], created_ns=r["created_ns"],

@@ -4,10 +4,12 @@ Deploy hosts install only this distribution (it depends on wasmtime and numpy, n
 
 Public API::
 
-    Artifact.load(path_or_bytes, expected_id=None, limits=None, tools=None) -> Artifact
+    Artifact.load(path_or_bytes, expected_id=None, limits=None, trust=None, tools=None) -> Artifact
+    TrustPolicy.from_files(paths) / TrustPolicy.from_env()   # refuse unsigned or mis-signed artifacts
     Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
     Limits(fuel, memory_bytes, timeout_ms)
     TieredTask(artifact, reference, capture=None, tools=None, tool_budget=None)(input_obj) -> CallResult
+    TieredTask.decide(input_obj) -> CallResult   TieredTask.capture_deopt(input_obj, answer, result)
     TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
     TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
@@ -47,6 +49,7 @@ from auto_runtime.errors import (
     OutputError,
     ToolCallError,
     TrapError,
+    UntrustedArtifact,
 )
 
 __version__ = "0.1.0"
@@ -67,6 +70,7 @@ _LAZY = {
     "compile_schema": "auto_runtime.schema",
     "ToolBudget": "auto_runtime.tools",
     "Replay": "auto_runtime.tools",
+    "TrustPolicy": "auto_runtime.signing",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,6 +79,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auto_runtime.guard import Guard, GuardDecision, build_guard, register_guard
     from auto_runtime.sandbox import DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_MS, Limits
     from auto_runtime.schema import compile_schema
+    from auto_runtime.signing import TrustPolicy
     from auto_runtime.tiered import CallResult, TieredTask
     from auto_runtime.tools import Replay, ToolBudget
 
@@ -99,4 +104,5 @@ __all__ = [
     "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",
     "CapabilityError", "LimitError", "FuelExhausted", "MemoryLimitExceeded", "CallTimeout",
     "TrapError", "InputSchemaError", "OutputError", "ToolCallError", "ToolBudget", "Replay",
+    "UntrustedArtifact", "TrustPolicy",
 ]
