@@ -86,7 +86,7 @@ from auto_runtime.errors import (
     TrapError,
 )
 from auto_runtime.guard import AlwaysDeopt, Guard, TightenedGuard
-from auto_runtime.tools import ToolBudget, effect_journal
+from auto_runtime.tools import ToolBudget, effect_journal, missing_tools_line
 
 log = logging.getLogger("auto_runtime.tiered")
 
@@ -255,8 +255,8 @@ class TieredTask:
         if artifact.tools:
             missing = sorted(set(artifact.tools) - set(self._tools or {}))
             if missing:
-                raise CapabilityError(f"artifact {artifact.id} declares tool(s) {', '.join(missing)}, which this "
-                                      "TieredTask's tools do not provide")
+                raise CapabilityError(f"artifact {artifact.id[:19]}… (task {artifact.task!r}) "
+                                      f"{missing_tools_line(missing, self._tools or {})}")
             assert self._tools is not None
             artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
         return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
@@ -482,10 +482,14 @@ class TieredTask:
                session: Any = None) -> CallResult:
         ref = self._reference
         calls = session.summary() if session is not None else None
-        if ref is None or defer:
+        effects = session.effects if session is not None else []
+        # a deferring host answers a declined call itself, without the effect journal: once an
+        # effect ran, the reference runs here (with the journal) whenever there is one
+        if ref is None or (defer and not effects):
+            if effects:
+                reason = f"{reason} (after {len(effects)} effect(s) ran: {', '.join(e['tool'] for e in effects)})"
             return CallResult(None, DECLINED, reason, score, p,
                               base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out, calls)
-        effects = session.effects if session is not None else []
         if effects:
             with self._errors_lock:
                 self.post_commit_deopts += 1

@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import math
 import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from auto_runtime.errors import CapabilityError, InputSchemaError, ManifestError
 from auto_runtime.jsonio import canonical_bytes, canonical_text, strict_loads
@@ -207,6 +208,24 @@ def manifest_budget(manifest: dict[str, Any], where: str = "artifact") -> ToolBu
         raise ManifestError(f"{where}: tool_budget: {e}") from None
 
 
+def missing_tools_line(missing: Sequence[str], provided: Any) -> str:
+    """One line naming the declared tools the host lacks, with the host's closest name for each
+    (``difflib`` similarity ≥ 0.6) as a likely typo: ``"declares tool(s) get_weather, which the
+    host does not provide (it provides get_wether: a typo?)"``."""
+    names = sorted(str(k) for k in provided) if provided else []
+    hints = []
+    for m in missing:
+        close = difflib.get_close_matches(m, names, n=1)
+        if close:
+            hints.append(f"{close[0]!r} for {m!r}")
+    line = f"declares tool(s) {', '.join(missing)}, which the host does not provide"
+    if hints:
+        line += f" (it provides {', '.join(hints)}: a typo?)"
+    elif not names:
+        line += " (no tools were given)"
+    return line
+
+
 def check_host_tools(decls: Mapping[str, ToolDecl], tools: Mapping[str, Any], source: str) -> dict[str, Callable]:
     """The host's tools checked against the declarations: every declared tool provided and
     callable, no tool the manifest does not declare.
@@ -219,7 +238,7 @@ def check_host_tools(decls: Mapping[str, ToolDecl], tools: Mapping[str, Any], so
         raise CapabilityError(f"{source}: tools must be a mapping of tool name -> callable")
     missing = sorted(set(decls) - set(tools))
     if missing:
-        raise CapabilityError(f"{source}: declares tool(s) {', '.join(missing)}, which the host does not provide")
+        raise CapabilityError(f"{source}: {missing_tools_line(missing, tools)}")
     extra = sorted(str(k) for k in set(tools) - set(decls))
     if extra:
         raise CapabilityError(f"{source}: the host provides tool(s) {', '.join(extra)}, which the manifest does not "

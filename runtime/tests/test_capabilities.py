@@ -321,3 +321,46 @@ def test_pure_artifact_ignores_tools():
     assert art.tools == {} and art.tool_budget is None
     res = TieredTask(art, lambda i: "REF", tools={"lookup": Tools().lookup})({"ticket": "x"})
     assert res.tier == "tier-1" and res.tool_calls is None
+
+
+# ----------------------------------------------------------------------------- what a user gets wrong
+
+
+def test_a_typo_in_a_host_tool_name_is_named_with_the_declared_name():
+    t = Tools()
+    tools = {"lokup": t.lookup, "act": t.act}
+    with pytest.raises(CapabilityError, match=r"declares tool\(s\) lookup, which the host does not provide "
+                                              r"\(it provides 'lokup' for 'lookup': a typo\?\)"):
+        load([req("lookup", q="a")], tools=tools)
+    art = load([req("lookup", q="a")])
+    with pytest.raises(CapabilityError, match=r"\(it provides 'lokup' for 'lookup': a typo\?\)"):
+        TieredTask(art, lambda i: "REF", tools=tools)
+    with pytest.raises(CapabilityError, match=r"\(no tools were given\)"):
+        TieredTask(art, lambda i: "REF")
+    assert t.calls == []
+
+
+def test_decide_after_an_effect_answers_with_the_journal_instead_of_deferring():
+    t = Tools()
+    decls = DECLS + [tool_decl("after", "effect")]
+
+    def after(q):
+        raise RuntimeError("second step failed")
+
+    steps = [req("lookup", q="a"), "commit", req("act", q="refund"), req("after", q="x")]
+    seen = []
+
+    def reference(inp):
+        seen.append(journaled_result("act", {"q": "refund"}))
+        return "REF"
+
+    res = TieredTask(load(steps, decls=decls), reference, tools={**t.mapping(), "after": after}).decide({"ticket": "x"})
+    # a deferring host would run its reference without the journal and act twice: answered here
+    assert res.tier == "tier-0" and res.answer == "REF" and seen == [(True, {"done": "refund"})]
+    res = TieredTask(load(steps, decls=decls), None, tools={**t.mapping(), "after": after}).decide({"ticket": "x"})
+    assert res.tier == "declined" and res.reason.endswith("(after 1 effect(s) ran: act)")
+    # without an effect, decide still defers: the host answers
+    art = load([req("lookup", q="a"), "commit", req("act", q="refund")])
+    art.guard = AlwaysDeopt("declined by test")
+    res = TieredTask(art, reference, tools=t.mapping()).decide({"ticket": "x"})
+    assert res.tier == "declined" and len(seen) == 1

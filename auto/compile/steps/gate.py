@@ -13,7 +13,9 @@ Checks (:func:`run_region_gate`):
   a wrong tool, or wrong arguments); each counts as a miss of every field, and the record lists
   examples with their reason;
 - ``wasm-matches-python-reference``: artifact and interpreter give the same output on every
-  input (byte for byte in canonical JSON; a refusal must be the same refusal);
+  input (byte for byte in canonical JSON; a refusal must be the same refusal). The interpreter's
+  tool calls pass the host's checks too (arguments and result against the declared schemas), so
+  a value outside a tool's schema is the same refusal on both sides;
 - ``field-agreement:<field>``, per answer field, on the held-out inputs: the compiled value equals
   the reference's — the modal value over the input's runs for a compiled value, the replayed
   run's own value for a value from a kept model call; a deopt counts as a disagreement. Each must
@@ -28,7 +30,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Callable, Sequence
 
-from auto_runtime.errors import AutoError, ToolCallError
+from auto_runtime.errors import AutoError, InputSchemaError, ToolCallError
 from auto_runtime.tools import Replay
 
 from auto import region as R
@@ -98,6 +100,7 @@ def replay_runs(artifact: Any, plan: RegionPlan, groups: dict[str, list[TaskTrac
                 all_recordings: list[dict[str, Any]], model_fields: set[str]) -> list[RegionRun]:
     """Run every input of ``groups`` through the artifact and the interpreter with replayed tools."""
     region = plan.region
+    decls = getattr(artifact, "tools", None) or {}
     out = []
     for key, runs in groups.items():
         own = runs[0]
@@ -112,9 +115,22 @@ def replay_runs(artifact: Any, plan: RegionPlan, groups: dict[str, list[TaskTrac
         replay = Replay(recs)
 
         def call_tool(tool: str, args: dict[str, Any], replay: Replay = replay) -> Any:
+            # the host's checks, as the artifact's session applies them: the interpreter models the
+            # deployed call, so a value outside a tool's declared schema is the same refusal
+            decl = decls.get(tool)
+            if decl is not None:
+                try:
+                    decl.check_arguments(args)
+                except InputSchemaError as e:
+                    raise _Unmatched(f"tool {tool}: arguments violate its schema: {e}") from None
             found, result = replay.lookup(tool, canonical_json(args))
             if not found:
                 raise _Unmatched(f"replay: no recording of tool {tool} with arguments {canonical_json(args)[:200]}")
+            if decl is not None:
+                try:
+                    decl.check_result(result)
+                except InputSchemaError as e:
+                    raise _Unmatched(f"tool {tool}: result violates its schema: {e}") from None
             return result
 
         try:
