@@ -40,7 +40,9 @@ function raises, the artifact traps, the call deopts with the session's reason):
 Every effect that ran is journaled (:attr:`ToolSession.effects`). When a call deopts after an
 effect ran (a failure after the commit), the runtime runs the reference inside
 :func:`effect_journal`, so a tool wrapper that consults :func:`journaled_result` (``@auto.tool``
-does) answers the repeated effect from the journal instead of acting twice.
+does) answers the repeated effect from the journal instead of acting twice. An effect cut off by
+the wall budget may still be running: it is journaled as pending, and the reference's repeat of
+it waits for its outcome instead of acting again.
 
 Standard library only (plus :mod:`auto_runtime.schema` and :mod:`auto_runtime.jsonio`).
 """
@@ -317,8 +319,9 @@ def run_with_timeout(fn: Callable[..., Any], kwargs: dict[str, Any], timeout_s: 
     most ``timeout_s`` seconds.
 
     Returns:
-        ``("ok", value)``, ``("raised", exception)`` or ``("timeout", None)`` (the worker is then
-        abandoned: Python cannot stop a thread, so the tool keeps running in the background).
+        ``("ok", value)``, ``("raised", exception)`` or ``("timeout", pending)``: the worker is then
+        abandoned (Python cannot stop a thread, so the tool keeps running in the background), and
+        ``pending()`` waits for it and returns ``(True, value)`` or ``(False, exception)``.
     """
     with _idle_lock:
         w = _idle.pop() if _idle else None
@@ -329,7 +332,12 @@ def run_with_timeout(fn: Callable[..., Any], kwargs: dict[str, Any], timeout_s: 
     w.jobs.put((fn, kwargs, box, done, contextvars.copy_context()))
     if not done.wait(max(0.0, timeout_s)):
         w.jobs.put(None)  # it exits once the hung tool returns
-        return "timeout", None
+
+        def pending() -> tuple[bool, Any]:
+            done.wait()
+            return box[0]
+
+        return "timeout", pending
     with _idle_lock:
         if len(_idle) < 8:
             _idle.append(w)
@@ -462,6 +470,8 @@ class ToolSession:
             raise self.refuse(f"replay: no recording of tool {name} with arguments {canonical_text(args)[:200]}")
         if status == "timeout":
             rec.error = "timeout"
+            if rec.live and decl.after_commit:  # it may still act: journaled as pending, never run twice
+                self.effects.append({"tool": name, "arguments": args, "pending": result})
             raise self.refuse(f"tool {name} ran past the tool wall budget ({left_ms:.0f} ms left of "
                               f"{self.budget.wall_ms:g} ms)")
         if status == "raised":
@@ -561,7 +571,9 @@ def journal_active() -> bool:
 
 def journaled_result(tool: str, arguments: Any) -> tuple[bool, Any]:
     """``(True, result)`` when ``tool(arguments)`` already ran as an effect of this call (the entry
-    is consumed), else ``(False, None)``. Arguments compare as canonical JSON."""
+    is consumed), else ``(False, None)``. Arguments compare as canonical JSON. An effect the wall
+    budget cut off is still running: this waits for it and answers its result (``(False, None)``
+    when it raised), so the effect happens once."""
     journal = _JOURNAL.get()
     if not journal:
         return False, None
@@ -572,6 +584,9 @@ def journaled_result(tool: str, arguments: Any) -> tuple[bool, Any]:
     for i, e in enumerate(journal):
         if e["tool"] == tool and canonical_text(e["arguments"]) == key:
             del journal[i]
+            if "pending" in e:  # cut off by the wall budget, still running: its outcome is the answer
+                ok, value = e["pending"]()
+                return (True, value) if ok else (False, None)  # it raised: the reference may try again
             return True, e["result"]
     return False, None
 

@@ -364,3 +364,33 @@ def test_decide_after_an_effect_answers_with_the_journal_instead_of_deferring():
     art.guard = AlwaysDeopt("declined by test")
     res = TieredTask(art, reference, tools=t.mapping()).decide({"ticket": "x"})
     assert res.tier == "declined" and len(seen) == 1
+
+
+def test_an_effect_cut_off_by_the_wall_budget_still_acts_only_once():
+    import threading
+
+    acted: list[str] = []
+    release = threading.Event()
+
+    def slow_act(q):
+        release.wait(5)
+        acted.append(q)
+        return {"done": q}
+
+    art = load([req("lookup", q="a"), "commit", req("act", q="refund")])
+    seen = []
+
+    def reference(inp):  # the agent re-running the call, through a journal-aware tool wrapper
+        threading.Timer(0.05, release.set).start()
+        found, result = journaled_result("act", {"q": "refund"})
+        seen.append((found, result))
+        if not found:
+            acted.append("again")
+        return "REF"
+
+    task = TieredTask(art, reference, tools={"lookup": Tools().lookup, "act": slow_act},
+                      tool_budget=ToolBudget(calls=4, wall_ms=50))
+    res = task({"ticket": "x"})
+    assert res.tier == "tier-0" and "ran past the tool wall budget" in res.reason
+    assert task.post_commit_deopts == 1
+    assert seen == [(True, {"done": "refund"})] and acted == ["refund"]
