@@ -22,7 +22,6 @@ the responder of :func:`find_family`, else with its own built-in responders
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +37,7 @@ from bench.extraction import oracle as extraction_oracle
 from bench.inbox import agent as inbox_agent
 from bench.inbox import corpus as inbox_corpus
 from bench.inbox import oracle as inbox_oracle
+from bench.jsonl import read_objects
 from bench.routing import agent as routing_agent
 from bench.routing import corpus as routing_corpus
 from bench.routing import oracle as routing_oracle
@@ -103,19 +103,7 @@ class BenchFamily:
         path = Path(directory) / self.anchor_file
         if not path.is_file():
             raise ArgumentError(f"{path}: anchor file not found")
-        rows: list[dict[str, Any]] = []
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise ArgumentError(f"{path}:{n}: not JSON ({e})") from None
-                if not isinstance(obj, dict) or not isinstance(obj.get(self.field), str):
-                    raise ArgumentError(f"{path}:{n}: expected an object with a string field {self.field!r}")
-                rows.append(obj)
-        return rows
+        return read_objects(path, self.field)
 
 
 def _triage_label(ticket: str) -> str:

@@ -84,7 +84,9 @@ def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: A
     guard admits them): ``TieredTask.__call__`` alone, and ``Ratchet.call_result`` with the
     artifact adopted (the ratchet's counters, score batching for the shift monitor; no audit, so
     the comparison is of the request path only), interleaved call by call. Then the ratchet's
-    tier-1 p50/p99 idle and while a compile of the task runs in the background (``worker``).
+    tier-1 p50/p99 while a compile of the task runs in the background (``worker``) and then idle,
+    over the same request stream (a 1 ms pause every 50 calls) and as many calls, so that both
+    tails are taken over windows of the same length.
 
     Args:
         wasm: an artifact of the task ``triage`` whose guard admits ``inputs``.
@@ -126,23 +128,25 @@ def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: A
             qs = statistics.quantiles(v, n=100, method="inclusive")
             return {"p50": round(qs[49], 2), "p99": round(qs[98], 2), "n": len(v)}
 
-        idle: list[float] = []
-        for i in range(n):
-            t0 = clock()
-            r.call_result(admitted[i % k])
-            idle.append((clock() - t0) / 1000.0)
-        busy: list[float] = []
+        def stream(calls: int | None, while_: Callable[[], bool] = lambda: True) -> list[float]:
+            # a request stream, not a spin: every 50 calls a 1 ms pause (leaves a compile its share of the GIL)
+            lat: list[float] = []
+            i = 0
+            while (calls is None or i < calls) and while_():
+                t0 = clock()
+                r.call_result(admitted[i % k])
+                lat.append((clock() - t0) / 1000.0)
+                i += 1
+                if i % 50 == 0:
+                    time.sleep(0.001)
+            return lat
+
         started = time.perf_counter()
         r.compile_now("latency benchmark")
-        i = 0
-        while r._compiling is not None and r._compiling.is_alive():
-            t0 = clock()
-            r.call_result(admitted[i % k])
-            busy.append((clock() - t0) / 1000.0)
-            i += 1
-            if i % 50 == 0:
-                time.sleep(0.001)  # a request stream, not a spin: leave the compile its share of the GIL
+        busy = stream(None, lambda: r._compiling is not None and r._compiling.is_alive())
         compile_s = time.perf_counter() - started
+        r.wait_idle(60)
+        idle = stream(max(len(busy), n))  # the same stream, as many calls, with nothing compiling
         out = {"tiered": q(a_s), "ratchet": q(b_s),
                "overhead_us_p50": round(statistics.median(b) - statistics.median(a), 2) if (a := a_s) and (b := b_s) else None,
                "idle": q(idle), "during_compile": {**(q(busy) if len(busy) > 1 else {"p50": None, "p99": None, "n": len(busy)}),

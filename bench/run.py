@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from auto.errors import ArgumentError, GateRefused, ReferenceModelError
 
+from bench.jsonl import read_objects
 from bench.report import plot_stream, steady_state, stream_figures, write_ratchet_csv
 from bench.stream import Metered, run_stream
 
@@ -129,19 +130,7 @@ def _metered_triage(inp: dict[str, Any]) -> Metered:
 def _read_stream(path: Path, field: str) -> tuple[list[dict[str, Any]], list[str | None]]:
     items: list[dict[str, Any]] = []
     labels: list[str | None] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ArgumentError(f"{path}: cannot read it as UTF-8 text ({e})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise ArgumentError(f"{path}:{n}: not JSON ({e})") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-            raise ArgumentError(f"{path}:{n}: expected an object with a string field {field!r}")
+    for obj in read_objects(path, field):
         items.append({field: obj[field]})
         lab = obj.get("category", obj.get("label"))
         labels.append(lab if isinstance(lab, str) else None)

@@ -6,7 +6,8 @@ tool span and a model call to the simulated reference model on loopback (plain, 
 stream the caller breaks out of). Every span a worker opens, and every span whose write was
 committed, is appended to the worker's log (``o <span id>`` / ``w <span id>``, one ``write(2)`` per
 line, so the log survives ``kill -9``). The harness kills a random worker every 0.5–3 s
-(``SIGKILL``) and starts a new one, for ``--minutes``; at the end every worker is killed.
+(``SIGKILL``; a worker still importing is waited for until it records) and starts a new one, for
+``--minutes`` counted from when the first workers record; at the end every worker is killed.
 
 What must hold (the report's ``ok``):
 
@@ -28,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -121,12 +123,29 @@ def _read_log(path: Path) -> tuple[set[str], set[str]]:
     return opened, written
 
 
+READY_TIMEOUT_S = 120.0
+"""How long the harness waits for a new worker to start recording before it may kill it anyway."""
+
+
 class _Worker:
     def __init__(self, n: int, out: Path, store: Path, base_url: str, seed: int) -> None:
         self.n, self.log = n, out / f"worker-{n:04d}.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "fuzz.soak", "--worker", str(store), str(self.log), base_url,
                                       str(seed)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.started = time.monotonic()
+        self.ready = False
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Block until the worker printed ``ready`` (its imports done, recording started), at most
+        ``timeout_s``: a worker killed while it is still importing would record nothing."""
+        if self.ready:
+            return
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and self.proc.poll() is None:
+            r, _, _ = select.select([self.proc.stdout], [], [], max(0.0, end - time.monotonic()))
+            if r and self.proc.stdout.readline().strip() == "ready":
+                self.ready = True
+                return
 
     def kill(self) -> dict:
         os.kill(self.proc.pid, signal.SIGKILL)
@@ -156,10 +175,13 @@ def run_soak(minutes: float, workers: int, out: Path, seed: int = 0, progress=la
         for _ in range(workers):
             live.append(_Worker(n, out, store, sim.base_url, seed * 100_000 + n))
             n += 1
+        for w in live:  # the clock starts when every first worker records
+            w.wait_ready()
         deadline = time.monotonic() + minutes * 60
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(0.5, 3.0))
             victim = live.pop(rng.randrange(len(live)))
+            victim.wait_ready()  # never kill a worker before it records (a loaded host imports slowly)
             kills.append(victim.kill())
             live.append(_Worker(n, out, store, sim.base_url, seed * 100_000 + n))
             n += 1

@@ -23,7 +23,7 @@ from auto.errors import ArgumentError
 from auto.ratchet import CompilePolicy, Ratchet
 from auto.ratchet.evidence import RiskMonitor, upper_confidence_bound
 from auto.ratchet.policy import PolicyState
-from auto.ratchet.worker import CompileRequest, run_compile
+from auto.ratchet.worker import THREAD_LIMIT_VARS, CompileRequest, child_env, run_compile
 from auto.store import Store
 from auto.verify import Contract, clopper_pearson
 
@@ -521,3 +521,12 @@ def test_a_secret_in_a_served_input_is_never_stored(tmp_path):
     with Store(tmp_path / "sec.sqlite") as st:
         (w,) = st.witnesses("triage")
         assert "[REDACTED]" in w.input["ticket"] and w.attributes["auto.redactions"] == 1
+
+
+def test_compile_child_leaves_a_core_to_serving_and_keeps_the_users_thread_settings():
+    env = child_env({"PATH": "/bin", "OMP_NUM_THREADS": "3"}, cpu_count=2)
+    assert env["OMP_NUM_THREADS"] == "3"  # the user's choice is kept
+    assert all(env[v] == "1" for v in THREAD_LIMIT_VARS if v != "OMP_NUM_THREADS")
+    assert env["PATH"] == "/bin"
+    assert child_env({}, cpu_count=1)["OPENBLAS_NUM_THREADS"] == "1"  # never zero threads
+    assert child_env({}, cpu_count=16)["MKL_NUM_THREADS"] == "15"

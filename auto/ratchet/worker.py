@@ -118,13 +118,33 @@ CHILD_NICENESS = 10
 the serving process shares, the scheduler then favours the requests over the compile."""
 
 
+THREAD_LIMIT_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+"""The environment variables through which OpenMP, OpenBLAS, MKL, BLIS, Accelerate and numexpr
+read their thread-pool size (each library's documented variable)."""
+
+
+def child_env(environ: dict[str, str] | None = None, cpu_count: int | None = None) -> dict[str, str]:
+    """The compile child's environment: ``environ`` (default ``os.environ``) with each of
+    :data:`THREAD_LIMIT_VARS` the user has not set capped at one core fewer than the host has
+    (at least 1), so that the compile's numeric thread pools leave a core to the serving process.
+    A value the user set is kept."""
+    env = dict(os.environ if environ is None else environ)
+    n = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    cap = str(max(1, n - 1))
+    for var in THREAD_LIMIT_VARS:
+        env.setdefault(var, cap)
+    return env
+
+
 def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = "process") -> CompileResult:
     """Run one compile in a child process (or a thread) and wait for it, at most ``timeout_s``.
 
     The child is ``python -m auto.ratchet.worker``, a fresh interpreter that reads the request as
     JSON on stdin and writes the result as JSON on stdout: it never imports the serving program's
     ``__main__`` module (``multiprocessing``'s spawn would re-run a user's script that lacks an
-    ``if __name__ == "__main__":`` guard). Called on the ratchet's background thread, never on a
+    ``if __name__ == "__main__":`` guard). It runs at :data:`CHILD_NICENESS` with its numeric
+    thread pools capped (:func:`child_env`). Called on the ratchet's background thread, never on a
     request.
 
     Raises:
@@ -143,7 +163,7 @@ def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mo
     if mode != "process":
         raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}")
     proc = subprocess.Popen([sys.executable, "-m", "auto.ratchet.worker"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
     try:
         out, err = proc.communicate(json.dumps(dataclasses.asdict(req)).encode("utf-8"), timeout=timeout_s)
     except subprocess.TimeoutExpired:

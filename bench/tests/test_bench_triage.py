@@ -64,6 +64,9 @@ def test_bench_run_generated_stream(tmp_path):
     assert "reference model: simulated" in p.stderr
     lb = res["latency_benchmark"]
     assert lb["tier1_single"]["p50"] > 0 and lb["bare_wasmtime_call"]["p50"] > 0
+    rl = lb["ratchet"]  # idle and during-compile tails over windows of as many calls
+    assert rl["idle"]["n"] >= rl["during_compile"]["n"] > 1 and rl["during_compile"]["compile_s"] > 0
+    assert rl["p99_ratio"] == pytest.approx(rl["during_compile"]["p99"] / rl["idle"]["p99"], rel=1e-2)
 
 
 @pytest.mark.skipif(not ANCHOR.exists(), reason="shared anchor-bench inputs not present")
