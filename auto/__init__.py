@@ -28,14 +28,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from auto.analyze import census
     from auto.compile import CompileOutcome, compile_task
     from auto.ratchet import Ratchet, ratchet
-    from auto.record import recording, start_recording, stop_recording, task, tool
+    from auto.record import recording, start_recording, stop_recording, tool
+    from auto.tasks import task
     from auto.store import Store
     from auto.verify import Contract
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("recording", "start_recording", "stop_recording", "task", "tool"):
+    if name in ("recording", "start_recording", "stop_recording", "tool"):
         from auto import record as module
+    elif name == "task":
+        from auto import tasks as module
     elif name in ("compile_task", "CompileOutcome"):
         from auto import compile as module
     elif name in ("ratchet", "Ratchet"):

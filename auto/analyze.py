@@ -14,7 +14,9 @@ Model calls are counted per *model-call site* (:mod:`auto.sites`): the recorded 
 call site are aligned, their varying parts become the site's slots, and each call is one
 observation with input = its slot values and output = its site answer (content, or tool calls
 without their random ids). Other spans (tasks, tools, requests Auto does not understand) are
-counted under their recorded site.
+counted under their recorded site; their tool-call ids (random per run) are replaced by their
+order of appearance before inputs and outputs are compared
+(:func:`auto.record.template.strip_call_ids`).
 
 SDK retries are attempts of one logical call: model-call spans sharing the attribute
 ``auto.logical_call_id`` count as one observation (the last attempt's status and output).
@@ -31,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from auto.canonical import canonical_json
+from auto.record.template import strip_call_ids
 from auto.sites import census_view
 
 WITNESSED = "witnessed-deterministic"
@@ -198,14 +201,15 @@ def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
     for site in sorted(logical):
         per_input: dict[str, list[Any]] = defaultdict(list)
         for _, span in logical[site].values():
-            per_input[canonical_json(_as_obj(_get(span, "input")))].append(span)
+            per_input[canonical_json(strip_call_ids(_as_obj(_get(span, "input"))))].append(span)
         task, kind = meta[site]
         sc = SiteCensus(site=site, task=task, kind=kind,
                         model_call=found[site].describe() if site in found else None)
         for inp in sorted(per_input):
             obs = per_input[inp]
             errors = sum(1 for s in obs if (_get(s, "status") or "ok") != "ok")
-            outs = Counter(canonical_json(_as_obj(_get(s, "output"))) for s in obs if (_get(s, "status") or "ok") == "ok")
+            outs = Counter(canonical_json(strip_call_ids(_as_obj(_get(s, "output")))) for s in obs
+                           if (_get(s, "status") or "ok") == "ok")
             ok = sum(outs.values())
             modal, modal_n = (outs.most_common(1)[0] if outs else (None, 0))
             if len(obs) < 2:

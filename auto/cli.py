@@ -294,6 +294,8 @@ def _trust(paths: tuple[str, ...]) -> Any:
 
 _TRUST_HELP = ("Trusted public key (PEM or ed25519:<base64>); repeatable. Artifacts not signed by one are refused. "
                "Default: the files in AUTO_TRUST_KEYS.")
+_TOOLS_HELP = ("module:attribute, the host's tools for an artifact that calls tools: a dict {tool name: callable} "
+               "(or a function returning one); each must be a tool the manifest declares.")
 
 
 # ------------------------------------------------------------------------------------------- run
@@ -304,7 +306,9 @@ _TRUST_HELP = ("Trusted public key (PEM or ed25519:<base64>); repeatable. Artifa
 @click.option("--id", "expected_id", default=None, help="Expected artifact id (sha256:...); refuse on mismatch.")
 @click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. my_agent:triage.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
-def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None, trust_keys: tuple[str, ...]) -> None:
+@click.option("--tools", "tools_spec", default=None, help=_TOOLS_HELP)
+def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None, trust_keys: tuple[str, ...],
+        tools_spec: str | None) -> None:
     """Run one input through ARTIFACT (tier-1 unless the guard deopts to --reference)."""
     from auto_runtime import Artifact, TieredTask
 
@@ -325,7 +329,14 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
         raise UsageError(f"--id must look like sha256:<64 hex digits>, got {expected_id!r}")
     ref = _load_reference(reference) if reference else None
     art = Artifact.load(artifact, expected_id=expected_id, trust=_trust(trust_keys))
-    res = TieredTask(art, reference=ref)(obj)
+    if art.tools or tools_spec:
+        from auto.serve.app import load_tools, tiered_with_tools
+
+        tools = load_tools(tools_spec, str(Path.cwd())) if tools_spec else None
+        tt = tiered_with_tools(art, tools, reference=ref)
+    else:
+        tt = TieredTask(art, reference=ref)
+    res = tt(obj)
     _emit_json(
         {
             "answer": res.answer,
@@ -428,6 +439,15 @@ def inspect(artifact: str, as_json: bool) -> None:
                    f"(digest {model.get('program_digest')})")
         for line in str(model.get("text") or "").splitlines():
             click.echo(f"           {line}")
+    elif model.get("kind") == "region":
+        click.echo(f"model      region over field {model.get('field')!r} (digest {model.get('region_digest')})")
+        for line in str(model.get("text") or "").splitlines():
+            click.echo(f"           {line}")
+        for t in m.get("tools") or []:
+            click.echo(f"tool       {t.get('name')}  {t.get('kind')}, effects {t.get('effects')}"
+                       + (f", {t['cost_usd_micros_per_call']} µ$ per call (recorded)" if t.get("cost_usd_micros_per_call") else ""))
+        b = m.get("tool_budget") or {}
+        click.echo(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
     else:
         fb = model.get("fallback") or model
         feats = fb.get("features") or {}
@@ -561,6 +581,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
 @click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
 @click.option("--reference", default=None, help="module:function answering declined calls (tier-0); without it they answer 409.")
+@click.option("--tools", "tools_spec", default=None, help=_TOOLS_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="Worker processes.")
@@ -568,8 +589,8 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
 @click.option("--memory-bytes", default=None, type=click.IntRange(min=65536), help="Memory cap per instance (bytes).")
 @click.option("--timeout-ms", default=None, type=click.FloatRange(min=0.001), help="Wall-clock limit per call (ms).")
 def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str | None, trust_keys: tuple[str, ...],
-          reference: str | None, host: str, port: int, workers: int, fuel: int | None, memory_bytes: int | None,
-          timeout_ms: float | None) -> None:
+          reference: str | None, tools_spec: str | None, host: str, port: int, workers: int, fuel: int | None,
+          memory_bytes: int | None, timeout_ms: float | None) -> None:
     """Serve artifacts over HTTP: POST /v1/artifacts/ID/run, GET /v1/artifacts, GET /health."""
     from auto.serve import ServeConfig, run as run_serve
 
@@ -581,7 +602,7 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
 
         paths = [p for p in os.environ.get(TRUST_ENV, "").split(os.pathsep) if p.strip()]
     cfg = ServeConfig(artifacts=[str(Path(a).resolve()) for a in artifacts], store=store_path, registry=registry_dir,
-                      trust_keys=paths, reference=reference, fuel=fuel, memory_bytes=memory_bytes,
+                      trust_keys=paths, reference=reference, tools=tools_spec, fuel=fuel, memory_bytes=memory_bytes,
                       timeout_ms=timeout_ms, host=host, port=port, workers=workers, cwd=str(Path.cwd()))
     run_serve(cfg, announce=lambda: say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"))
 

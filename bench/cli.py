@@ -36,7 +36,7 @@ def bench() -> None:
 
 
 @bench.command(name="run")
-@click.argument("family", type=click.Choice(["triage", "extraction", "routing", "kernel-tuning"]))
+@click.argument("family", type=click.Choice(["triage", "extraction", "routing", "inbox", "assistant", "kernel-tuning"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
 @click.option("--items", default=1000, show_default=True, type=click.IntRange(min=1),
@@ -51,9 +51,11 @@ def bench() -> None:
 @click.option("--replay", "replay_dir", type=click.Path(exists=True, file_okay=False), default=None,
               help="kernel-tuning: census, compile and parity from recorded decisions (e.g. traces/kernel-tuning) on a CPU machine.")
 @click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="extraction/routing: compile from your own traffic (JSONL lines with the family's input field: email / request).")
+              help="extraction/routing/inbox/assistant: compile from your own traffic (JSONL lines with the family's input "
+                   "field: email / request / ticket / request).")
 @click.option("--eval-inputs", "eval_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference.")
+              help="extraction/routing: after compiling, also run the generation on these inputs (JSONL) against the reference; "
+                   "inbox/assistant: verify on these inputs instead of the generated held-out slice.")
 @click.option("--audit-rate", default=0.05, show_default=True, type=float,
               help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
 @click.option("--e2e", "e2e", is_flag=True,
@@ -67,6 +69,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
 
     \b
     triage:        the AUTO-BENCH stream (simulated reference model unless OPENAI_BASE_URL is set).
+    inbox:         F2, classify -> lookup tool -> priority -> summary, compiled as one region.
+    assistant:     a function-calling loop (tool choice, arguments, tool run, phrasing) as one region.
     kernel-tuning: on a GPU machine, records two passes + the holdout with the reference agent,
                    then compiles; with --replay DIR it replays recordings on any machine.
     """
@@ -100,8 +104,22 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
         if results.get("compiled_as") == "refused":  # as `auto compile`: ran, but every rung was refused
             raise GateRefused(str(results.get("reason")), results.get("eval_run_id"))
         return
+    if family in ("inbox", "assistant"):
+        if stream_path is not None or warm_start:
+            raise UsageError(f"--stream and --warm-start apply to triage; {family} takes --inputs / --eval-inputs")
+        from bench.region_family import render_region_summary, run_region_family
+
+        results = run_region_family(family, out_dir=Path(out_dir), inputs_path=Path(inputs_path) if inputs_path else None,
+                                    eval_path=Path(eval_path) if eval_path else None, seed=seed, progress=say)
+        _emit_json(results)
+        say("")
+        say(render_region_summary(results))
+        say(f"wrote {Path(out_dir) / 'results.json'}")
+        if results.get("compiled_as") == "refused":
+            raise GateRefused(str(results.get("reason")), results.get("eval_run_id"))
+        return
     if inputs_path is not None or eval_path is not None:
-        raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")
+        raise UsageError("--inputs / --eval-inputs apply to the extraction, routing, inbox and assistant families")
     if stream_path is not None:
         given = [f"--{n}" for n in ("items", "generator") if click.get_current_context().get_parameter_source(
             "stream_kind" if n == "generator" else n) == click.core.ParameterSource.COMMANDLINE]

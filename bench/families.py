@@ -11,11 +11,13 @@ inputs (a file name only; the caller supplies the directory)::
     label, resp, headers = fam.ask(text)           # metering: usage and x-auto-sim-latency-ms
     find_family(messages)                          # the family whose marker is in a system message
 
-Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``routing``
-(F4, field ``request``). The triage corpus has the slices ``train``/``stream_pool``/``shift``
-and its items carry the design ``category``; the others have ``train``/``heldout``/``hard``/``ood``
-(``hard``: phrasings the training corpus never uses, :mod:`bench.extraction.hard`,
-:mod:`bench.routing.hard`) and carry the oracle's answer as ``label``. The simulator (:mod:`bench.sim`) answers a request with
+Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``inbox``
+(F2, field ``ticket``: several model calls and a tool per run), ``assistant`` (field ``request``:
+a function-calling loop), ``routing`` (F4, field ``request``). The triage corpus has the slices
+``train``/``stream_pool``/``shift`` and its items carry the design ``category``; the others have
+``train``/``heldout``/``ood`` (extraction and routing also ``hard``: phrasings the training corpus
+never uses, :mod:`bench.extraction.hard`, :mod:`bench.routing.hard`) and carry the oracle's answer
+as ``label``. The simulator (:mod:`bench.sim`) answers a request with
 the responder of :func:`find_family`, else with its own built-in responders
 (:mod:`bench.sim.responders`).
 """
@@ -28,10 +30,16 @@ from typing import Any, Callable
 
 from auto.errors import ArgumentError
 from bench.chat import system_text
+from bench.assistant import agent as assistant_agent
+from bench.assistant import corpus as assistant_corpus
+from bench.assistant import oracle as assistant_oracle
 from bench.extraction import agent as extraction_agent
 from bench.extraction import corpus as extraction_corpus
 from bench.extraction import hard as extraction_hard
 from bench.extraction import oracle as extraction_oracle
+from bench.inbox import agent as inbox_agent
+from bench.inbox import corpus as inbox_corpus
+from bench.inbox import oracle as inbox_oracle
 from bench.jsonl import read_objects
 from bench.routing import agent as routing_agent
 from bench.routing import corpus as routing_corpus
@@ -122,6 +130,12 @@ register_family(BenchFamily("triage", "ticket", "triage", triage_agent.triage, t
 register_family(BenchFamily("extraction", extraction_corpus.FIELD, "extraction", extraction_agent.extract_fields,
                             extraction_agent.ask, extraction_hard.corpus_with_hard, extraction_oracle.extraction_oracle,
                             extraction_oracle.MARKER, extraction_oracle.respond, "extraction-emails.jsonl"))
+register_family(BenchFamily("inbox", inbox_corpus.FIELD, "inbox", inbox_agent.inbox, inbox_agent.ask,
+                            inbox_corpus.default_corpus, inbox_oracle.inbox_oracle, inbox_oracle.MARKER,
+                            inbox_oracle.respond))
+register_family(BenchFamily("assistant", assistant_corpus.FIELD, "assistant", assistant_agent.assistant,
+                            assistant_agent.ask, assistant_corpus.default_corpus, assistant_oracle.assistant_oracle,
+                            assistant_oracle.MARKER, assistant_oracle.respond))
 register_family(BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
                             routing_hard.corpus_with_hard, routing_oracle.routing_oracle, routing_oracle.MARKER,
                             routing_oracle.respond, "routing-requests.jsonl"))

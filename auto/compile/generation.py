@@ -94,7 +94,8 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
                     guard: dict[str, Any], parity: dict[str, Any], eval_runs: list[str], reason: str,
                     witnesses: Sequence[Any], store_digest: str | None, distinct_inputs: int, fuel_inputs: Sequence[dict[str, Any]],
                     latency: Sequence[float], timings: dict[str, float], model: Any = None,
-                    estimator: Any = None) -> CompileOutcome:
+                    estimator: Any = None, fuel_sessions: Any = None,
+                    cost_usd_micros_per_call: float | None = 0) -> CompileOutcome:
     """Finish the manifest, emit the ``.wasm``, store it, and write the file atomically.
 
     Args:
@@ -113,6 +114,9 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
         latency: ``Artifact.call`` samples in µs (the outcome's ``latency_us``).
         timings: seconds per stage so far (``emit`` is added).
         model: the compiled model; estimator: the scikit-learn estimator behind a specialist.
+        fuel_sessions: for a capability artifact, ``sessions(input)`` replaying its tools while
+            fuel is measured.
+        cost_usd_micros_per_call: the manifest's paid cost of a tier-1 call (µ$; 0 when pure).
 
     Raises:
         ManifestError: the manifest is not canonical-JSON serializable.
@@ -128,7 +132,8 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
         "reference_model": ctx.reference_model or reference_model_label(store, ctx.task),
     }
     manifest = draft.final(contract=contract, eval_runs=eval_runs, provenance=provenance, parity=parity, guard=guard,
-                           fuel_per_call=fuel_per_call(candidate, fuel_inputs))
+                           fuel_per_call=fuel_per_call(candidate, fuel_inputs, sessions=fuel_sessions),
+                           cost_usd_micros_per_call=cost_usd_micros_per_call)
     if ctx.site is not None:
         manifest["site"] = ctx.site  # the template a model-call site's input is cut with
     wasm = emit(code, manifest)

@@ -12,6 +12,9 @@ rung's reason, with the last eval run attached.
 
 Rungs (:data:`RUNGS`):
 
+- ``region`` (:mod:`auto.compile.rungs.region`): a task whose runs call tools or several models,
+  compiled across its steps into a capability artifact; it steps aside for a single-call task,
+  and its refusal is final for a task that calls tools (a whole-task program would skip them);
 - ``program`` (:mod:`auto.compile.rungs.program`): a synthesized DSL program, gated on held-out
   inputs;
 - ``specialist`` (:mod:`auto.compile.rungs.specialist`): a distilled classifier with a calibrated
@@ -29,6 +32,7 @@ from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome
 from auto.compile.rungs import memo as memo_rung
 from auto.compile.rungs import program as program_rung
+from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
 from auto.errors import ArgumentError, CompileError, GateRefused, RungRefused
@@ -38,6 +42,7 @@ Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
 """``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
 
 RUNGS: dict[str, Rung] = {
+    region_rung.NAME: region_rung.compile_rung,
     program_rung.NAME: program_rung.compile_rung,
     specialist_rung.NAME: specialist_rung.compile_rung,
     memo_rung.NAME: memo_rung.compile_rung,
@@ -47,7 +52,8 @@ RUNGS: dict[str, Rung] = {
 
 def ladder(*, programs: bool = True, memo: bool = True) -> list[str]:
     """The rung names a compile tries: all of :data:`RUNGS`, without the program rung when
-    ``programs`` is False and without the memo rung when ``memo`` is False."""
+    ``programs`` is False and without the memo rung when ``memo`` is False (the region rung is
+    always first: it steps aside for a single-call task)."""
     return [name for name in RUNGS if (programs or name != "program") and (memo or name != "memo")]
 
 
@@ -106,6 +112,8 @@ def compile_task(
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)
     for name in names:
+        if name == region_rung.NAME and not region_rung.applies(store, task):
+            continue  # a single-call task: not a region (nothing to cite)
         try:
             try:
                 outcome = RUNGS[name](ws, contract, ctx)
@@ -120,5 +128,7 @@ def compile_task(
         if ctx.prior:
             outcome.reason = "; ".join([*(r.citation for r in ctx.prior), outcome.reason])
         return outcome
+    if not ctx.prior:
+        raise GateRefused(f"no rung applies to task {task!r} (tried {', '.join(names)})")
     last = ctx.prior[-1]
     raise GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)

@@ -35,6 +35,8 @@ class ManifestDraft:
         model: what was compiled (kind, sizes, digests; always ``code_digest``).
         capabilities: host functions the artifact imports (``{"module", "name"}``); none for a
             pure artifact.
+        extra: further top-level keys of a capability artifact (``tools``, ``tool_budget``), and
+            ``abi`` when its exports differ from the ABI's four.
     """
 
     task: str
@@ -43,6 +45,7 @@ class ManifestDraft:
     interface: dict[str, Any]
     model: dict[str, Any]
     capabilities: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def with_model(self, compiled_as: str | None = None, **model: Any) -> "ManifestDraft":
         """A copy whose ``model`` is updated with ``model`` (and ``compiled_as`` replaced)."""
@@ -59,6 +62,7 @@ class ManifestDraft:
             "abi": {"exports": list(ABI_EXPORTS), "encoding": "canonical-json"},
             "capabilities": [dict(c) for c in self.capabilities],
             "model": self.model,
+            **self.extra,
         }
 
     def provisional(self) -> dict[str, Any]:
@@ -66,7 +70,8 @@ class ManifestDraft:
         return {**self.base(), "guard": {"method": "none"}, "provisional": True}
 
     def final(self, *, contract: Any, eval_runs: list[str], provenance: dict[str, Any], parity: dict[str, Any],
-              guard: dict[str, Any], fuel_per_call: dict[str, Any] | None) -> dict[str, Any]:
+              guard: dict[str, Any], fuel_per_call: dict[str, Any] | None,
+              cost_usd_micros_per_call: float | None = 0) -> dict[str, Any]:
         """The manifest that is emitted.
 
         Args:
@@ -77,6 +82,8 @@ class ManifestDraft:
             parity: agreement figures per split, from the eval run.
             guard: the guard entry the runtime builds the guard from.
             fuel_per_call: :func:`auto.compile.measure.fuel_per_call`'s summary, or None.
+            cost_usd_micros_per_call: the paid work of a tier-1 call in µ$ (0 for a pure artifact;
+                a region's kept model calls at their recorded mean cost; None when unknown).
         """
         return {
             **self.base(),
@@ -87,5 +94,5 @@ class ManifestDraft:
             "guard": guard,
             "latency_us": None,
             "fuel_per_call": fuel_per_call,
-            "cost_usd_micros_per_call": 0,
+            "cost_usd_micros_per_call": cost_usd_micros_per_call,
         }

@@ -26,9 +26,10 @@ def percentile(xs: Sequence[float], q: int) -> float | None:
     return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 2)
 
 
-def fuel_per_call(artifact: Any, inputs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def fuel_per_call(artifact: Any, inputs: Sequence[dict[str, Any]], sessions: Any = None) -> dict[str, Any] | None:
     """Fuel one ``run`` call of ``artifact`` (an :class:`auto_runtime.Artifact`) consumes over
-    ``inputs``, each on a fresh instance.
+    ``inputs``, each on a fresh instance (a capability artifact's tool calls through
+    ``sessions(input)``, e.g. replays; the host's work is not counted).
 
     Returns:
         ``{"p50", "p95", "max", "n"}`` in fuel units (p50 = the upper median, p95 = the
@@ -39,7 +40,8 @@ def fuel_per_call(artifact: Any, inputs: Sequence[dict[str, Any]]) -> dict[str, 
     """
     if not inputs:
         return None
-    used = sorted(artifact.fuel_per_call(list(inputs)))
+    used = sorted(artifact.fuel_per_call(list(inputs), sessions=sessions) if sessions is not None
+                  else artifact.fuel_per_call(list(inputs)))
     return {"p50": used[len(used) // 2], "p95": used[min(len(used) - 1, int(len(used) * 0.95))], "max": used[-1],
             "n": len(used)}
 

@@ -23,6 +23,14 @@ back (to its parent, or to none) when the audits reject its certificate; an exch
 monitor on the nonconformity scores (:class:`auto.guards.shift.ShiftMonitor`) tightens the
 installed generation (every call deopts) until the next one is installed.
 
+Tasks that call tools (``tools={name: callable}``): the installed generation is a capability
+artifact (a region) served with those tools, the guard deciding at its commit before any effect;
+a deopt at any step sends the whole call to the reference. The reference then runs *recorded*
+into the ratchet's store (its task span with every model call and tool call as linked spans),
+because the next region is compiled from the steps of runs, not from their input and output
+alone; the recorded task span is the witness. Answers of tasks with effectful tools are never
+shadow-audited (the audit would act again).
+
 Restart: a new Ratchet on the same store loads the generation the log says is installed (the
 artifact's bytes are in the store, checked by id), never a half-written file. Several ratchets on
 one store (one per process or host) share its witnesses; a lock file beside the store lets one
@@ -51,6 +59,9 @@ from auto.ratchet.evidence import GenerationEvidence
 from auto.record.redact import Redactor
 from auto.ratchet.policy import CompilePolicy, PolicyState
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
+from auto.record import openai_hook
+from auto.record.core import Recorder, activate, active_recorder, deactivate
+from auto.record.core import task as task_span
 from auto.store import Store
 from auto.store.lock import CompileLock
 from auto.verify import Contract
@@ -121,6 +132,11 @@ class Ratchet:
         guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
             (e.g. :func:`auto.guards.semantic.make_host_guard`); a guard with a ``prime(input)``
             method is primed with each input before the call. None keeps the manifest's guard.
+        tools: the host's tools for capability generations (``{name: callable}``); given, the
+            reference runs recorded into the store (see the module docstring).
+        tool_budget: a per-call :class:`auto_runtime.ToolBudget` tightening the manifests'.
+        recorded_reference: with ``tools``, the task function whose calls record a task span
+            (default: ``reference`` itself, wrapped in ``auto.task(task)``).
         capture_witnesses: write each deopt's and audit's answer to the store as a witness (a
             task span). False when the host records the witness itself: a proxy serving a
             model-call site records the upstream call, which is the site's witness.
@@ -141,6 +157,8 @@ class Ratchet:
                  reference_model: str | None = None, programs: bool = True, load: bool = True,
                  progress: Callable[[str], None] | None = None, signature: inspect.Signature | None = None,
                  guard_factory: Callable[[Artifact, Store], Any] | None = None,
+                 tools: dict[str, Callable[..., Any]] | None = None, tool_budget: Any = None,
+                 recorded_reference: Callable[..., Any] | None = None,
                  capture_witnesses: bool = True,
                  loader: Callable[[bytes, str], Artifact] | None = None) -> None:
         if not callable(reference):
@@ -176,6 +194,17 @@ class Ratchet:
         self._prime: Callable[[Any], Any] | None = None
         self.calls = 0
         self._store = Store(self.store_path)
+        self._recorder: Recorder | None = None
+        self._recorded_reference: Callable[..., Any] | None = None
+        if tools is not None:
+            self._recorder = Recorder(self._store, owns_store=False)
+            if recorded_reference is None:
+                def recorded_reference(**kw: Any) -> Any:
+                    with task_span(task, input=kw) as span:
+                        span.output = reference(kw)
+                    return span.output
+            self._recorded_reference = recorded_reference
+            openai_hook.instrument()
         self._state_lock = threading.RLock()
         self._compile_lock = CompileLock(self.store_path)
         self._lock_busy_logged = False
@@ -205,7 +234,7 @@ class Ratchet:
         hit_rate = min(audit_rate, DEFAULT_AUDIT_HIT_RATE) if audit_hit_rate is None else audit_hit_rate
         self._tiered = TieredTask(None, reference=self._tier0, capture=self._capture, task=task,
                                   audit_rate=audit_rate, audit_seed=audit_seed, audit_hit_rate=hit_rate,
-                                  audit_max_records=AUDIT_RECORDS)
+                                  audit_max_records=AUDIT_RECORDS, tools=tools, tool_budget=tool_budget)
         self._count_witnesses()
         if load:
             self._load_installed()
@@ -277,8 +306,17 @@ class Ratchet:
     def _tier0(self, input_obj: dict[str, Any]) -> Any:
         """The reference's answer in its JSON form (a tuple becomes a list, ``{1: x}`` becomes
         ``{"1": x}``), the form a tier-1 answer has: both tiers return the same types. An answer
-        that is not JSON is returned as it is and never captured (it cannot be compiled)."""
-        answer = self._reference(input_obj)
+        that is not JSON is returned as it is and never captured (it cannot be compiled). With
+        tools, the run is recorded into the store (its task span is the witness)."""
+        rec = self._recorder
+        if rec is None:
+            answer = self._reference(input_obj)
+        else:
+            activate(rec)  # the run's task span, model calls and tool calls become the witness
+            try:
+                answer = self._recorded_reference(**input_obj)  # type: ignore[misc]
+            finally:
+                deactivate(rec)
         try:
             return json.loads(canonical_json(answer))
         except (TypeError, ValueError):
@@ -302,7 +340,8 @@ class Ratchet:
                  "auto.deopt.generation": rec.get("generation")}
         if rec.get("audit"):
             attrs["auto.audit"] = True
-        if self._capture_witnesses:
+        # with tools, the recorded run is the witness (the recorder redacts)
+        if self._capture_witnesses and self._recorder is None:
             # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
             kept_in, n_in = self._redactor.redact_value(inp)
             kept_out, n_out = self._redactor.redact_value(out)
@@ -719,6 +758,8 @@ class Ratchet:
         if th is not None:
             th.join(timeout_s)
         self._tiered.close(timeout_s)
+        if self._recorder is not None and active_recorder() is None:
+            openai_hook.uninstrument()
         self._store.close()
 
     def __enter__(self) -> "Ratchet":
@@ -784,10 +825,10 @@ def _disagreement(answers: list[Any], known: list[str | None]) -> tuple[int, int
 
 
 def _answers_new_inputs(manifest: dict[str, Any]) -> bool:
-    """Whether an artifact may answer inputs that were never witnessed: a program, or a specialist
-    whose guard certified a threshold (not a fallback that always deopts)."""
+    """Whether an artifact may answer inputs that were never witnessed: a program or a region, or a
+    specialist whose guard certified a threshold (not a fallback that always deopts)."""
     kind = manifest.get("compiled_as")
-    if kind == "program":
+    if kind in ("program", "region"):
         return True
     if kind not in ("specialist", "memo-first"):
         return False
@@ -831,6 +872,8 @@ def ratchet(fn: Callable[..., Any], store: str | os.PathLike, task: str | None =
     def reference(inp: dict[str, Any]) -> Any:
         return target(**inp)
 
+    if options.get("tools") is not None and options.get("recorded_reference") is None:
+        options["recorded_reference"] = fn if getattr(fn, "__auto_task__", None) == name else None
     return Ratchet(reference, store, name, signature=sig, **options)
 
 

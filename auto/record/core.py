@@ -12,6 +12,14 @@ Model of a recording:
 * A span is written when it **ends**, each in its own short transaction, so a killed process
   loses only its open spans. A trace row is written when its root span ends.
 
+Tool use (linked spans): a model call whose response asks for tool calls registers them on its
+scope (:meth:`SpanScope.request_tools`); a ``tool`` span opened below that scope with the same
+tool name takes the oldest matching request (canonically equal arguments first, else the oldest
+of that name) and records ``gen_ai.tool.call.id``, ``auto.tool.requested_by`` (the model-call
+span) and ``auto.tool.arguments_match``; a later model call that sends a ``tool`` message back
+records ``auto.tool_results`` (which tool span's result went back, and whether the content is
+that result). A tool declares ``auto.tool.effects``: ``"read"`` or ``"effect"``.
+
 Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float;
 a span's wall time plus what its model calls reported, :mod:`auto.record.latency`).
 Costs: ``auto.cost_usd_micros`` in µ$ (None = unknown).
@@ -24,6 +32,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import json
 import logging
 import math
 import os
@@ -33,8 +42,10 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from auto_runtime.tools import journal_active, journaled_result
+
 from auto.canonical import canonical_json, digest
-from auto.errors import RecordError
+from auto.errors import ArgumentError, RecordError
 from auto.record.latency import CallLatency, LatencyTally
 from auto.record.redact import Redactor
 from auto.store import Store, new_span_id, new_trace_id
@@ -80,6 +91,14 @@ def to_jsonable(value: Any, what: str = "value") -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_jsonable(dataclasses.asdict(value), what)
     raise RecordError(f"{what} is not JSON-serializable (type {type(value).__name__})")
+
+
+def _json_equal_text(text: str, value: Any) -> bool:
+    """Whether ``text`` is JSON whose value is canonically equal to ``value``."""
+    try:
+        return canonical_json(json.loads(text)) == canonical_json(value)
+    except (TypeError, ValueError):
+        return False
 
 
 def error_json(exc: BaseException) -> dict:
@@ -215,6 +234,9 @@ class SpanScope:
         self.cost_micros: float | None = 0.0
         self.cost_known = True
         self.latency = LatencyTally()  # what the model calls below reported about latency
+        # tool use: calls requested by model calls in this scope, and the tool spans that ran them
+        self.tool_requests: list[dict[str, Any]] = []
+        self.tool_runs: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
@@ -237,6 +259,66 @@ class SpanScope:
         s.started_ns = time.time_ns()
         s._t0 = time.perf_counter()
         return s
+
+    # -- tool use ------------------------------------------------------------------------
+
+    def request_tools(self, llm_span_id: str, tool_calls: list[dict[str, Any]]) -> None:
+        """Register the tool calls a model call (span ``llm_span_id``) asked for."""
+        with self._lock:
+            for tc in tool_calls:
+                fn = tc.get("function") or {}
+                try:
+                    args = canonical_json(json.loads(fn.get("arguments") or "{}"))
+                except (TypeError, ValueError):
+                    args = None
+                self.tool_requests.append({"id": tc.get("id"), "name": fn.get("name"), "arguments": args,
+                                           "llm_span_id": llm_span_id})
+
+    def claim_tool_request(self, name: str, arguments: Any) -> dict[str, Any] | None:
+        """The oldest request for tool ``name`` in this scope or an enclosing one (canonically equal
+        ``arguments`` preferred), removed from its scope; None when no model call asked for it."""
+        try:
+            key = canonical_json(arguments)
+        except (TypeError, ValueError):
+            key = None
+        scope: SpanScope | None = self
+        while scope is not None:
+            with scope._lock:
+                same = [r for r in scope.tool_requests if r["name"] == name]
+                pick = next((r for r in same if r["arguments"] == key), same[0] if same else None)
+                if pick is not None:
+                    scope.tool_requests.remove(pick)
+                    return {**pick, "arguments_match": pick["arguments"] == key, "scope": scope}
+            scope = scope.parent
+        return None
+
+    def tool_ran(self, call_id: str, span_id: str, output: Any) -> None:
+        """A tool span that ran the request ``call_id`` ended with ``output``."""
+        with self._lock:
+            self.tool_runs[call_id] = {"span_id": span_id, "output": output}
+
+    def tool_results(self, messages: Any) -> list[dict[str, Any]]:
+        """For each ``tool`` message of a request: which tool span's result went back
+        (``tool_call_id``, ``tool_span_id`` or None, ``matches_result``: the content equals the
+        span's output as text or as canonical JSON)."""
+        out = []
+        for m in messages if isinstance(messages, list) else []:
+            if not isinstance(m, dict) or m.get("role") != "tool":
+                continue
+            cid = m.get("tool_call_id")
+            run = None
+            scope: SpanScope | None = self
+            while scope is not None and run is None:
+                with scope._lock:
+                    run = scope.tool_runs.get(cid)
+                scope = scope.parent
+            content = m.get("content")
+            match = None
+            if run is not None:
+                o = run["output"]
+                match = content == o or (isinstance(content, str) and _json_equal_text(content, o))
+            out.append({"tool_call_id": cid, "tool_span_id": run["span_id"] if run else None, "matches_result": match})
+        return out
 
     # -- children report here ------------------------------------------------------------
 
@@ -290,6 +372,9 @@ class SpanScope:
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
         attrs.update(self.latency.attributes(wall_ms))
+        call_id = attrs.get("gen_ai.tool.call.id")
+        if self.kind == "tool" and call_id and self.parent is not None:
+            self.parent.tool_ran(call_id, self.span_id, output)
         span = {
             "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
             "name": self.name, "kind": self.kind, "task": self.task, "site": None,
@@ -354,10 +439,11 @@ class TaskSpec:
     ``span.output = value`` (recorded when the block ends).
     """
 
-    def __init__(self, name: str | None, kind: str = "task", input: dict | None = None):
+    def __init__(self, name: str | None, kind: str = "task", input: dict | None = None, effects: str | None = None):
         self.name = name
         self.kind = kind
         self.input = input
+        self.effects = effects
         self.output: Any = None
         self._stack: list[tuple[SpanScope | None, contextvars.Token | None]] = []
 
@@ -374,6 +460,8 @@ class TaskSpec:
         params = list(sig.parameters)
         skip_first = bool(params) and params[0] in ("self", "cls")
 
+        effects = self.effects
+
         def begin(args: tuple, kwargs: dict) -> SpanScope | None:
             rec = active_recorder()
             if rec is None:
@@ -382,7 +470,20 @@ class TaskSpec:
             if inp is None:
                 return None  # the call itself will raise TypeError
             parent = CURRENT.get()
-            return SpanScope.open(rec, name, kind, inp, parent)
+            return SpanScope.open(rec, name, kind, inp, parent,
+                                  attributes=_tool_attributes(name, effects, inp, parent) if kind == "tool" else None)
+
+        def journaled(args: tuple, kwargs: dict) -> tuple[bool, Any]:
+            """An effect this call already ran at tier-1 (:mod:`auto_runtime.tools`): its result."""
+            if kind != "tool" or not journal_active():
+                return False, None
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError:
+                return False, None
+            bound.apply_defaults()
+            items = list(bound.arguments.items())[1 if skip_first else 0:]
+            return journaled_result(name, dict(items))
 
         def end_ok(scope: SpanScope, result: Any) -> None:
             try:
@@ -398,6 +499,9 @@ class TaskSpec:
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                hit, value = journaled(args, kwargs)
+                if hit:
+                    return value
                 scope = begin(args, kwargs)
                 if scope is None:
                     return await fn(*args, **kwargs)
@@ -411,6 +515,9 @@ class TaskSpec:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            hit, value = journaled(args, kwargs)
+            if hit:
+                return value
             scope = begin(args, kwargs)
             if scope is None:
                 return fn(*args, **kwargs)
@@ -420,6 +527,8 @@ class TaskSpec:
             return result
 
         wrapper.__auto_task__ = name  # type: ignore[attr-defined]
+        if kind == "tool":
+            wrapper.__auto_tool__ = {"name": name, "effects": effects or "read"}  # type: ignore[attr-defined]
         return wrapper
 
     # -- context manager -----------------------------------------------------------------
@@ -433,7 +542,9 @@ class TaskSpec:
         inp = to_jsonable(self.input if self.input is not None else {}, f"{name}: input")
         if not isinstance(inp, dict):
             raise RecordError(f"{name}: a task input must be a JSON object (dict of arguments)")
-        scope = SpanScope.open(rec, name, self.kind, inp, CURRENT.get())
+        parent = CURRENT.get()
+        attrs = _tool_attributes(name, self.effects, inp, parent) if self.kind == "tool" else None
+        scope = SpanScope.open(rec, name, self.kind, inp, parent, attributes=attrs)
         self._stack.append((scope, CURRENT.set(scope)))
         self.output = None
         return self
@@ -460,66 +571,57 @@ class TaskSpec:
         self.__exit__(exc_type, exc, tb)
 
 
-def task(name: str | Callable | None = None, *, input: dict | None = None,
-         ratchet: bool | str | os.PathLike | None = None) -> Any:
+def task(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
     """Declare a task: ``@auto.task("triage")``, ``@auto.task``, or ``with auto.task("t", input=...)``.
 
-    See :class:`TaskSpec`. The name defaults to the function's ``__name__``.
-
-    With ``ratchet`` (a store path, or ``True`` for the ``AUTO_STORE`` environment variable,
-    default ``auto.sqlite`` in the working folder) the decorated function is served by a
-    :class:`auto.ratchet.Ratchet` on that store, created on the first call: it answers from the
-    installed generation when the guard admits the call, else runs the function and keeps its
-    answer as a witness for the next generation. The wrapper keeps the function's signature; its
-    ``ratchet()`` returns the Ratchet (for ``status()`` and ``close()``).
-
-    Raises:
-        RecordError: ``ratchet`` on an ``async`` function (a ratchet serves synchronous calls),
-            or on a context-manager use.
+    See :class:`TaskSpec`. The name defaults to the function's ``__name__``. (``auto.task`` also
+    takes ``ratchet=``: :func:`auto.tasks.task`.)
     """
     if callable(name):
         return TaskSpec(None)(name)
-    if not ratchet:
-        return TaskSpec(name, "task", input)
-    if input is not None:
-        raise RecordError("auto.task(..., ratchet=...) decorates a function; it is not a context manager")
-    if ratchet is not True and (isinstance(ratchet, bool) or not isinstance(ratchet, (str, os.PathLike))):
-        raise RecordError(f"auto.task(..., ratchet=...) takes True or the store's path, got {ratchet!r}")
-    store = os.environ.get("AUTO_STORE", "auto.sqlite") if ratchet is True else ratchet
-    return functools.partial(_ratcheted, name=name, store=store)
+    return TaskSpec(name, "task", input)
 
 
-def _ratcheted(fn: Callable, *, name: str | None, store: str | os.PathLike) -> Callable:
-    """``fn`` served by a ratchet on ``store`` (see :func:`task`)."""
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
-        raise RecordError(f"auto.task({name or fn.__name__!r}, ratchet=...) needs a synchronous function")
-    task_name = name or getattr(fn, "__name__", "task")
-    lock = threading.Lock()
-    box: list[Any] = []
-
-    def get() -> Any:
-        if not box:
-            with lock:
-                if not box:
-                    from auto.ratchet.core import ratchet as make
-
-                    box.append(make(fn, store=store, task=task_name))
-        return box[0]
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return get()(*args, **kwargs)
-
-    wrapper.__auto_task__ = task_name  # type: ignore[attr-defined]
-    wrapper.ratchet = get  # type: ignore[attr-defined]
-    return wrapper
+TOOL_EFFECTS = ("read", "effect")
+"""What a tool may do: ``read`` (no effect outside; safe to call before the guard decided) or
+``effect`` (acts on the world: a compiled path calls it only after the guard admitted the call)."""
 
 
-def tool(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
-    """Like :func:`task` but records a ``tool`` span (a step inside a task, not compiled alone)."""
+def _tool_attributes(name: str, effects: str | None, inp: Any, parent: "SpanScope | None") -> dict[str, Any]:
+    """A tool span's attributes: OpenTelemetry GenAI ``execute_tool`` names, the declared effects,
+    and the link to the model call that asked for it (when one did)."""
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                             "auto.tool.effects": effects or "read"}
+    req = parent.claim_tool_request(name, inp) if parent is not None else None
+    if req is not None:
+        attrs["gen_ai.tool.call.id"] = req["id"]
+        attrs["auto.tool.requested_by"] = req["llm_span_id"]
+        attrs["auto.tool.arguments_match"] = req["arguments_match"]
+    return attrs
+
+
+def tool(name: str | Callable | None = None, *, effects: str = "read", input: dict | None = None) -> Any:
+    """Like :func:`task` but records a ``tool`` span (a step inside a task, not compiled alone).
+
+    Args:
+        name: the tool name (default: the function's ``__name__``).
+        effects: ``"read"`` or ``"effect"`` (:data:`TOOL_EFFECTS`); recorded as
+            ``auto.tool.effects`` and declared by a compiled artifact that calls the tool.
+        input: the arguments, for the context-manager form.
+
+    A decorated tool consults the runtime's effect journal first
+    (:func:`auto_runtime.tools.journaled_result`): when the same call already ran as an effect at
+    tier-1 and the call deopted afterwards, the journaled result is returned instead of acting
+    twice (no span is recorded for the repeat).
+
+    Raises:
+        ArgumentError: ``effects`` is not one of :data:`TOOL_EFFECTS`.
+    """
+    if effects not in TOOL_EFFECTS:
+        raise ArgumentError(f"auto.tool effects must be one of {', '.join(TOOL_EFFECTS)}, got {effects!r}")
     if callable(name):
-        return TaskSpec(None, "tool")(name)
-    return TaskSpec(name, "tool", input)
+        return TaskSpec(None, "tool", effects=effects)(name)
+    return TaskSpec(name, "tool", input, effects=effects)
 
 
 def getenv(name: str, default: str | None = None) -> str | None:

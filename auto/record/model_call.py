@@ -23,7 +23,9 @@ attempt (``POST …/chat/completions``; ``POST …/responses`` alike, span name 
   span too (a task span that returns the key included).
 
 Inside a task/tool scope the attempts are children of that scope and report their cost and
-latency to it; outside any scope a logical call gets its own trace.
+latency to it; outside any scope a logical call gets its own trace. The tool calls a successful
+attempt asks for are registered on its scope, and the tool results a request sends back are
+linked to the tool spans that produced them (``auto.tool_results``; :mod:`auto.record.core`).
 """
 
 from __future__ import annotations
@@ -351,6 +353,12 @@ class Attempt:
         task_input = scope.task_input if scope is not None else {}
         tdigest = template_digest(body.get("messages", body.get("input")), task_input)
         attrs["auto.template_digest"] = tdigest
+        if scope is not None:
+            sent = scope.tool_results(body.get("messages"))
+            if sent:
+                attrs["auto.tool_results"] = sent
+            if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
+                scope.request_tools(self.span_id, output["tool_calls"])
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,

@@ -2,9 +2,11 @@
 
 A model call's *site* is ``f"{task}/{span name}/{template digest}"`` (:func:`site`), where the
 template digest is :func:`auto.canonical.digest` of the request's messages with the enclosing
-task's string input values replaced by ``{param}`` placeholders and tool-call ids by
-``{tool_call_N}`` (:func:`template_messages`); ``task`` is ``""`` outside any task. Two calls of
-one task that differ only in the task's inputs therefore share a site.
+task's string input values replaced by ``{param}`` placeholders, tool-call ids by
+``{tool_call_N}``, the arguments of earlier tool calls by ``{tool_arguments_N}`` and the tool
+results sent back by ``{tool_result_N}`` (:func:`template_messages`); ``task`` is ``""`` outside
+any task. Two calls of one task that differ only in the task's inputs, or in what the tools
+answered, therefore share a site.
 
 A request's *shape* (:func:`request_skeleton`, :func:`shape_digest`) is what stays when every text
 leaf of its messages is cut out (:func:`request_leaves`) and the parameters that do not change the
@@ -41,7 +43,11 @@ def template_messages(messages: Any, task_input: dict) -> Any:
     A string equal to a value becomes its placeholder; values of ≥ 4 characters are also
     replaced inside longer strings where they are not glued to surrounding word characters.
     Tool-call ids (``tool_calls[].id``, ``tool_call_id``) become ``{tool_call_N}`` by first
-    appearance, since they are random per run. ``role`` and ``type`` values are kept as they are.
+    appearance, since they are random per run. The ``arguments`` of a tool call in the history
+    become ``{tool_arguments_N}`` and the content of a ``tool`` message ``{tool_result_N}`` (in
+    order of appearance), unless a task input placeholder already covers the whole string: they
+    are slots (what the tools were asked and answered), not part of the prompt. ``role`` and
+    ``type`` values are kept as they are.
     """
     subs = [(v, "{" + k + "}") for k, v in _flatten_strings(task_input) if v]
     subs.sort(key=lambda kv: len(kv[0]), reverse=True)
@@ -52,6 +58,15 @@ def template_messages(messages: Any, task_input: dict) -> Any:
             post = r"(?!\w)" if re.match(r"\w", v[-1]) else ""
             patterns.append((re.compile(pre + re.escape(v) + post), ph))
     ids: dict[str, str] = {}
+    counters = {"tool_arguments": 0, "tool_result": 0}
+
+    def slot(v: Any, kind: str) -> Any:
+        w = walk(v)
+        if isinstance(w, str) and w.startswith("{") and w.endswith("}") and w != v and w.count("{") == 1:
+            return w  # the whole string is a task input
+        ph = "{%s_%d}" % (kind, counters[kind])
+        counters[kind] += 1
+        return ph
 
     def tc_id(v: Any) -> Any:
         if not isinstance(v, str):
@@ -78,12 +93,38 @@ def template_messages(messages: Any, task_input: dict) -> Any:
                     out[k] = tc_id(v)
                 elif k in ("role", "type"):
                     out[k] = v
+                elif k == "content" and obj.get("role") == "tool" and v is not None:
+                    out[k] = slot(v, "tool_result")
+                elif k == "arguments" and "name" in obj and isinstance(v, str):
+                    out[k] = slot(v, "tool_arguments")
                 else:
                     out[k] = walk(v)
             return out
         return obj
 
     return walk(messages)
+
+
+def strip_call_ids(obj: Any) -> Any:
+    """``obj`` with its tool-call ids (``tool_call_id`` values, and the ``id`` of an object with a
+    ``function``) replaced by ``{tool_call_N}`` in order of first appearance: the ids are random
+    per run, so two runs that asked and answered the same tools compare equal."""
+    ids: dict[str, str] = {}
+
+    def walk(o: Any) -> Any:
+        if isinstance(o, list):
+            return [walk(v) for v in o]
+        if isinstance(o, dict):
+            out = {}
+            for k, v in o.items():
+                if isinstance(v, str) and (k == "tool_call_id" or (k == "id" and "function" in o)):
+                    out[k] = ids.setdefault(v, "{tool_call_%d}" % len(ids))
+                else:
+                    out[k] = walk(v)
+            return out
+        return o
+
+    return walk(obj)
 
 
 def template_digest(messages: Any, task_input: dict) -> str:

@@ -36,11 +36,11 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import time
 
-from auto_runtime import Artifact, Limits, TieredTask, TrustPolicy
+from auto_runtime import Artifact, CapabilityError, Limits, TieredTask, TrustPolicy
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -72,6 +72,8 @@ class ServeConfig:
         registry: a registry folder whose artifacts are served, or None.
         trust_keys: trusted public-key files (empty: no signature check).
         reference: ``module:function`` answering declined calls, or None.
+        tools: ``module:attribute``, the host's tools for capability artifacts (:func:`load_tools`),
+            or None.
         fuel, memory_bytes, timeout_ms: the sandbox limits of every call (None: the defaults).
         max_input_bytes: largest request body.
         host, port, workers: where and how to listen.
@@ -83,6 +85,7 @@ class ServeConfig:
     registry: str | None = None
     trust_keys: list[str] = field(default_factory=list)
     reference: str | None = None
+    tools: str | None = None
     fuel: int | None = None
     memory_bytes: int | None = None
     timeout_ms: float | None = None
@@ -136,6 +139,49 @@ def load_reference(spec: str, cwd: str | None = None) -> Callable[[dict[str, Any
     if not callable(f):
         raise ArgumentError(f"reference {spec!r} is not callable")
     return lambda inp: f(**inp)
+
+
+def load_tools(spec: str, cwd: str | None = None) -> dict[str, Callable[..., Any]]:
+    """``module:attribute`` as the host's tools for capability artifacts: the attribute is a
+    mapping ``{tool name: callable}`` (each called as ``tool(**arguments)``), or a function of no
+    arguments returning one.
+
+    Raises:
+        ArgumentError: not ``module:attribute``, it cannot be imported, calling it raised, or it is
+            not a mapping of names to callables.
+    """
+    mod, _, name = spec.partition(":")
+    if not mod or not name:
+        raise ArgumentError(f"--tools must be module:attribute, got {spec!r}")
+    where = cwd or os.getcwd()
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    try:
+        obj = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise ArgumentError(f"cannot load tools {spec!r}: {e}") from None
+    if callable(obj) and not isinstance(obj, Mapping):
+        try:
+            obj = obj()
+        except Exception as e:  # noqa: BLE001 - the user's factory failing becomes one clear line
+            raise ArgumentError(f"tools {spec!r}: calling it raised {type(e).__name__}: {e}") from None
+    if not isinstance(obj, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in obj.items()):
+        raise ArgumentError(f"tools {spec!r} must be a mapping of tool name -> callable "
+                            f"(or a function returning one), got {type(obj).__name__}")
+    return dict(obj)
+
+
+def tiered_with_tools(art: Artifact, tools: Mapping[str, Callable[..., Any]] | None, **kw: Any) -> TieredTask:
+    """``TieredTask(art, tools=...)`` for a capability artifact (``tools`` for a pure one is
+    ignored), with a missing tool named as one line that says how to pass them.
+
+    Raises:
+        ArgumentError: the artifact declares a tool ``tools`` does not provide.
+    """
+    try:
+        return TieredTask(art, tools=tools if art.tools else None, **kw)
+    except CapabilityError as e:
+        raise ArgumentError(f"{e}; pass the host's tools with --tools module:attribute") from None
 
 
 def load_artifacts(config: ServeConfig) -> list[Artifact]:
@@ -193,7 +239,9 @@ class ArtifactService:
         self.reference = load_reference(config.reference, config.cwd) if config.reference else None
         self._store = Store(config.store) if (config.store and self.reference is not None) else None
         capture = self._store.add_witness if self._store is not None else None
-        self.tiered: dict[str, TieredTask] = {a.id: TieredTask(a, reference=None, capture=capture) for a in arts}
+        tools = load_tools(config.tools, config.cwd) if config.tools else None
+        self.tiered: dict[str, TieredTask] = {a.id: tiered_with_tools(a, tools, reference=None, capture=capture)
+                                              for a in arts}
         self.artifacts: dict[str, Artifact] = {a.id: a for a in arts}
         self.latest: dict[str, str] = {}
         for a in sorted(arts, key=lambda a: (a.generation or 0, a.id)):

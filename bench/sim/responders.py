@@ -8,8 +8,8 @@ responder is called as ``respond(messages, temperature, rng, request=body)`` and
 * a ``str`` — the assistant message content, or
 * a list of tool calls ``[{"name": str, "arguments": str (JSON text)}, ...]``.
 
-The families are tried in registration order (triage, extraction, routing; add one with
-:func:`bench.families.register_family`). Built into the simulator, after them:
+The families are tried in registration order (triage, extraction, inbox, assistant, routing; add
+one with :func:`bench.families.register_family`). Built into the simulator, after them:
 
 * ``[auto-sim:tools]`` (:data:`TOOLS_MARKER`) — :func:`tools_respond`: calls every tool of the
   request once, arguments synthesized from each tool's JSON schema (exercises several tool

@@ -407,8 +407,8 @@ def test_extraction_normalize():
 # -- registry -------------------------------------------------------------------------------
 
 def test_family_registry():
-    assert set(FAMILIES) == {"triage", "extraction", "routing"}
-    with pytest.raises(ArgumentError, match="available: triage, extraction, routing"):
+    assert set(FAMILIES) == {"triage", "extraction", "routing", "inbox", "assistant"}
+    with pytest.raises(ArgumentError, match="available: triage, extraction, inbox, assistant, routing"):
         get_family("summarize")
     f = get_family("routing")
     item = f.default_corpus(0)["train"][0]

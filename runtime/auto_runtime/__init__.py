@@ -4,15 +4,16 @@ Deploy hosts install only this distribution (it depends on wasmtime and numpy, n
 
 Public API::
 
-    Artifact.load(path_or_bytes, expected_id=None, limits=None, trust=None) -> Artifact
+    Artifact.load(path_or_bytes, expected_id=None, limits=None, trust=None, tools=None) -> Artifact
     TrustPolicy.from_files(paths) / TrustPolicy.from_env()   # refuse unsigned or mis-signed artifacts
     Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
     Limits(fuel, memory_bytes, timeout_ms)
-    TieredTask(artifact, reference, capture=None)(input_obj) -> CallResult
+    TieredTask(artifact, reference, capture=None, tools=None, tool_budget=None)(input_obj) -> CallResult
     TieredTask.decide(input_obj) -> CallResult   TieredTask.capture_deopt(input_obj, answer, result)
     TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
     TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
+    ToolBudget(calls, wall_ms)    Replay(recordings)      # tool capabilities (auto_runtime.tools)
 
 The artifact contract, for compilers (imported from the submodules; stdlib only)::
 
@@ -46,6 +47,7 @@ from auto_runtime.errors import (
     ManifestError,
     MemoryLimitExceeded,
     OutputError,
+    ToolCallError,
     TrapError,
     UntrustedArtifact,
 )
@@ -66,6 +68,8 @@ _LAZY = {
     "build_guard": "auto_runtime.guard",
     "register_guard": "auto_runtime.guard",
     "compile_schema": "auto_runtime.schema",
+    "ToolBudget": "auto_runtime.tools",
+    "Replay": "auto_runtime.tools",
     "TrustPolicy": "auto_runtime.signing",
 }
 
@@ -77,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auto_runtime.schema import compile_schema
     from auto_runtime.signing import TrustPolicy
     from auto_runtime.tiered import CallResult, TieredTask
+    from auto_runtime.tools import Replay, ToolBudget
 
 
 def __getattr__(name: str) -> Any:
@@ -98,5 +103,6 @@ __all__ = [
     "DEFAULT_FUEL", "DEFAULT_MEMORY_BYTES", "DEFAULT_TIMEOUT_MS",
     "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",
     "CapabilityError", "LimitError", "FuelExhausted", "MemoryLimitExceeded", "CallTimeout",
-    "TrapError", "InputSchemaError", "OutputError", "UntrustedArtifact", "TrustPolicy",
+    "TrapError", "InputSchemaError", "OutputError", "ToolCallError", "ToolBudget", "Replay",
+    "UntrustedArtifact", "TrustPolicy",
 ]

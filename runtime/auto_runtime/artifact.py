@@ -14,22 +14,33 @@ Load order (each step's error named):
    ``limits.memory_bytes`` -> :class:`MemoryLimitExceeded`;
 6. imports vs ``capabilities``: an undeclared import, a declared capability not imported, a
    non-function capability, or one the host does not provide -> :class:`CapabilityError`;
+   tool capabilities (:mod:`auto_runtime.tools`): the ``auto.tool_call`` / ``auto.tool_result``
+   / ``auto.commit`` imports are provided by the runtime itself, only with a ``tools``
+   declaration, with the ABI's signatures; the host's ``tools`` (when given) must match the
+   declared tools exactly -> :class:`CapabilityError` (:class:`ManifestError` for a malformed
+   declaration);
 7. compile with the shared engine (fuel + epoch interruption) -> :class:`MalformedArtifact`;
 8. ABI exports present with the ABI's types -> :class:`MalformedArtifact`; the input schema is
    supported -> :class:`ManifestError`;
 9. instantiate once (a start function runs under the same limits as a call).
 
 Calls: :meth:`Artifact.call` encodes the input as canonical JSON, ``alloc``s, writes, calls
-``run``, decodes ``(out_ptr << 32) | out_len``, reads and strictly decodes the JSON output.
+``run``, decodes ``(out_ptr << 32) | out_len``, reads and strictly decodes the JSON output. A
+capability artifact's call runs with a :class:`~auto_runtime.tools.ToolSession` (the host side of
+its tool calls); the wall time spent in the host is not charged to the call's compute deadline
+(the epoch deadline is re-armed after every host call), and fuel counts only the artifact's own
+instructions.
 After any failed call (limit, trap, bad output) the instance is discarded and a fresh Store and
 instance are made before the next call, so no state leaks across a failure.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from pathlib import Path
+from time import perf_counter
 from typing import Any, Callable, Mapping
 
 import wasmtime
@@ -46,6 +57,7 @@ from auto_runtime.errors import (
     ManifestError,
     MemoryLimitExceeded,
     OutputError,
+    ToolCallError,
     TrapError,
 )
 from auto_runtime.guard import Guard, build_guard
@@ -59,8 +71,22 @@ from auto_runtime.manifest import (
     declared_exports,
     manifest_payload,
 )
-from auto_runtime.sandbox import Limits, Sandbox, default_call_path, shared_engine
+from auto_runtime.sandbox import EPOCH_TICK_MS, Limits, Sandbox, default_call_path, shared_engine
 from auto_runtime.schema import SchemaDefinitionError, compile_schema
+from auto_runtime.tools import (
+    COMMIT,
+    MAX_REQUEST_BYTES,
+    TOOL_CALL,
+    TOOL_MODULE,
+    TOOL_RESULT,
+    ToolBudget,
+    ToolDecl,
+    ToolRefused,
+    ToolSession,
+    check_host_tools,
+    manifest_budget,
+    tool_decls,
+)
 
 __all__ = ["Artifact", "Limits", "MAX_ARTIFACT_BYTES", "HostFunctions"]
 
@@ -84,6 +110,12 @@ _FUNC_SIGS = {
     "run": ([_I32, _I32], [_I64]),
     "run_batch": ([_I32, _I32], [_I64]),
 }
+_TOOL_SIGS = {
+    TOOL_CALL: ([_I32, _I32], [_I32]),
+    TOOL_RESULT: ([_I32], [_I32]),
+    COMMIT: ([_I32, _I32], [_I32]),
+}
+"""The tool imports' signatures (module :data:`~auto_runtime.tools.TOOL_MODULE`)."""
 
 
 def _check_output_item(obj: Any, where: str) -> Any:
@@ -113,6 +145,9 @@ class Artifact:
         validate_input: ``validate_input(obj)`` raises :class:`InputSchemaError` when ``obj``
             violates ``interface.input``.
         call_path: ``"fast"`` (raw ctypes) or ``"checked"`` (``Func.__call__``).
+        tools: the declared tools by name (:class:`~auto_runtime.tools.ToolDecl`); empty for an
+            artifact without tool capabilities.
+        tool_budget: the manifest's per-call tool budget (None without tools).
         signed_by: the trusted key id whose signature was checked at load, or None (loaded
             without a trust policy).
 
@@ -123,7 +158,9 @@ class Artifact:
                  module: wasmtime.Module, engine: wasmtime.Engine, limits: Limits,
                  host_functions: dict[tuple[str, str], Callable[..., Any]],
                  import_types: list[tuple[str, str, wasmtime.FuncType]],
-                 has_batch: bool, call_path: str, source: str) -> None:
+                 has_batch: bool, call_path: str, source: str,
+                 tools: dict[str, ToolDecl] | None = None,
+                 host_tools: dict[str, Callable[..., Any]] | None = None) -> None:
         self.id = artifact_id
         self.manifest = manifest
         self.task: str = manifest["task"]
@@ -143,6 +180,12 @@ class Artifact:
         self._host = host_functions
         self._import_types = import_types
         self._call_path = call_path
+        self.tools: dict[str, ToolDecl] = tools or {}
+        self.tool_budget: ToolBudget | None = manifest_budget(manifest, source) if self.tools else None
+        self._host_tools = host_tools
+        self._session: ToolSession | None = None
+        self._call_t0 = 0.0
+        self._host_s = 0.0
         self._lock = threading.Lock()
         self._sandbox: Sandbox | None = None
         self._sandbox = self._new_sandbox()
@@ -157,7 +200,8 @@ class Artifact:
              expected_id: str | None = None, limits: Limits | None = None, *,
              host_functions: HostFunctions | None = None,
              call_path: str | None = None, trust: TrustPolicy | None = None,
-             signatures: list[dict[str, Any]] | None = None) -> "Artifact":
+             signatures: list[dict[str, Any]] | None = None,
+             tools: Mapping[str, Callable[..., Any]] | None = None) -> "Artifact":
         """Load, verify and instantiate an artifact.
 
         Args:
@@ -173,6 +217,9 @@ class Artifact:
                 (:class:`auto_runtime.signing.TrustPolicy`); checked before anything is parsed.
             signatures: the signature records to check (default: the sidecar file
                 ``<path>.sig`` of a path; none for bytes).
+            tools: the host's tools for a capability artifact, ``{name: callable}`` called as
+                ``tool(**arguments)``; must be exactly the declared tools. ``None``: bind them
+                later (:meth:`bind_tools`) or pass a session per call.
 
         Returns:
             The artifact, instantiated.
@@ -187,7 +234,9 @@ class Artifact:
             ManifestError: the manifest is missing, duplicated, not canonical JSON, lacks a
                 required key, or has an unsupported input schema.
             CapabilityError: an import the manifest does not declare, a declared capability
-                the module does not import, or one without a host function.
+                the module does not import, or one without a host function; tool imports without
+                a ``tools`` declaration (or the reverse), or of the wrong signature; ``tools``
+                that miss a declared tool or provide one the manifest does not declare.
             MemoryLimitExceeded: the module's initial memory exceeds ``limits.memory_bytes``.
             FuelExhausted, CallTimeout, TrapError: the module's start function failed.
         """
@@ -222,7 +271,22 @@ class Artifact:
 
         declared = declared_capabilities(manifest)
         host = _normalize_host(host_functions)
-        _check_capabilities(info.imports, declared, host, source)
+        decls = tool_decls(manifest, source)
+        if any(m == TOOL_MODULE for m, _ in host):
+            raise CapabilityError(f"{source}: host functions of module {TOOL_MODULE!r} are the runtime's own tool imports")
+        tool_imports = {(m, n) for m, n in declared if m == TOOL_MODULE}
+        if tool_imports and not decls:
+            raise CapabilityError(f"{source}: declares tool imports {sorted(f'{m}.{n}' for m, n in tool_imports)} but "
+                                  "no tools")
+        if decls and (TOOL_MODULE, TOOL_CALL) not in tool_imports:
+            raise CapabilityError(f"{source}: declares tools but not the capability {TOOL_MODULE}.{TOOL_CALL}")
+        for m, n in tool_imports:
+            if n not in _TOOL_SIGS:
+                raise CapabilityError(f"{source}: {m}.{n} is not a tool import (the tool imports are "
+                                      f"{', '.join(sorted(_TOOL_SIGS))})")
+        provided = {**host, **{k: _placeholder for k in tool_imports}}
+        _check_capabilities(info.imports, declared, provided, source)
+        host_tools = check_host_tools(decls, tools, source) if tools is not None else None
 
         engine = shared_engine()
         try:
@@ -234,10 +298,15 @@ class Artifact:
         import_types: list[tuple[str, str, wasmtime.FuncType]] = []
         for imp in module.imports:
             ty = imp.type
-            if not isinstance(ty, wasmtime.FuncType) or (imp.module, imp.name or "") not in host:
+            if not isinstance(ty, wasmtime.FuncType) or (imp.module, imp.name or "") not in provided:
                 raise CapabilityError(
                     f"{source}: import {imp.module}.{imp.name} is not a declared, provided capability"
                 )
+            if imp.module == TOOL_MODULE:
+                sig = _TOOL_SIGS[imp.name or ""]
+                if list(ty.params) != sig[0] or list(ty.results) != sig[1]:
+                    raise CapabilityError(f"{source}: tool import {imp.module}.{imp.name} must be a function "
+                                          f"{_sig_text(sig)}")
             import_types.append((imp.module, imp.name or "", ty))
         if len(import_types) != len(info.imports):  # pragma: no cover - parsers disagree
             raise MalformedArtifact(f"{source}: import section could not be read consistently")
@@ -245,12 +314,106 @@ class Artifact:
         has_batch = _check_exports(module, declared_exports(manifest), source)
         art = cls(data=data, artifact_id=artifact_id, manifest=manifest, module=module,
                   engine=engine, limits=limits, host_functions=host, import_types=import_types,
-                  has_batch=has_batch, call_path=call_path or default_call_path(), source=source)
+                  has_batch=has_batch, call_path=call_path or default_call_path(), source=source,
+                  tools=decls, host_tools=host_tools)
         art.signed_by = signed_by
         return art
 
+    # ------------------------------------------------------------------ tools
+
+    def bind_tools(self, tools: Mapping[str, Callable[..., Any]]) -> None:
+        """Bind the host's tools (exactly the declared ones; see :meth:`load`).
+
+        Raises:
+            CapabilityError: a declared tool missing, an undeclared one provided, or not callable.
+        """
+        checked = check_host_tools(self.tools, tools, self.source)
+        with self._lock:
+            self._host_tools = checked
+
+    @property
+    def bound_tools(self) -> dict[str, Callable[..., Any]] | None:
+        """The host tools bound at load or by :meth:`bind_tools` (None when unbound)."""
+        return self._host_tools
+
+    def new_session(self, *, admit: Callable[[Any], tuple[bool, str]] | None = None,
+                    budget: ToolBudget | None = None, replay: Any = None) -> ToolSession:
+        """A :class:`~auto_runtime.tools.ToolSession` for one call: the bound tools (or ``replay``),
+        the manifest's budget tightened by ``budget``, the commit decided by ``admit``.
+
+        Raises:
+            CapabilityError: no replay and no tools bound.
+        """
+        if replay is None and self._host_tools is None:
+            raise CapabilityError(f"{self.source}: declares tools ({', '.join(sorted(self.tools))}) but none are bound")
+        assert self.tool_budget is not None
+        return ToolSession(self.tools, None if replay is not None else self._host_tools,
+                           self.tool_budget.tightened(budget), admit=admit, replay=replay)
+
+    def _tool_externs(self, store: wasmtime.Store) -> dict[str, Callable[..., Any]]:
+        """The host functions of the tool imports for one store: they act on the current call's
+        session, re-arm the compute deadline after the host's work, and stop the artifact (a trap)
+        on any refusal."""
+        limits = self.limits
+
+        def enter() -> tuple[ToolSession, float]:
+            sess = self._session
+            if sess is None:  # pragma: no cover - a call always sets it for capability artifacts
+                raise ToolRefused("no tool session for this call")
+            return sess, perf_counter()
+
+        def leave(t0: float) -> None:
+            now = perf_counter()
+            self._host_s += now - t0
+            compute_ms = ((now - self._call_t0) - self._host_s) * 1000.0
+            left_ms = max(0.0, limits.timeout_ms - compute_ms)
+            store.set_epoch_deadline(math.ceil(left_ms / EPOCH_TICK_MS) + 1)
+
+        def read(caller: Any, ptr: int, n: int, sess: ToolSession, what: str) -> bytes:
+            mem = caller["memory"]
+            size = mem.data_len(caller)
+            if n < 0 or n > MAX_REQUEST_BYTES or ptr < 0 or ptr + n > size:
+                raise sess.refuse(f"{what} region [{ptr}, {ptr + n}) is outside memory or above {MAX_REQUEST_BYTES} bytes")
+            return bytes(mem.read(caller, ptr, ptr + n))
+
+        def tool_call(caller: Any, ptr: int, n: int) -> int:
+            sess, t0 = enter()
+            try:
+                return len(sess.request(read(caller, ptr & 0xFFFFFFFF, n, sess, "tool request")))
+            finally:
+                leave(t0)
+
+        def tool_result(caller: Any, ptr: int) -> int:
+            sess, t0 = enter()
+            try:
+                data = sess.take_result()
+                mem = caller["memory"]
+                ptr &= 0xFFFFFFFF
+                if ptr + len(data) > mem.data_len(caller):
+                    raise sess.refuse(f"tool_result destination [{ptr}, {ptr + len(data)}) is outside memory")
+                mem.write(caller, data, ptr)
+                return len(data)
+            finally:
+                leave(t0)
+
+        def commit(caller: Any, ptr: int, n: int) -> int:
+            sess, t0 = enter()
+            try:
+                return int(sess.commit(read(caller, ptr & 0xFFFFFFFF, n, sess, "commit record")))
+            finally:
+                leave(t0)
+
+        return {TOOL_CALL: tool_call, TOOL_RESULT: tool_result, COMMIT: commit}
+
     def _externs(self, store: wasmtime.Store) -> list[Any]:
-        return [wasmtime.Func(store, ty, self._host[(m, n)]) for m, n, ty in self._import_types]
+        tool_fns = self._tool_externs(store) if self.tools else {}
+        out = []
+        for m, n, ty in self._import_types:
+            if m == TOOL_MODULE:
+                out.append(wasmtime.Func(store, ty, tool_fns[n], access_caller=True))
+            else:
+                out.append(wasmtime.Func(store, ty, self._host[(m, n)]))
+        return out
 
     def _new_sandbox(self) -> Sandbox:
         return Sandbox(self._engine, self._module, self.limits, self._externs,
@@ -263,12 +426,15 @@ class Artifact:
 
     # ------------------------------------------------------------------ calling
 
-    def call(self, input_obj: Any) -> dict[str, Any]:
+    def call(self, input_obj: Any, session: ToolSession | None = None) -> dict[str, Any]:
         """Run the artifact on one input.
 
         Args:
             input_obj: the task input object (JSON-encodable); not schema-checked here (see
                 ``validate_input``).
+            session: the host side of a capability artifact's tool calls for this call
+                (:meth:`new_session`); default: a session over the bound tools that admits every
+                commit. Ignored by an artifact without tools.
 
         Returns:
             The output object: ``{"answer", "margin", "nonconformity"}`` or ``{"error": code}``.
@@ -277,6 +443,8 @@ class Artifact:
             InputSchemaError: ``input_obj`` is not JSON-encodable (NaN, sets, cycles, ...).
             FuelExhausted, CallTimeout, MemoryLimitExceeded: a sandbox limit stopped the call.
             TrapError: the artifact trapped (or a host function raised).
+            ToolCallError: the host refused a tool call (its reason; the session has the rest).
+            CapabilityError: a capability artifact without a session and without bound tools.
             OutputError: the output region is out of bounds, or not a JSON object of the ABI's
                 shape.
         """
@@ -284,7 +452,10 @@ class Artifact:
             data = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-        return self._invoke(data, False, 1, _check_one)
+        if not self.tools:
+            return self._invoke(data, False, 1, _check_one)
+        sess = session if session is not None else self.new_session()
+        return self._invoke(data, False, 1, _check_one, sess)
 
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.
@@ -301,7 +472,7 @@ class Artifact:
         """
         if not inputs:
             return []
-        if not self.has_run_batch:
+        if not self.has_run_batch or self.tools:
             return [self.call(x) for x in inputs]
         try:
             data = canonical_text(inputs if isinstance(inputs, list) else list(inputs)).encode("utf-8")
@@ -309,7 +480,7 @@ class Artifact:
             raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
         return self._invoke(data, True, len(inputs), _check_many)
 
-    def _invoke(self, data: bytes, batch: bool, n: int, check: Any) -> Any:
+    def _invoke(self, data: bytes, batch: bool, n: int, check: Any, session: ToolSession | None = None) -> Any:
         """Run ``run`` (or ``run_batch``) on encoded ``data`` in the sandbox, parse and check the
         output; any failure discards the sandbox so the next call gets a fresh instance."""
         with self._lock:
@@ -317,8 +488,20 @@ class Artifact:
             if sb is None:
                 sb = self._sandbox = self._new_sandbox()
                 self.instantiations += 1
+            self._session = session
+            self._call_t0 = perf_counter()
+            self._host_s = 0.0
             try:
-                return check(strict_loads(sb.invoke(data, batch, n)), n)
+                raw = sb.invoke(data, batch, n)
+                if session is not None and session.failure is not None:
+                    self._sandbox = None  # the artifact went on after a refusal: never trust it again
+                    raise ToolCallError(session.failure)
+                return check(strict_loads(raw), n)
+            except TrapError:
+                self._sandbox = None
+                if session is not None and session.failure is not None:
+                    raise ToolCallError(session.failure) from None
+                raise
             except ValueError as e:
                 self._sandbox = None
                 what = "run_batch output" if batch else "artifact output"
@@ -329,14 +512,19 @@ class Artifact:
             except Exception as e:  # noqa: BLE001 - never let an internal failure escape unmapped
                 self._sandbox = None
                 raise TrapError(f"artifact call failed unexpectedly: {e!r}") from e
+            finally:
+                self._session = None
 
-    def fuel_per_call(self, inputs: list[Any], fuel: int = MEASURE_FUEL) -> list[int]:
+    def fuel_per_call(self, inputs: list[Any], fuel: int = MEASURE_FUEL,
+                      sessions: Callable[[Any], ToolSession] | None = None) -> list[int]:
         """Fuel one ``run`` call consumes on each input, each on a fresh instance (so the count
         does not depend on earlier calls' heap), ``alloc`` and the input copy included.
 
         Args:
             inputs: task inputs (JSON-encodable).
             fuel: the budget per measured call (a call needing more raises FuelExhausted).
+            sessions: for a capability artifact, ``sessions(input) -> ToolSession`` (e.g. a
+                replay); default :meth:`new_session`. Host work is not counted.
 
         Returns:
             Fuel units (≈ WebAssembly instructions) per input, in order; deterministic on any
@@ -355,7 +543,20 @@ class Artifact:
                 raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
             sb = Sandbox(self._engine, self._module, limits, self._externs, call_path="checked",
                          batch=self.has_run_batch)
-            used.append(sb.fuel_used(data))
+            if self.tools:
+                with self._lock:
+                    sess = sessions(x) if sessions is not None else self.new_session()
+                    self._session, self._call_t0, self._host_s = sess, perf_counter(), 0.0
+                    try:
+                        used.append(sb.fuel_used(data))
+                    except TrapError:
+                        if sess.failure is not None:
+                            raise ToolCallError(sess.failure) from None
+                        raise
+                    finally:
+                        self._session = None
+            else:
+                used.append(sb.fuel_used(data))
         return used
 
     def describe(self) -> dict[str, Any]:
@@ -367,6 +568,9 @@ class Artifact:
             "task": self.task,
             "generation": self.generation,
             "imports": [f"{m}.{n}" for m, n, _ in self._import_types],
+            "tools": [{"name": d.name, "kind": d.kind, "effects": d.effects} for d in self.tools.values()],
+            "tool_budget": None if self.tool_budget is None else {"calls": self.tool_budget.calls,
+                                                                   "wall_ms": self.tool_budget.wall_ms},
             "exports": [e.name for e in self._module.exports],
             "guard": self.guard.describe(),
             "limits": {"fuel": self.limits.fuel, "memory_bytes": self.limits.memory_bytes,
@@ -382,6 +586,10 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks
+    raise ToolRefused("placeholder")
 
 
 def _check_one(out: Any, _n: int) -> dict[str, Any]:

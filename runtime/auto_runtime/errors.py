@@ -16,6 +16,9 @@ own, so ``except AutoError`` catches both::
     │   ├── MemoryLimitExceeded  memory grew past the limit, or the module declares too much
     │   └── CallTimeout          the call ran past its wall-clock deadline
     ├── TrapError                the artifact trapped (unreachable, out-of-bounds, ...)
+    ├── ToolCallError            a tool call of a capability artifact was refused (budget, schema,
+    │                            undeclared tool, effect before the commit, a tool that raised, hung
+    │                            or returned a wrong type, no recording in a replay)
     ├── InputSchemaError         a task input violates the manifest's input schema
     └── OutputError              the artifact returned bytes that are not a valid answer
     (the compiler adds StoreError, RecordError, GateRefused, ContractError, UsageError, ...)
@@ -74,6 +77,17 @@ class CallTimeout(LimitError):
 
 class TrapError(AutoError):
     """The artifact trapped for a reason other than a sandbox limit."""
+
+
+class ToolCallError(AutoError):
+    """The host refused a tool call of a capability artifact; the call was stopped.
+
+    ``reason`` is the session's one-line reason (also the message).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class InputSchemaError(AutoError):

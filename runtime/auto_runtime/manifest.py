@@ -15,7 +15,8 @@ compiler writes it with :func:`append_manifest` (the payload carries ``manifest_
 
 and, when present: ``generation`` an integer or null; ``capabilities`` a list of
 ``{"module": str, "name": str}``; ``abi`` an object whose ``exports`` is a list of strings and
-whose ``encoding``, if given, is ``"canonical-json"``.
+whose ``encoding``, if given, is ``"canonical-json"``. A capability artifact's ``tools`` and
+``tool_budget`` are checked by :func:`auto_runtime.tools.tool_decls` when it is loaded.
 """
 
 from __future__ import annotations

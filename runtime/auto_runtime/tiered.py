@@ -33,6 +33,22 @@ the application's own code). Without a reference the result is tier ``"declined"
 The artifact never hangs or crashes the host: every call runs under fuel, memory and wall-clock
 limits, and every failure is a typed error that becomes a deopt.
 
+Capability artifacts (tools declared in the manifest, :mod:`auto_runtime.tools`): the
+TieredTask's ``tools`` registry provides them (each artifact is bound to exactly the tools it
+declares; a declared tool missing from the registry makes :meth:`TieredTask.swap` raise
+:class:`CapabilityError`). Per call a :class:`~auto_runtime.tools.ToolSession` runs the artifact's
+tool calls under the per-call budget, and the guard decides at the artifact's ``commit``, on its
+decisions so far, *before* any effectful or paid tool runs (decide first, then act): a declined
+commit deopts with ``"commit declined: <guard reason>"`` and no effect ran. A refused tool call
+deopts with ``"tool: <reason>"``; a program deopt before the commit deopts as usual. An artifact
+that never commits (only read-only tools) is judged by the guard on its output. While tightened,
+a capability artifact is not run at all (no tool call). If a call deopts after an effect ran (a
+failure after the commit), the reference runs inside :func:`auto_runtime.tools.effect_journal`
+(a journaled tool answers the repeated effect instead of acting twice) and the deopt is counted
+in :attr:`TieredTask.post_commit_deopts`. Capability artifacts run item by item in
+:meth:`TieredTask.batch`, and answers of artifacts with effectful tools are never shadow-audited
+(the audit would run the reference, and its effects, again).
+
 Tightening (:meth:`TieredTask.tighten`, e.g. on a shift monitor's alarm): until the next
 :meth:`TieredTask.swap`, the guard's decision is always "deopt" with reason
 ``"shift alarm: <reason>"``; the artifact still runs, so ``score`` and ``p_value`` keep being
@@ -59,15 +75,18 @@ from auto_runtime.audit import DEFAULT_AUDIT_QUEUE, ShadowAudit
 from auto_runtime.errors import (
     AutoError,
     CallTimeout,
+    CapabilityError,
     FuelExhausted,
     InputSchemaError,
     LimitError,
     ManifestError,
     MemoryLimitExceeded,
     OutputError,
+    ToolCallError,
     TrapError,
 )
 from auto_runtime.guard import AlwaysDeopt, Guard, TightenedGuard
+from auto_runtime.tools import ToolBudget, effect_journal, missing_tools_line
 
 log = logging.getLogger("auto_runtime.tiered")
 
@@ -100,6 +119,9 @@ class CallResult:
         output: the artifact's whole output object for this input (``{"answer", "margin",
             "nonconformity", ...}``) when it ran and answered, also when the guard deopted (its
             would-be answer); ``None`` otherwise.
+        tool_calls: a capability artifact's tool calls in this call (``tool``, ``arguments``,
+            ``effects``, ``kind``, ``live``, ``ms``, ``error``), also when it deopted; ``None``
+            otherwise.
     """
 
     answer: Any
@@ -111,6 +133,7 @@ class CallResult:
     generation: int | None
     artifact_id: str | None
     output: Any = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class _Generation(NamedTuple):
@@ -146,6 +169,10 @@ def failure_reason(err: AutoError) -> str:
         return f"output-error: {err}"
     if isinstance(err, InputSchemaError):
         return f"input-schema: {err}"
+    if isinstance(err, ToolCallError):
+        return f"tool: {err.reason}"
+    if isinstance(err, CapabilityError):
+        return f"capability: {err}"
     return f"error: {type(err).__name__}: {err}"
 
 
@@ -169,12 +196,16 @@ class TieredTask:
         audit_hit_rate: the audit's rate for exact-match table hits (``None``: ``audit_rate``).
         audit_queue: audits that may wait for the audit thread; when full, a selected answer
             is skipped (counted in ``audit.skipped``) rather than delaying the request.
+        tools: the host's tools, ``{name: callable}`` (called as ``tool(**arguments)``), for
+            capability artifacts; each artifact is bound to the ones it declares.
+        tool_budget: a per-call :class:`~auto_runtime.tools.ToolBudget` that tightens the
+            manifest's (None: the manifest's).
 
     Raises:
         ValueError: ``batch_chunk`` < 1, or a bad audit setting (see :class:`ShadowAudit`);
             ``audit_rate`` > 0 without a reference.
         TypeError: non-integer ``audit_seed`` / ``audit_max`` / ``audit_queue``.
-        ManifestError: see :meth:`swap`.
+        ManifestError, CapabilityError: see :meth:`swap`.
 
     Thread-safe: :meth:`swap` and :meth:`tighten` install a new generation atomically; a call in
     flight finishes on the generation it started with. ``reference`` and ``capture`` may be
@@ -186,7 +217,9 @@ class TieredTask:
                  task: str | None = None, batch_chunk: int = DEFAULT_BATCH_CHUNK,
                  audit_rate: float = 0.0, audit_seed: int = 0, audit_max: int | None = None,
                  audit_hit_rate: float | None = None,
-                 audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None) -> None:
+                 audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None,
+                 tools: dict[str, Callable[..., Any]] | None = None,
+                 tool_budget: ToolBudget | None = None) -> None:
         if batch_chunk < 1:
             raise ValueError("batch_chunk must be >= 1")
         if reference is None and not isinstance(audit_rate, bool) and \
@@ -202,6 +235,9 @@ class TieredTask:
         self._swap_lock = threading.Lock()
         self._errors_lock = threading.Lock()
         self._guard_errors = 0
+        self._tools = dict(tools) if tools is not None else None
+        self._tool_budget = tool_budget
+        self.post_commit_deopts = 0
         self._gen = self._make_generation(artifact)
 
     # ------------------------------------------------------------------ generations
@@ -216,6 +252,13 @@ class TieredTask:
                 f"artifact {artifact.id} is for task {artifact.task!r}, this TieredTask serves "
                 f"{self._task!r}"
             )
+        if artifact.tools:
+            missing = sorted(set(artifact.tools) - set(self._tools or {}))
+            if missing:
+                raise CapabilityError(f"artifact {artifact.id[:19]}… (task {artifact.task!r}) "
+                                      f"{missing_tools_line(missing, self._tools or {})}")
+            assert self._tools is not None
+            artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
         return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
                            artifact.id, self._task)
 
@@ -227,6 +270,7 @@ class TieredTask:
 
         Raises:
             ManifestError: ``artifact`` is for a different task than the one installed.
+            CapabilityError: ``artifact`` declares a tool the TieredTask's ``tools`` lack.
         """
         with self._swap_lock:
             old = self._gen
@@ -354,6 +398,8 @@ class TieredTask:
             if not answers:
                 raise
             return self._deopt(input_obj, g, f"input-schema: {e}", None, None, t0, 0.0, None, defer)
+        if art.tools:
+            return self._call_capability(input_obj, g, t0, defer)
         try:
             out = art.call(input_obj)
         except AutoError as e:
@@ -381,23 +427,91 @@ class TieredTask:
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer)
 
+    def _call_capability(self, input_obj: Any, g: _Generation, t0: int, defer: bool) -> CallResult:
+        """One call of a capability artifact: tools through a session, the guard at the commit."""
+        art = g.artifact
+        assert art is not None
+        if g.tightened is not None:  # every call deopts: do not run the artifact (no tool call at all)
+            return self._deopt(input_obj, g, f"shift alarm: {g.tightened}", None, None, t0, 0.0, None, defer)
+        guard = g.guard
+
+        def admit(record: Any) -> tuple[bool, str]:
+            try:
+                passed, p = guard.decide_output(record)
+                return passed, "guard-pass" if passed else guard.reason_output(record, p)
+            except Exception as e:  # noqa: BLE001 - a broken guard declines, never raises
+                return False, self._guard_failed(g, e)
+
+        try:
+            sess = art.new_session(admit=admit, budget=self._tool_budget)
+        except CapabilityError as e:
+            return self._deopt(input_obj, g, f"capability: {e}", None, None, t0, 0.0, None, defer)
+        try:
+            out = art.call(input_obj, session=sess)
+        except AutoError as e:
+            if isinstance(e, InputSchemaError) and not (defer or self._reference is not None):
+                raise
+            log.warning("artifact %s failed, deopting: %s", g.artifact_id, e)
+            return self._deopt(input_obj, g, failure_reason(e), None, None, t0, 0.0, None, defer, sess)
+        if "answer" not in out:
+            return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0, None, defer, sess)
+        if sess.committed is False:
+            return self._deopt(input_obj, g, f"commit declined: {sess.commit_reason}", None, None, t0, 0.0, out, defer, sess)
+        if sess.committed is None:  # only read-only tools: the guard judges the output
+            try:
+                passed, p = guard.decide_output(out)
+                reason = "guard-pass" if passed else guard.reason_output(out, p)
+            except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+                passed, p, reason = False, None, self._guard_failed(g, e)
+        else:  # admitted at the commit; the artifact's own deopt flag is its last word
+            p = None
+            passed = out.get("deopt") is False
+            reason = "guard-pass" if passed else "post-commit deopt"
+        if not passed:
+            return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer, sess)
+        answer = out["answer"]
+        audit = self._audit
+        if audit.active and not any(d.effects == "effect" for d in art.tools.values()):
+            audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id, generation=g.generation,
+                        score=out.get("nonconformity"))
+        return CallResult(answer, TIER_1, reason, out.get("nonconformity"), p, (perf_counter_ns() - t0) / 1000.0,
+                          g.generation, g.artifact_id, out, sess.summary())
+
     def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
-               t0: int, base_us: float, out: Any = None, defer: bool = False) -> CallResult:
+               t0: int, base_us: float, out: Any = None, defer: bool = False,
+               session: Any = None) -> CallResult:
         ref = self._reference
-        if ref is None or defer:
+        calls = session.summary() if session is not None else None
+        effects = session.effects if session is not None else []
+        # a deferring host answers a declined call itself, without the effect journal: once an
+        # effect ran, the reference runs here (with the journal) whenever there is one
+        if ref is None or (defer and not effects):
+            if effects:
+                reason = f"{reason} (after {len(effects)} effect(s) ran: {', '.join(e['tool'] for e in effects)})"
             return CallResult(None, DECLINED, reason, score, p,
-                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
-        answer = ref(input_obj)
+                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out, calls)
+        if effects:
+            with self._errors_lock:
+                self.post_commit_deopts += 1
+            log.warning("task %s deopted after %d effect(s) ran (%s); the reference runs with the effect journal",
+                        g.task, len(effects), reason)
+            with effect_journal(effects):
+                answer = ref(input_obj)
+        else:
+            answer = ref(input_obj)
         latency = base_us + (perf_counter_ns() - t0) / 1000.0
         cap = self._capture
         if cap is not None:
+            rec = {"task": g.task, "input": input_obj, "output": answer, "reason": reason,
+                   "artifact_id": g.artifact_id, "generation": g.generation,
+                   "latency_us": latency, "artifact_output": out}
+            if calls is not None:
+                rec["tool_calls"] = calls
             try:
-                cap({"task": g.task, "input": input_obj, "output": answer, "reason": reason,
-                     "artifact_id": g.artifact_id, "generation": g.generation,
-                     "latency_us": latency, "artifact_output": out})
+                cap(rec)
             except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
                 log.exception("capture hook failed for task %s (answer kept)", g.task)
-        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id, out)
+        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id, out, calls)
 
     # ------------------------------------------------------------------ batches
 
@@ -417,8 +531,10 @@ class TieredTask:
         n = len(items)
         if n == 0:
             return []
-        t0 = perf_counter_ns()
         g = self._gen
+        if g.artifact is not None and g.artifact.tools:  # tool sessions are per call
+            return [self(x) for x in items]
+        t0 = perf_counter_ns()
         art = g.artifact
         results: list[CallResult | None] = [None] * n
         # (index, reason, score, p) for items to deopt after the artifact work

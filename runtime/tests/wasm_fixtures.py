@@ -229,3 +229,99 @@ GROW_BOMB_WAT = abi_wat(
 UNREACHABLE_WAT = abi_wat("unreachable")
 BAD_POINTER_WAT = abi_wat("(i64.const 0x7FFFFFF000000064)")
 BAD_LENGTH_WAT = abi_wat("(i64.const 0x00000000FFFFFFFF)")
+
+
+TOOL_IMPORTS = """
+  (import "auto" "tool_call" (func $tool_call (param i32 i32) (result i32)))
+  (import "auto" "tool_result" (func $tool_result (param i32) (result i32)))
+  (import "auto" "commit" (func $commit (param i32 i32) (result i32)))
+"""
+
+TOOL_CAPABILITIES = [{"module": "auto", "name": n} for n in ("commit", "tool_call", "tool_result")]
+
+
+def tool_manifest(tools: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+    """A capability artifact's manifest: program guard, the three tool imports, ``tools``."""
+    base = {"capabilities": TOOL_CAPABILITIES, "tools": tools, "guard": {"method": "program"},
+            "compiled_as": "region", "abi": {"exports": ["memory", "alloc", "run"], "encoding": "canonical-json"}}
+    return manifest(**{**base, **overrides})
+
+
+def tool_decl(name: str, effects: str = "read", *, kind: str = "tool", arguments: Any = None,
+              result: Any = None) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "effects": effects,
+            "arguments": arguments if arguments is not None else {
+                "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                "additionalProperties": False},
+            "result": result if result is not None else {"type": "object"}}
+
+
+def tool_wat(steps: list[Any], *, loop_calls: int = 0, imports: str = TOOL_IMPORTS) -> str:
+    """A capability artifact that performs ``steps`` in order, then answers the last tool result.
+
+    Each step is ``bytes`` (a raw tool request: ``tool_call`` then ``tool_result``) or the string
+    ``"commit"`` (commit ``{"answer":null,"deopt":false}``; a declined commit returns the deopt
+    output ``{"answer":null,"deopt":true}``). ``loop_calls`` > 0 repeats the first request that
+    many times first (for the budget). Output: ``{"answer":<last result or null>,"deopt":false}``.
+    """
+    data, code = [], []
+    at = 2048
+    commit_rec = b'{"answer":null,"deopt":false}'
+    deopt = b'{"answer":null,"deopt":true}'
+    prefix, suffix, null = b'{"answer":', b',"deopt":false}', b"null"
+    fixed = {}
+    for name, blob in (("commit", commit_rec), ("deopt", deopt), ("prefix", prefix), ("suffix", suffix), ("null", null)):
+        fixed[name] = (at, len(blob))
+        data.append(f'(data (i32.const {at}) "{_wat_bytes(blob.decode())}")')
+        at += len(blob) + 8
+    reqs = []
+    for s in steps:
+        if isinstance(s, bytes):
+            reqs.append((at, len(s)))
+            data.append(f'(data (i32.const {at}) "{_wat_bytes(s.decode())}")')
+            at += len(s) + 8
+    ri = 0
+    if loop_calls and reqs:
+        p, n = reqs[0]
+        code.append(f"""(local.set $i (i32.const {loop_calls}))
+    (loop $again
+      (local.set $n (call $tool_call (i32.const {p}) (i32.const {n})))
+      (drop (call $tool_result (i32.const 16394)))
+      (local.set $i (i32.sub (local.get $i) (i32.const 1)))
+      (br_if $again (local.get $i)))""")
+    for s in steps:
+        if s == "commit":
+            cp, cn = fixed["commit"]
+            dp, dn = fixed["deopt"]
+            code.append(f"""(if (i32.eqz (call $commit (i32.const {cp}) (i32.const {cn})))
+      (then (memory.copy (i32.const 16384) (i32.const {dp}) (i32.const {dn}))
+            (return (i64.or (i64.shl (i64.const 16384) (i64.const 32)) (i64.const {dn})))))""")
+        else:
+            p, n = reqs[ri]
+            ri += 1
+            code.append(f"""(local.set $n (call $tool_call (i32.const {p}) (i32.const {n})))
+    (call $ensure (i32.add (i32.const 16394) (local.get $n)))
+    (drop (call $tool_result (i32.const 16394)))
+    (local.set $have (i32.const 1))""")
+    pp, pn = fixed["prefix"]
+    sp, sn = fixed["suffix"]
+    np_, nn = fixed["null"]
+    body = "\n    ".join(code)
+    return f"""
+(module
+  {imports}
+  {PRELUDE}
+  {chr(10).join(data)}
+  (func (export "run") (param $p i32) (param $len i32) (result i64)
+    (local $n i32) (local $i i32) (local $have i32) (local $end i32)
+    {body}
+    (call $ensure (i32.const 65536))
+    (memory.copy (i32.const 16384) (i32.const {pp}) (i32.const {pn}))
+    (if (i32.eqz (local.get $have))
+      (then (memory.copy (i32.const 16394) (i32.const {np_}) (i32.const {nn})) (local.set $n (i32.const {nn}))))
+    (local.set $end (i32.add (i32.const 16394) (local.get $n)))
+    (memory.copy (local.get $end) (i32.const {sp}) (i32.const {sn}))
+    (i64.or (i64.shl (i64.const 16384) (i64.const 32))
+            (i64.extend_i32_u (i32.sub (i32.add (local.get $end) (i32.const {sn})) (i32.const 16384)))))
+)
+"""
