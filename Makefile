@@ -1,7 +1,9 @@
 # Two commands a new user needs: `make demo` (the main job) and `make test` (the tests).
 # `.venv` holds all three distributions of this checkout, editable: auto-runtime (runtime/),
-# auto (the compiler and CLI) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds
-# the runtime alone, as a deploy host installs it.
+# auto (the compiler and CLI, with the extras its tests exercise: postgres, interchange,
+# distributed) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds the runtime
+# alone, as a deploy host installs it. The PostgreSQL tests run when AUTO_TEST_POSTGRES names a
+# server (.ci/postgres.sh starts one) and are skipped otherwise, except in CI.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,7 +15,7 @@ OUT ?= out/triage
 $(VENV)/.installed: pyproject.toml runtime/pyproject.toml bench/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e runtime -e ".[test]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	$(BIN)/python -m pip install -q -e runtime -e ".[test,postgres,interchange,distributed]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	touch $@
 
 # The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).

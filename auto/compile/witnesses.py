@@ -75,12 +75,14 @@ class WitnessSet:
 
     @classmethod
     def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None) -> "WitnessSet":
-        """Group ``witnesses`` (objects with ``.input`` and ``.output``) by distinct input."""
+        """Group ``witnesses`` (objects with ``.input`` and ``.output``, and optionally their
+        canonical texts ``.input_text`` / ``.output_text`` as a store hands them out) by
+        distinct input."""
         groups: dict[str, list[str]] = defaultdict(list)
         inputs: dict[str, dict[str, Any]] = {}
         for w in witnesses:
-            key = canonical_json(w.input)
-            groups[key].append(canonical_json(w.output))
+            key = getattr(w, "input_text", None) or canonical_json(w.input)
+            groups[key].append(getattr(w, "output_text", None) or canonical_json(w.output))
             inputs[key] = w.input
         items: list[Item] = []
         for key in sorted(groups):

@@ -48,7 +48,7 @@ from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
 from auto.ratchet.policy import CompilePolicy, PolicyState
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
-from auto.store import Store
+from auto.store import Store, local_path
 from auto.verify import Contract
 
 log = logging.getLogger("auto.ratchet")
@@ -104,8 +104,9 @@ class Ratchet:
     Args:
         reference: the task's reference implementation, ``reference(input_obj) -> answer``
             (``input_obj`` is the dict of the task's named arguments; the answer must be JSON).
-        store: path of the store file (created if missing); it must be a file a child process can
-            open (the compile runs there).
+        store: path of the store file (created if missing) or a ``postgresql://`` URI; a child
+            process must be able to open it (the compile runs there). The compile lock and the
+            artifacts live beside it (:func:`auto.store.local_path`).
         task: the task name (the compilation unit's name in the store).
         contract: the gate's contract (default :meth:`Contract.default_for`).
         audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
@@ -163,7 +164,7 @@ class Ratchet:
         self.calls = 0
         self._store = Store(self.store_path)
         self._state_lock = threading.RLock()
-        self._compile_lock = _CompileLock(self.store_path)
+        self._compile_lock = _CompileLock(local_path(self.store_path))
         self._compiling: threading.Thread | None = None
         self._closed = False
         self._last_poll = 0.0
@@ -339,7 +340,7 @@ class Ratchet:
             # a table refresh while no generation answers new inputs: the memo rung alone (cheap)
             table_only = trigger["kind"] == "memo" and not self._installed_answers_new_inputs()
             req = CompileRequest(store_path=self.store_path, task=self.task, contract=self.contract.model_dump(),
-                                 generation=generation, out_path=default_out_path(self.store_path, self.task, generation),
+                                 generation=generation, out_path=default_out_path(local_path(self.store_path), self.task, generation),
                                  reference_model=self.reference_model, programs=self.programs,
                                  rungs=["memo"] if table_only else None)
             res = run_compile(req, timeout_s=self.compile_timeout_s, mode=self.worker)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from json.encoder import encode_basestring as _encode_str
 from typing import Any, Callable
 
 from auto.canonical import canonical_json, digest, digest_bytes
@@ -44,7 +45,6 @@ SPAN_COLUMNS = (
 SPAN_SELECT = ", ".join(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
 """The select list :func:`span_from_row` reads."""
 
-_SORTED_FIELDS = tuple(sorted(SPAN_FIELDS))
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -132,18 +132,32 @@ def _with_digest(out: dict, given: dict, where: str, derive: Callable[[dict], st
     return out
 
 
+def _scalar_text(v: Any) -> str:
+    """Canonical JSON of a span's scalar field (fast paths for str / int / None)."""
+    if v is None:
+        return "null"
+    cls = v.__class__
+    if cls is str:
+        return _encode_str(v)
+    if cls is int:
+        return str(v)
+    return canonical_json(v)
+
+
 def span_text(span: dict, texts: dict[str, str | None]) -> str:
     """The canonical JSON text of ``{f: span[f] for f in SPAN_FIELDS}``, assembled from the
     canonical texts of its JSON fields (``texts[f]``; None = ``null``) without serializing them
     again: canonical JSON of an object is its sorted ``"key":value`` pairs joined by ``,``."""
-    parts = []
-    for f in _SORTED_FIELDS:
-        if f in texts:
-            t = texts[f]
-            parts.append(f'"{f}":{"null" if t is None else t}')
-        else:
-            parts.append(f'"{f}":{canonical_json(span.get(f))}')
-    return "{" + ",".join(parts) + "}"
+    def j(f: str) -> str:
+        t = texts[f]
+        return "null" if t is None else t
+
+    g, st = span.get, _scalar_text
+    return (f'{{"attributes":{j("attributes")},"ended_ns":{st(g("ended_ns"))},"error":{j("error")},'
+            f'"input":{j("input")},"kind":{st(g("kind"))},"name":{st(g("name"))},"output":{j("output")},'
+            f'"parent_span_id":{st(g("parent_span_id"))},"site":{st(g("site"))},"span_id":{st(g("span_id"))},'
+            f'"started_ns":{st(g("started_ns"))},"status":{st(g("status"))},"task":{st(g("task"))},'
+            f'"trace_id":{st(g("trace_id"))}}}')
 
 
 def span_digest_of_texts(span: dict, texts: dict[str, str | None]) -> str:
@@ -320,13 +334,25 @@ def trace_row(t: dict) -> dict:
     return {**t, "attributes": dumps(t["attributes"])}
 
 
-def span_from_row(row: dict, texts: dict[int, str]) -> dict:
+def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | None = None) -> dict:
     """A ``spans`` row (:data:`SPAN_SELECT` columns) as a span dict: the :data:`SPAN_FIELDS` and
-    ``digest``, JSON fields parsed from their payload ``texts`` (id -> canonical JSON)."""
+    ``digest``, JSON fields parsed from their payload ``texts`` (id -> canonical JSON).
+
+    ``parsed``, when given, caches parsed *scalar* payloads (strings, numbers) across rows: a
+    label shared by a million spans is parsed once; objects and lists are parsed per span, so no
+    two spans share a mutable value."""
     out = {f: row[f] for f in SPAN_FIELDS if f not in JSON_SPAN_COLUMNS}
     for f in JSON_SPAN_COLUMNS:
         pid = row[f"{f}_id"]
-        out[f] = None if pid is None else json.loads(texts[pid])
+        if pid is None:
+            out[f] = None
+        elif parsed is not None and pid in parsed:
+            out[f] = parsed[pid]
+        else:
+            v = json.loads(texts[pid])
+            if parsed is not None and not isinstance(v, (dict, list)):
+                parsed[pid] = v
+            out[f] = v
     if out["attributes"] is None:
         out["attributes"] = {}
     out["digest"] = row["digest"]

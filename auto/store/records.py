@@ -22,6 +22,8 @@ class Witness:
         digest: the span digest (provenance).
         attributes: the span attributes (``auto.*``, e.g. cost, llm call count).
         seq: the span's insertion number in its store (None when not read from one).
+        input_text, output_text: the canonical JSON of ``input`` / ``output`` as stored (None
+            when not read from a store), so readers need not serialize them again.
     """
 
     input: dict
@@ -34,6 +36,8 @@ class Witness:
     digest: str = ""
     attributes: dict = field(default_factory=dict)
     seq: int | None = None
+    input_text: str | None = field(default=None, repr=False, compare=False)
+    output_text: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,20 @@ count once: the last attempt by ``(auto.attempt, started_ns, span_id)``) and the
 among them; ordered by site, then input. The same SQL runs on SQLite, PostgreSQL and DuckDB."""
 
 
+def local_path(location: str | os.PathLike) -> str:
+    """Where files that belong with a store on this host go (a ratchet's compile lock and
+    artifact folder are ``<local_path>.compile.lock`` / ``<local_path>.artifacts``): an SQLite
+    store's own path; for a PostgreSQL store, ``$XDG_CACHE_HOME/auto/pg-<digest>`` (default
+    ``~/.cache/auto``), the digest taken over the URI without its password."""
+    if not is_dsn(location):
+        return str(location)
+    from auto.store.postgres import redact
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "auto"
+    base.mkdir(parents=True, exist_ok=True)
+    return str(base / ("pg-" + hashlib.sha256(redact(str(location)).encode("utf-8")).hexdigest()[:16]))
+
+
 def census_sql(task: bool) -> str:
     """:data:`_CENSUS_SQL` with or without the ``task = ?`` filter (three placeholders)."""
     return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task="AND task = ?" if task else "")
@@ -308,10 +322,16 @@ class Store:
         except ValueError as exc:
             raise IntegrityError(f"{self.location}: {exc}") from None
 
-    def _spans_of(self, rows: list[dict]) -> list[dict]:
+    def _spans_of(self, rows: list[dict], with_texts: bool = False) -> list[dict]:
         ids = [r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")]
         texts = self.payload_texts(ids)
-        return [span_from_row(r, texts) for r in rows]
+        parsed: dict[int, Any] = {}
+        out = [span_from_row(r, texts, parsed) for r in rows]
+        if with_texts:  # the canonical input/output texts, for readers that key on them
+            for r, s in zip(rows, out):
+                s["_input_text"] = None if r["input_id"] is None else texts[r["input_id"]]
+                s["_output_text"] = "null" if r["output_id"] is None else texts[r["output_id"]]
+        return out
 
     def spans(self, trace_id: str | None = None, task: str | None = None, kind: str | None = None) -> list[dict]:
         """Spans as dicts (JSON columns parsed), ordered by ``(started_ns, span_id)``.
@@ -367,6 +387,16 @@ class Store:
         if buf:
             yield self._payload_batch(buf)
 
+    def payload_digests(self, ids: Iterable[int]) -> dict[int, str]:
+        """``{payload id: "sha256:<hex>"}`` of the given ids."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for k in range(0, len(ids), 500):
+            chunk = ids[k:k + 500]
+            for r in self._conn.read(f"SELECT id, digest FROM payloads WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[r["id"]] = "sha256:" + bytes(r["digest"]).hex()
+        return out
+
     def _payload_batch(self, rows: list[tuple]) -> list[tuple[int, str, str]]:
         texts = self.payload_texts([r[0] for r in rows])
         return [(r[0], "sha256:" + bytes(r[1]).hex(), texts[r[0]]) for r in rows]
@@ -417,12 +447,14 @@ class Store:
 
     def _witness_rows(self, rows: list[dict]) -> list[Witness]:
         out = []
-        for r, s in zip(rows, self._spans_of(rows)):
+        for r, s in zip(rows, self._spans_of(rows, with_texts=True)):
+            is_obj = isinstance(s["input"], dict)
             out.append(Witness(
-                input=s["input"] if isinstance(s["input"], dict) else {},
+                input=s["input"] if is_obj else {},
                 output=s["output"], status=s["status"], error=s["error"],
                 trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
                 digest=s["digest"], attributes=s["attributes"], seq=r["seq"],
+                input_text=s["_input_text"] if is_obj else "{}", output_text=s["_output_text"],
             ))
         return out
 
