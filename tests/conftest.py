@@ -54,3 +54,25 @@ def triage_artifact(tmp_path_factory, triage_store) -> tuple[Path, object]:
     with Store(triage_store) as st:
         outcome = compile_task(st, "triage", out_path=out)
     return out, outcome
+
+
+@pytest.fixture
+def pg_dsn():
+    """A fresh PostgreSQL database for one test (dropped after), on the server named by
+    ``AUTO_TEST_POSTGRES`` (a role that may create databases; ``bash .ci/postgres.sh`` starts one).
+    Skipped without it, except in CI (``CI`` set), where a missing server fails the test."""
+    admin = os.environ.get("AUTO_TEST_POSTGRES")
+    if not admin:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the PostgreSQL tests: AUTO_TEST_POSTGRES is not set (.ci/run starts a server)")
+        pytest.skip("no PostgreSQL server for the tests: set AUTO_TEST_POSTGRES (bash .ci/postgres.sh starts one)")
+    import psycopg
+    from urllib.parse import urlsplit, urlunsplit
+
+    name = "auto_test_" + os.urandom(6).hex()
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(admin)
+    yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -153,17 +153,23 @@ class PgConnection:
 
     # -- connections ---------------------------------------------------------------------
 
+    def _raw_connect(self) -> Any:
+        return self._pg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+
     def _connect(self) -> Any:
         try:
-            return self._pg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            return self._raw_connect()
         except self._pg.Error as exc:
             raise StoreError(f"cannot connect to the PostgreSQL store {self.label}: {_first_line(exc)}") from None
 
     def _connection(self) -> Any:
+        """The open connection, reconnecting when it is gone (psycopg errors propagate, so a
+        retry loop can wait for the server)."""
         if self._conn is None or self._conn.closed or os.getpid() != self._pid:
             if os.getpid() != self._pid:  # forked: never share a connection across processes
                 self._pid = os.getpid()
-            self._conn = self._connect()
+            self._conn = None
+            self._conn = self._raw_connect()
         return self._conn
 
     def _migrate(self) -> None:
