@@ -358,7 +358,9 @@ def test_no_api_key_or_authorization_in_store(sim, store_path):
             c.chat.completions.create(model="auto-sim-1", messages=msgs(f"my key is {key}"))
             for _ in c.chat.completions.create(model="auto-sim-1", messages=msgs("stream"), stream=True):
                 pass
-    blob = b"".join(Path(f).read_bytes() for f in glob.glob(str(store_path) + "*"))
+    files = [Path(f) for f in glob.glob(str(store_path) + "*")]  # the store, its WAL, its journal folder
+    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
+    blob = b"".join(f.read_bytes() for f in files)
     assert key.encode() not in blob
     assert b"NEVERSTORE" not in blob
     with Store(store_path) as st:
@@ -464,7 +466,9 @@ def test_getenv_records_only_a_digest(store_path, monkeypatch):
     with Store(store_path) as st:
         (w,) = st.witnesses("env")
         assert w.attributes["auto.env_reads"]["AUTO_TEST_SECRET_SETTING"].startswith("sha256:")
-    blob = b"".join(Path(f).read_bytes() for f in glob.glob(str(store_path) + "*"))
+    files = [Path(f) for f in glob.glob(str(store_path) + "*")]  # the store, its WAL, its journal folder
+    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
+    blob = b"".join(f.read_bytes() for f in files)
     assert b"hunter2-value" not in blob
 
 

@@ -214,3 +214,26 @@ def test_census_in_the_database_equals_the_census_in_memory(tmp_path):
 def test_census_of_the_recorded_triage_store_is_unchanged(triage_store):
     with Store(triage_store) as st:
         assert census_store(st, with_inputs=True).to_dict(True) == census(st.spans()).to_dict(True)
+
+
+def test_journaled_batches_of_a_dead_writer_are_replayed_at_open(tmp_path):
+    import os
+
+    from auto.store import local_path
+    from auto.store.journal import Journal, journal_dir
+
+    p = tmp_path / "s.db"
+    Store(p).close()
+    j = Journal(journal_dir(local_path(str(p))))
+    batch = [make_span(inp={"ticket": f"j{i}"}) for i in range(3)]
+    j.append(batch[:2], [])
+    j.append(batch[2:], [])
+    with open(j.path, "ab") as f:
+        f.write(b'{"spans": [{"torn')  # the kill cut the last line short
+    with Store(p) as st:  # the writer still holds its lock: nothing is replayed
+        assert st.replayed == 0 and st.spans() == []
+    os.close(j._fd)  # the writer dies without removing its journal
+    with Store(p) as st:
+        assert st.replayed == 3 and sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in batch)
+        assert st.verify().ok
+    assert not any(journal_dir(local_path(str(p))).iterdir())

@@ -113,20 +113,10 @@ def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[s
         return n
 
     def span_batches() -> Iterator[dict[str, list]]:
-        digests: dict[int, str] = {}
-        for rows in store.iter_span_rows(batch=ROW_GROUP):
-            ids = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
-            digests = store.payload_digests([i for i in ids])
-            cols: dict[str, list] = {n: [] for n, _ in SPAN_COLUMNS}
-            for r in rows:
-                for n, _ in SPAN_COLUMNS:
-                    if n.endswith("_digest"):
-                        pid = r[n[: -len("_digest")] + "_id"]
-                        cols[n].append(None if pid is None else digests[pid])
-                    else:
-                        cols[n].append(r[n])
-            say(f"  spans: {rows[-1]['seq']} (seq)")
-            yield cols
+        for rows in store.iter_export_rows(batch=ROW_GROUP):
+            cols = list(zip(*rows))
+            say(f"  spans: {rows[-1][0]} (seq)")
+            yield {n: list(c) for (n, _), c in zip(SPAN_COLUMNS, cols)}
 
     def payload_batches() -> Iterator[dict[str, list]]:
         for batch in store.iter_payloads(batch=ROW_GROUP):
@@ -214,6 +204,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
     duckdb = _duckdb()
     con = duckdb.connect()
     try:
+        con.execute("SET enable_progress_bar = false")  # stdout carries the census JSON
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         spans_file = str(d / "spans.parquet").replace("'", "''")
@@ -241,8 +232,8 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
 
             def resolve(ids: list[Any]) -> dict[Any, str]:
                 out: dict[Any, str] = {}
-                for k in range(0, len(ids), 5000):
-                    chunk = ids[k:k + 5000]
+                for k in range(0, len(ids), 50_000):
+                    chunk = ids[k:k + 50_000]
                     try:
                         got = side.execute(f"SELECT digest, json FROM read_parquet('{pfile}') WHERE digest IN "
                                           f"({','.join('?' * len(chunk))})", chunk).fetchall()

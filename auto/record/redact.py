@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -52,16 +53,30 @@ def secrets_of(request: Any, client: Any) -> list[str]:
 
 def scrub(obj: Any, secrets: list[str]) -> Any:
     """``obj`` (a JSON value) with every occurrence of each secret in its strings replaced by
-    ``[REDACTED]``."""
+    ``[REDACTED]``.
+
+    Fast path: when no secret (nor its JSON-escaped form) occurs in the JSON text of ``obj`` —
+    the usual case, one C-encoder pass — ``obj`` is returned as it is, without walking it."""
     if not secrets:
         return obj
+    if isinstance(obj, (dict, list)):
+        try:
+            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and not any(s in text or json.dumps(s, ensure_ascii=False)[1:-1] in text for s in secrets):
+            return obj
+    return _scrub(obj, secrets)
+
+
+def _scrub(obj: Any, secrets: list[str]) -> Any:
     if isinstance(obj, str):
         for s in secrets:
             if s in obj:
                 obj = obj.replace(s, REDACTED)
         return obj
     if isinstance(obj, list):
-        return [scrub(v, secrets) for v in obj]
+        return [_scrub(v, secrets) for v in obj]
     if isinstance(obj, dict):
-        return {scrub(k, secrets): scrub(v, secrets) for k, v in obj.items()}
+        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in obj.items()}
     return obj

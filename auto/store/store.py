@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
 from auto.errors import IngestError, IntegrityError
+from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
     SITE_KEY_SQL,
@@ -51,6 +54,8 @@ from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLAT
 from auto.store.postgres import PgConnection, is_dsn
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import bump_counter, immutability_triggers
+
+log = logging.getLogger("auto.store")
 
 _SPAN_INSERT = (
     "INSERT INTO spans (span_id, trace_id, parent_span_id, name, kind, task, site, started_ns, ended_ns, status, "
@@ -136,6 +141,53 @@ class Store:
         """``"sqlite"`` or ``"postgresql"``."""
         self._payloads = PayloadWriter()
         self._texts = PayloadTexts(self._fetch_payloads)
+        self._barriers: list[Callable[[], Any]] = []
+        self._local = threading.local()
+        self.replayed = journal.replay(journal.journal_dir(local_path(self.location)), self._replay_batch)
+        """Spans replayed at open from journals of writers that died (:mod:`auto.store.journal`)."""
+
+    def _replay_batch(self, spans: list[dict], traces: list[dict]) -> None:
+        try:
+            self.ingest(spans, traces)
+        except IngestError as exc:  # a batch the store refuses stays refused; the others go in
+            log.error("auto: a journaled batch of %d span(s) was refused at replay: %s", len(spans), exc)
+
+    # -- read barriers -------------------------------------------------------------------
+
+    def add_read_barrier(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` before every read through this store (a recorder's background writer
+        registers its ``flush``, so what was recorded in this process is read back)."""
+        self._barriers.append(fn)
+
+    def remove_read_barrier(self, fn: Callable[[], Any]) -> None:
+        """Undo :meth:`add_read_barrier` (no error when absent)."""
+        if fn in self._barriers:
+            self._barriers.remove(fn)
+
+    def _barrier(self) -> None:
+        if self._barriers and not getattr(self._local, "busy", False):
+            for fn in list(self._barriers):
+                fn()
+
+    def _read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+        self._barrier()
+        return self._conn.read(sql, params)
+
+    def _snapshot(self, fn: Callable[[Any], Any]) -> Any:
+        self._barrier()
+
+        def run(q: Any) -> Any:
+            self._local.busy = True  # reads inside a snapshot never wait on a writer
+            try:
+                return fn(q)
+            finally:
+                self._local.busy = False
+
+        return self._conn.snapshot(run)
+
+    def _stream(self, sql: str, params: Iterable[Any] = (), size: int = 5000) -> Iterator[tuple]:
+        self._barrier()
+        return self._conn.stream(sql, params, size=size)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -155,7 +207,7 @@ class Store:
     @property
     def schema_version(self) -> int:
         """``meta.schema_version`` of the open store."""
-        rows = self._conn.read("SELECT value FROM meta WHERE key = 'schema_version'")
+        rows = self._read("SELECT value FROM meta WHERE key = 'schema_version'")
         return int(rows[0]["value"])
 
     def size_bytes(self) -> int:
@@ -306,7 +358,7 @@ class Store:
         out: list[tuple] = []
         for k in range(0, len(ids), 500):
             chunk = ids[k:k + 500]
-            rows = self._conn.read(f"SELECT id, codec, dict_id, body FROM payloads WHERE id IN "
+            rows = self._read(f"SELECT id, codec, dict_id, body FROM payloads WHERE id IN "
                                    f"({','.join('?' * len(chunk))})", chunk)
             out.extend((r["id"], r["codec"], r["dict_id"], r["body"]) for r in rows)
         return out
@@ -346,7 +398,7 @@ class Store:
                 params.append(val)
         sql = f"SELECT {SPAN_SELECT} FROM spans" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY started_ns, span_id"
-        return self._spans_of(self._conn.read(sql, params))
+        return self._spans_of(self._read(sql, params))
 
     def iter_spans(self, task: str | None = None, batch: int = 2000) -> Iterator[dict]:
         """Every span (of ``task``, when given) as a dict, in insertion order, streamed: memory
@@ -354,7 +406,7 @@ class Store:
         sql = f"SELECT {SPAN_SELECT} FROM spans" + (" WHERE task = ?" if task else "") + " ORDER BY seq"
         cols = [c.strip() for c in SPAN_SELECT.split(",")]
         buf: list[dict] = []
-        for row in self._conn.stream(sql, [task] if task else [], size=batch):
+        for row in self._stream(sql, [task] if task else [], size=batch):
             buf.append(dict(zip(cols, row)))
             if len(buf) >= batch:
                 yield from self._spans_of(buf)
@@ -367,8 +419,28 @@ class Store:
         in insertion order, in batches of ``batch`` (for export)."""
         cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")], "logical_call_id", "attempt"]
         buf: list[dict] = []
-        for row in self._conn.stream(f"SELECT {', '.join(cols)} FROM spans ORDER BY seq", [], size=batch):
+        for row in self._stream(f"SELECT {', '.join(cols)} FROM spans ORDER BY seq", [], size=batch):
             buf.append(dict(zip(cols, row)))
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+
+    def iter_export_rows(self, batch: int = 100_000) -> Iterator[list[tuple]]:
+        """The spans as the Parquet layout lists them (:data:`auto.interchange.parquet.SPAN_COLUMNS`:
+        payload ids replaced by ``sha256:<hex>`` digests, computed in the database), in insertion
+        order, in batches of ``batch`` tuples."""
+        hexd = "'sha256:' || lower(hex({}.digest))" if self.dialect == "sqlite" else "'sha256:' || encode({}.digest, 'hex')"
+        cols = ("s.seq, s.span_id, s.trace_id, s.parent_span_id, s.name, s.kind, s.task, s.site, s.started_ns, "
+                "s.ended_ns, s.status, " + ", ".join(hexd.format(a) for a in ("pi", "po", "pe", "pa"))
+                + ", s.logical_call_id, s.attempt, s.digest")
+        sql = (f"SELECT {cols} FROM spans s LEFT JOIN payloads pi ON pi.id = s.input_id "
+               "LEFT JOIN payloads po ON po.id = s.output_id LEFT JOIN payloads pe ON pe.id = s.error_id "
+               "LEFT JOIN payloads pa ON pa.id = s.attributes_id ORDER BY s.seq")
+        buf: list[tuple] = []
+        for row in self._stream(sql, [], size=batch):
+            buf.append(row)
             if len(buf) >= batch:
                 yield buf
                 buf = []
@@ -379,7 +451,7 @@ class Store:
         """Every payload as ``(id, "sha256:<hex>", canonical JSON text)``, in id order, in
         batches (for export). Raises IntegrityError on a payload that does not decode."""
         buf: list[tuple] = []
-        for row in self._conn.stream("SELECT id, digest FROM payloads ORDER BY id", [], size=batch):
+        for row in self._stream("SELECT id, digest FROM payloads ORDER BY id", [], size=batch):
             buf.append(row)
             if len(buf) >= batch:
                 yield self._payload_batch(buf)
@@ -393,7 +465,7 @@ class Store:
         out: dict[int, str] = {}
         for k in range(0, len(ids), 500):
             chunk = ids[k:k + 500]
-            for r in self._conn.read(f"SELECT id, digest FROM payloads WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            for r in self._read(f"SELECT id, digest FROM payloads WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 out[r["id"]] = "sha256:" + bytes(r["digest"]).hex()
         return out
 
@@ -403,24 +475,24 @@ class Store:
 
     def traces(self) -> list[dict]:
         """All traces as dicts, ordered by ``(started_ns, trace_id)``."""
-        rows = self._conn.read("SELECT * FROM traces ORDER BY started_ns, trace_id")
+        rows = self._read("SELECT * FROM traces ORDER BY started_ns, trace_id")
         return [trace_from_row(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Rows per table: ``{"spans", "traces", "payloads", "eval_runs", "artifacts"}``."""
         out = {}
         for t in ("spans", "traces", "payloads", "eval_runs", "artifacts"):
-            out[t] = int(self._conn.read(f"SELECT count(*) AS n FROM {t}")[0]["n"])
+            out[t] = int(self._read(f"SELECT count(*) AS n FROM {t}")[0]["n"])
         return out
 
     def tasks(self) -> dict[str, int]:
         """``{task name: number of task spans}`` over the whole store."""
-        rows = self._conn.read("SELECT task, count(*) AS n FROM spans WHERE kind = 'task' GROUP BY task ORDER BY task")
+        rows = self._read("SELECT task, count(*) AS n FROM spans WHERE kind = 'task' GROUP BY task ORDER BY task")
         return {r["task"]: r["n"] for r in rows}
 
     def has_task(self, task: str) -> bool:
         """Whether any task span of ``task`` is stored (one index probe)."""
-        return bool(self._conn.read("SELECT 1 AS one FROM spans WHERE task = ? AND kind = 'task' LIMIT 1", [task]))
+        return bool(self._read("SELECT 1 AS one FROM spans WHERE task = ? AND kind = 'task' LIMIT 1", [task]))
 
     def witnesses(self, task: str, include_errors: bool = False) -> list[Witness]:
         """The task spans of ``task`` as :class:`Witness` records, ordered by start time.
@@ -428,14 +500,14 @@ class Store:
         By default only successful executions (status ``ok``: a *witness* in the architecture's
         words); ``include_errors=True`` adds failed ones (``output`` None, ``error`` set).
         """
-        return self._witness_rows(self._conn.read(self._witness_sql(include_errors), [task]))
+        return self._witness_rows(self._read(self._witness_sql(include_errors), [task]))
 
     def task_witnesses(self, task: str) -> tuple[list[Witness], str]:
         """``(witnesses, store digest of the task)`` read from one snapshot through the task
         index, so the digest a compile records is the digest of exactly the witnesses it read
         (recorders may commit meanwhile)."""
         dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
-        rows, digests = self._conn.snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
+        rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
         return self._witness_rows(rows), digest([r["digest"] for r in digests])
 
     @staticmethod
@@ -483,13 +555,13 @@ class Store:
         Raises:
             IntegrityError: the rows read no longer have the recorded digest.
         """
-        rows = self._conn.read("SELECT task, n, through_seq FROM witness_sets WHERE digest = ?", [set_digest])
+        rows = self._read("SELECT task, n, through_seq FROM witness_sets WHERE digest = ?", [set_digest])
         if not rows:
             return None
         r = rows[0]
         sql = (f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
                "AND seq <= ? ORDER BY started_ns, span_id")
-        ws = self._witness_rows(self._conn.read(sql, [r["task"], r["through_seq"]]))
+        ws = self._witness_rows(self._read(sql, [r["task"], r["through_seq"]]))
         if len(ws) != r["n"] or digest([w.digest for w in ws]) != set_digest:
             raise IntegrityError(f"witness set {set_digest} of task {r['task']!r}: the stored spans no longer match it")
         return ws
@@ -502,7 +574,7 @@ class Store:
         input id; payload ids resolve through :meth:`payload_texts`. Memory is bounded by the
         database's sort, not by the number of spans."""
         params = [task, task, task] if task else []
-        return self._conn.stream(census_sql(task is not None), params, size=10_000)
+        return self._stream(census_sql(task is not None), params, size=10_000)
 
 
     # -- eval runs -----------------------------------------------------------------------
@@ -523,13 +595,13 @@ class Store:
 
     def get_eval_run(self, id: str) -> dict | None:
         """The record stored under ``id``, or ``None``."""
-        rows = self._conn.read("SELECT record FROM eval_runs WHERE id = ?", [id])
+        rows = self._read("SELECT record FROM eval_runs WHERE id = ?", [id])
         return json.loads(rows[0]["record"]) if rows else None
 
     def eval_runs(self, task: str | None = None) -> list[dict]:
         """Eval-run rows ``{id, task, created_ns, verdict, record}`` (record parsed), oldest first."""
         sql = "SELECT * FROM eval_runs" + (" WHERE task = ?" if task else "") + " ORDER BY created_ns, id"
-        rows = self._conn.read(sql, [task] if task else [])
+        rows = self._read(sql, [task] if task else [])
         return [{**r, "record": json.loads(r["record"])} for r in rows]
 
     # -- artifacts -----------------------------------------------------------------------
@@ -545,12 +617,12 @@ class Store:
 
     def get_artifact(self, id: str) -> StoredArtifact | None:
         """The artifact stored under ``id``, or ``None``."""
-        rows = self._conn.read("SELECT * FROM artifacts WHERE id = ?", [id])
+        rows = self._read("SELECT * FROM artifacts WHERE id = ?", [id])
         return self._artifact(rows[0]) if rows else None
 
     def latest_artifact(self, task: str) -> StoredArtifact | None:
         """The artifact of ``task`` with the highest generation (latest stored on ties), or None."""
-        rows = self._conn.read(
+        rows = self._read(
             "SELECT * FROM artifacts WHERE task = ? ORDER BY generation DESC, created_ns DESC, id LIMIT 1", [task]
         )
         return self._artifact(rows[0]) if rows else None
@@ -587,13 +659,13 @@ class Store:
     def ratchet_events(self, task: str) -> list[dict]:
         """The ratchet log of ``task``, oldest first: ``{id, task, kind, generation,
         artifact_id, created_ns, detail}`` (detail parsed)."""
-        rows = self._conn.read("SELECT * FROM ratchet_events WHERE task = ? ORDER BY id", [task])
+        rows = self._read("SELECT * FROM ratchet_events WHERE task = ? ORDER BY id", [task])
         return [{**r, "detail": json.loads(r["detail"])} for r in rows]
 
     def installed_generation(self, task: str) -> tuple[int, str] | None:
         """``(generation, artifact id)`` the ratchet log says is installed now (the last
         ``install``, unless a later ``rollback`` took it out), or None."""
-        rows = self._conn.read(
+        rows = self._read(
             "SELECT kind, generation, artifact_id, detail FROM ratchet_events WHERE task = ? "
             "AND kind IN ('install', 'rollback') ORDER BY id DESC LIMIT 1", [task])
         if not rows or rows[0]["kind"] != "install" or rows[0]["artifact_id"] is None:
@@ -609,7 +681,7 @@ class Store:
         order, so two stores holding the same spans have the same digest.
         """
         sql = "SELECT digest FROM spans" + (" WHERE task = ?" if task else "") + " ORDER BY started_ns, span_id"
-        rows = self._conn.read(sql, [task] if task else [])
+        rows = self._read(sql, [task] if task else [])
         return digest([r["digest"] for r in rows])
 
     def verify(self, task: str | None = None, *, incremental: bool = False) -> VerifyReport:
@@ -633,7 +705,7 @@ class Store:
         wm_key = f"verified_through:{scope}"
         since = 0
         if incremental:
-            rows = self._conn.read("SELECT value FROM meta WHERE key = ?", [wm_key])
+            rows = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
             since = int(rows[0]["value"]) if rows else 0
         full = task is None and not incremental
         mismatches: list[dict] = []
@@ -704,7 +776,7 @@ class Store:
                     "store_digest": sd, "last_seq": last_seq}
 
         # one snapshot: a recorder committing meanwhile can never look like a deleted row
-        res = self._conn.snapshot(run)
+        res = self._snapshot(run)
         ok = not mismatches
         if ok and incremental and res["last_seq"] > since:
             self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(res["last_seq"])))
