@@ -229,7 +229,7 @@ def test_journaled_batches_of_a_dead_writer_are_replayed_at_open(tmp_path):
     j.append(batch[:2], [])
     j.append(batch[2:], [])
     with open(j.path, "ab") as f:
-        f.write(b'{"spans": [{"torn')  # the kill cut the last line short
+        f.write(b"AJ1\xff\x00\x00\x00{torn")  # the kill cut the last record short
     with Store(p) as st:  # the writer still holds its lock: nothing is replayed
         assert st.replayed == 0 and st.spans() == []
     os.close(j._fd)  # the writer dies without removing its journal

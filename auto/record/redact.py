@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import json
+import marshal
 import re
 from typing import Any
 
@@ -55,16 +55,17 @@ def scrub(obj: Any, secrets: list[str]) -> Any:
     """``obj`` (a JSON value) with every occurrence of each secret in its strings replaced by
     ``[REDACTED]``.
 
-    Fast path: when no secret (nor its JSON-escaped form) occurs in the JSON text of ``obj`` —
-    the usual case, one C-encoder pass — ``obj`` is returned as it is, without walking it."""
+    Fast path: ``marshal`` writes every string of a JSON value (keys included) as its UTF-8 bytes,
+    so when no secret's UTF-8 bytes occur in ``marshal.dumps(obj)`` — the usual case, one C pass
+    — no string contains a secret and ``obj`` is returned as it is, without walking it."""
     if not secrets:
         return obj
     if isinstance(obj, (dict, list)):
         try:
-            text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            text = None
-        if text is not None and not any(s in text or json.dumps(s, ensure_ascii=False)[1:-1] in text for s in secrets):
+            blob = marshal.dumps(obj)
+        except ValueError:  # not plain data: walk it
+            blob = None
+        if blob is not None and not any(s.encode("utf-8", "surrogatepass") in blob for s in secrets):
             return obj
     return _scrub(obj, secrets)
 

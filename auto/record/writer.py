@@ -68,7 +68,7 @@ class SpanWriter:
             if self._journal is not None:
                 try:
                     self._journal.append(spans, list(traces))
-                except (OSError, TypeError, ValueError):
+                except (OSError, ValueError):
                     self._write([(spans, list(traces))])
                     return
             self._q.append((spans, list(traces)))

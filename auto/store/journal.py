@@ -2,21 +2,24 @@
 killed process loses none of them.
 
 A writer that commits in the background (:mod:`auto.record.writer`) first appends each batch as
-one JSON line to its own journal file — ``<local path>.journal/<host>-<pid>-<random>.jsonl``
+one record to its own journal file — ``<local path>.journal/<host>-<pid>-<random>.journal``
 (:func:`auto.store.local_path`) — holding an exclusive ``flock`` on it while it lives, and
-truncates the file whenever everything appended has been committed. One ``write(2)`` of a line
-costs microseconds and survives the process being killed (the data is in the kernel's page
-cache; a machine crash is another matter: the journal is not fsynced).
+truncates the file whenever everything appended has been committed. A record is
+:data:`MAGIC`, the payload's length (4 bytes, little-endian) and the batch ``{"spans", "traces"}``
+in Python's ``marshal`` format (plain data only; several times faster to write than JSON, and
+the journal never leaves the host that wrote it). One ``write(2)`` costs microseconds and
+survives the process being killed (the data is in the kernel's page cache; a machine crash is
+another matter: the journal is not fsynced).
 
 When a store is opened, journals whose lock can be taken — their writer is gone — are replayed
-(:func:`replay`): every complete line is ingested (idempotent: same ids, same content), a torn
-last line is ignored, and the file is removed.
+(:func:`replay`): every complete record is ingested (idempotent: same ids, same content), a torn
+last record (or one another Python version cannot read) is skipped, and the file is removed.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
+import marshal
 import os
 import socket
 import threading
@@ -24,6 +27,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 SUFFIX = ".journal"
+
+MAGIC = b"AJ1"
+"""Start of every journal record (format version 1)."""
 
 
 def journal_dir(local_path: str) -> Path:
@@ -49,7 +55,7 @@ class Journal:
         if self._fd is None or self._pid != os.getpid():
             self._pid = os.getpid()
             self.folder.mkdir(parents=True, exist_ok=True)
-            name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}.jsonl"
+            name = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(4).hex()}.journal"
             self.path = self.folder / name
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -58,18 +64,18 @@ class Journal:
         return self._fd
 
     def append(self, spans: list[dict], traces: list[dict]) -> None:
-        """Append one batch as one line (one ``write`` call).
+        """Append one batch as one record (one ``write`` call).
 
         Raises:
             OSError: the journal cannot be written (the caller falls back to writing directly).
-            TypeError, ValueError: a value is not JSON.
+            ValueError: a value is not plain data.
         """
-        line = (json.dumps({"spans": spans, "traces": traces}, separators=(",", ":"), ensure_ascii=False,
-                           allow_nan=False) + "\n").encode("utf-8")
+        body = marshal.dumps({"spans": spans, "traces": traces})
+        record = MAGIC + len(body).to_bytes(4, "little") + body
         with self._lock:
             fd = self._open()
-            os.write(fd, line)
-            self.bytes += len(line)
+            os.write(fd, record)
+            self.bytes += len(record)
 
     def truncate(self) -> None:
         """Everything appended so far is committed: empty the file."""
@@ -103,7 +109,7 @@ def replay(folder: Path, ingest: Callable[[list[dict], list[dict]], Any]) -> int
     if not folder.is_dir():
         return 0
     n = 0
-    for p in sorted(folder.glob("*.jsonl")):
+    for p in sorted(folder.glob("*.journal")):
         try:
             fd = os.open(p, os.O_RDWR)
         except OSError:
@@ -113,15 +119,29 @@ def replay(folder: Path, ingest: Callable[[list[dict], list[dict]], Any]) -> int
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # its writer is alive
-            with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    try:
-                        batch = json.loads(line)
-                    except ValueError:
-                        continue  # a line torn by the kill: it was never acknowledged either
-                    ingest(batch.get("spans") or [], batch.get("traces") or [])
-                    n += len(batch.get("spans") or [])
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read()
+            for batch in records(data):
+                ingest(batch.get("spans") or [], batch.get("traces") or [])
+                n += len(batch.get("spans") or [])
             p.unlink(missing_ok=True)
         finally:
             os.close(fd)
     return n
+
+
+def records(data: bytes) -> list[dict]:
+    """The complete, readable records of a journal's bytes, in order (stops at a torn one)."""
+    out, i = [], 0
+    while i + 7 <= len(data) and data[i:i + 3] == MAGIC:
+        n = int.from_bytes(data[i + 3:i + 7], "little")
+        if i + 7 + n > len(data):
+            break  # torn by the kill: that batch was never acknowledged either
+        try:
+            batch = marshal.loads(data[i + 7:i + 7 + n])
+        except (ValueError, EOFError, TypeError):
+            break
+        if isinstance(batch, dict):
+            out.append(batch)
+        i += 7 + n
+    return out
