@@ -74,3 +74,81 @@ def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: A
     alloc = inst.exports(store)["alloc"]
     out["bare_wasmtime_call"] = _timeit(lambda _x: alloc(store, 0), inputs, n)
     return out
+
+
+def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: Any, *, n: int = 3000,
+                    worker: str = "process") -> dict[str, Any]:
+    """What the ratchet adds to a tier-1 call, and what a background compile does to its tail.
+
+    Side by side in one process, on the same artifact and inputs (all tier-1: the artifact's
+    guard admits them): ``TieredTask.__call__`` alone, and ``Ratchet.call_result`` with the
+    artifact adopted (the ratchet's counters, score batching for the shift monitor; no audit, so
+    the comparison is of the request path only), interleaved call by call. Then the ratchet's
+    tier-1 p50/p99 idle and while a compile of the task runs in the background (``worker``).
+
+    Args:
+        wasm: an artifact of the task ``triage`` whose guard admits ``inputs``.
+        inputs: task inputs.
+        store_path: a store holding the task's witnesses (the background compile reads them).
+
+    Returns:
+        ``{"tiered": {p50, p99}, "ratchet": {p50, p99}, "overhead_us_p50", "idle": {p50, p99, n},
+        "during_compile": {p50, p99, n, "compile_s"}, "p99_ratio"}`` (µs).
+    """
+    from auto_runtime import Artifact, TieredTask
+
+    from auto.ratchet import Ratchet
+
+    art = Artifact.load(wasm)
+    tt = TieredTask(art, reference=lambda _i: None)
+    r = Ratchet(lambda _i: None, store_path, art.task, audit_rate=0.0, worker=worker, load=False)
+    try:
+        r.adopt(wasm)
+        admitted = [x for x in inputs if tt(x).tier == "tier-1"] or list(inputs)
+        k = len(admitted)
+        a_s: list[float] = []
+        b_s: list[float] = []
+        clock = time.perf_counter_ns
+        for i in range(200):
+            tt(admitted[i % k])
+            r.call_result(admitted[i % k])
+        for i in range(n):
+            x = admitted[i % k]
+            t0 = clock()
+            tt(x)
+            t1 = clock()
+            r.call_result(x)
+            t2 = clock()
+            a_s.append((t1 - t0) / 1000.0)
+            b_s.append((t2 - t1) / 1000.0)
+
+        def q(v: list[float]) -> dict[str, float]:
+            qs = statistics.quantiles(v, n=100, method="inclusive")
+            return {"p50": round(qs[49], 2), "p99": round(qs[98], 2), "n": len(v)}
+
+        idle: list[float] = []
+        for i in range(n):
+            t0 = clock()
+            r.call_result(admitted[i % k])
+            idle.append((clock() - t0) / 1000.0)
+        busy: list[float] = []
+        started = time.perf_counter()
+        r.compile_now("latency benchmark")
+        i = 0
+        while r._compiling is not None and r._compiling.is_alive():
+            t0 = clock()
+            r.call_result(admitted[i % k])
+            busy.append((clock() - t0) / 1000.0)
+            i += 1
+            if i % 50 == 0:
+                time.sleep(0.001)  # a request stream, not a spin: leave the compile its share of the GIL
+        compile_s = time.perf_counter() - started
+        out = {"tiered": q(a_s), "ratchet": q(b_s),
+               "overhead_us_p50": round(statistics.median(b) - statistics.median(a), 2) if (a := a_s) and (b := b_s) else None,
+               "idle": q(idle), "during_compile": {**(q(busy) if len(busy) > 1 else {"p50": None, "p99": None, "n": len(busy)}),
+                                                   "compile_s": round(compile_s, 2), "worker": worker}}
+        dc = out["during_compile"].get("p99")
+        out["p99_ratio"] = round(dc / out["idle"]["p99"], 3) if dc and out["idle"]["p99"] else None
+        return out
+    finally:
+        r.close()

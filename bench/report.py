@@ -281,6 +281,14 @@ def render_summary(results: dict[str, Any]) -> str:
             f"warm loop ({lb['artifact']}): tier-1 single p50 {lb['tier1_single']['p50']} µs, batch {lb['tier1_batch_per_item']['p50']} µs/item; "
             + (f"sklearn predict p50 {lb['sklearn_predict']['p50']} µs; " if lb.get("sklearn_predict") else "")
             + f"bare wasmtime call p50 {lb['bare_wasmtime_call']['p50']} µs")
+        rl = lb.get("ratchet")
+        if rl:
+            dc = rl["during_compile"]
+            lines.append(
+                f"ratchet request path: +{f(rl.get('overhead_us_p50'), '.2f')} µs p50 over TieredTask "
+                f"({rl['ratchet']['p50']} vs {rl['tiered']['p50']} µs); tier-1 p99 {rl['idle']['p99']} µs idle, "
+                f"{dc.get('p99')} µs during a {dc.get('compile_s')} s background compile ({dc.get('worker')}; "
+                f"ratio {f(rl.get('p99_ratio'), '.2f')})")
     return "\n".join(lines)
 
 

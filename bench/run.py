@@ -325,7 +325,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     # time the specialist path of the offline generation (the stream's generations are compiled in
     # a child process; their Python models are not in this one)
     if outcome is not None:
-        from bench.latency import latency_benchmark
+        from bench.latency import latency_benchmark, ratchet_latency
 
         say("[latency] measuring tier-1 in-process latency side by side (warm loop)")
         # never-witnessed tickets: they miss any exact-match table, so this times the specialist path
@@ -335,6 +335,11 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
             "inputs_note": "200 freshly generated, never-witnessed tickets",
             **latency_benchmark(outcome.wasm, fresh, model=outcome.model, sklearn_predict=outcome.sklearn_predict),
         }
+        say("[latency] the ratchet's request path beside TieredTask, idle and during a background compile")
+        lat_store = out_dir / "latency.sqlite"
+        with _open_store(out_dir / "offline.sqlite") as off, _fresh_store(lat_store) as ls:
+            ls.ingest(off.spans(), off.traces())
+        results["latency_benchmark"]["ratchet"] = ratchet_latency(outcome.wasm, fresh, lat_store, worker=worker)
     else:
         results["latency_benchmark"] = None
     write_ratchet_csv(run.rows, out_dir / "ratchet.csv", simulated=results["reference_model"].startswith("simulated"))

@@ -399,3 +399,26 @@ def test_uncertifiable_risk_is_a_refusal_that_says_the_guard_would_deopt_everyth
         _compile(triage_store, tmp_path, "strict.wasm", epsilon=0.02, delta=0.1, memo=False)
     assert "the guard would deopt every input outside the table" in e.value.reason
     assert "selective risk <= 0.02" in e.value.reason
+
+
+def test_online_p_values_are_mapies_to_the_bit():
+    import random
+
+    from mapie.exchangeability_testing import OnlineMartingaleTest
+
+    rng = random.Random(4)
+    ref = [round(rng.random(), 2) for _ in range(50)]  # rounded: ties occur
+    mon = ShiftMonitor(alpha=0.05, method="step-jumper", seed=7)
+    mon.reset(ref)
+    twin = OnlineMartingaleTest(test_method="jumper_martingale", test_level=0.05, warn=False, jump_size=mon.jump_size,
+                                burn_in=mon.burn_in, random_state=mon.seed + mon.resets - 1)
+    history = list(ref)
+    ties = 0
+    for _ in range(300):
+        s = round(rng.random() * 1.2, 2)
+        ties += s in history
+        theirs = twin.compute_p_value(s, history)
+        mon.update_score(s)
+        assert mon.last_p_value == theirs
+        history.append(s)
+    assert ties > 20  # the tie-breaking path was exercised

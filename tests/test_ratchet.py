@@ -196,7 +196,7 @@ def test_two_ratchets_on_one_store_lose_no_witness(tmp_path):
 
 
 def test_policy_triggers():
-    p = CompilePolicy(first_at=20, min_new=10, growth=0.15, new_label_support=5, memo_new=8, first_repeats=6)
+    p = CompilePolicy(first_at=20, min_new=10, max_new=50, growth=0.15, new_label_support=5, memo_new=8, first_repeats=6)
     assert p.trigger(PolicyState(witnesses=19)) is None
     assert p.trigger(PolicyState(witnesses=20))["kind"] == "first"
     assert p.trigger(PolicyState(witnesses=5, repeats_consistent=6))["kind"] == "first"  # the memo's evidence
@@ -204,6 +204,8 @@ def test_policy_triggers():
     assert p.trigger(s) is None  # 10 new but < 15% growth
     s.witnesses = 104
     assert p.trigger(s)["kind"] == "growth"
+    s = PolicyState(installed=1, witnesses=1050, witnesses_at_attempt=1000, attempts=1)
+    assert p.trigger(s)["kind"] == "growth"  # 50 new witnesses: learn from them whatever the share
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, new_labels={"\"x\"": 5})
     assert p.trigger(s)["kind"] == "new-label"
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, alarm="shift-alarm",
@@ -213,6 +215,12 @@ def test_policy_triggers():
     assert p.trigger(s) is None
     s.new_since_alarm = 4
     assert p.trigger(s)["kind"] == "shift-alarm"
+    # re-verification of the installed generation on what it deopted: it would have been right
+    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, deopts_since_attempt=20,
+                    would_be_correct_since_attempt=19)
+    assert p.trigger(s)["kind"] == "headroom"
+    s.would_be_correct_since_attempt = 15
+    assert p.trigger(s) is None
     # a table refresh: the installed table lags inputs that were witnessed and came back
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, repeats_consistent=8,
                     known_misses=8)
@@ -322,4 +330,74 @@ def test_kill_minus_nine_mid_stream_restarts_on_a_complete_generation(tmp_path):
     r = make_for_subprocess(str(store))
     assert r.generation == cur[0]
     assert r.call(stream(400)[0]) == classify(stream(400)[0]["ticket"])
+    r.close()
+
+
+def test_task_decorator_with_ratchet(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTO_STORE", str(tmp_path / "env.sqlite"))
+    calls = []
+
+    @auto.task("triage", ratchet=True)
+    def triage(ticket: str) -> str:
+        calls.append(ticket)
+        return classify(ticket)
+
+    assert triage(ticket="my invoice was charged twice") == "billing"
+    assert triage("my invoice was charged twice") == "billing"  # positional, same signature
+    r = triage.ratchet()
+    assert r.task == "triage" and r.store_path == str(tmp_path / "env.sqlite") and len(calls) == 2
+    with Store(tmp_path / "env.sqlite") as st:
+        assert len(st.witnesses("triage")) == 2
+    r.close()
+
+    @auto.task("other", ratchet=tmp_path / "p.sqlite")
+    def other(x: str) -> str:
+        return x.upper()
+
+    assert other("a") == "A" and other.ratchet().store_path == str(tmp_path / "p.sqlite")
+    other.ratchet().close()
+    with pytest.raises(auto.errors.RecordError, match="synchronous"):
+        @auto.task("bad", ratchet=True)
+        async def bad(x: str) -> str:
+            return x
+
+
+def test_a_killed_compile_process_is_recorded_as_crashed(tmp_path):
+    import multiprocessing
+    import signal
+
+    r = make(tmp_path)
+    drive(r, stream(60))
+    r.close()
+    req = CompileRequest(store_path=str(tmp_path / "r.sqlite"), task="triage",
+                         contract=Contract(task="triage").model_dump(), generation=60,
+                         out_path=str(tmp_path / "g60.wasm"), programs=False)
+    box: list = []
+    th = threading.Thread(target=lambda: box.append(run_compile(req, timeout_s=120, mode="process")))
+    th.start()
+    deadline = time.monotonic() + 60
+    while not multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for child in multiprocessing.active_children():
+        os.kill(child.pid, signal.SIGKILL)
+    th.join(120)
+    assert box and box[0].verdict == "crashed" and "exit code -9" in box[0].reason
+
+
+@pytest.mark.parametrize("message", ["database is locked", "database or disk is full"])
+def test_a_store_that_refuses_the_witness_loses_no_answer(tmp_path, monkeypatch, message):
+    from auto.errors import StoreError
+
+    ref = Counting()
+    r = make(tmp_path, ref)
+
+    def refuse(*a, **k):
+        raise StoreError(f"r.sqlite: {message}")
+
+    monkeypatch.setattr(r._store, "add_witness", refuse)
+    assert r.call({"ticket": "my invoice was charged twice"}) == "billing"  # the reference's answer comes back
+    assert r.capture_errors == 1 and r.status()["capture_errors"] == 1 and r.status()["witnesses"] == 0
+    monkeypatch.undo()
+    assert r.call({"ticket": "my invoice was charged twice"}) == "billing"
+    assert r.status()["witnesses"] == 1  # the store works again: the next deopt is kept
     r.close()

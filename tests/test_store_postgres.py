@@ -226,3 +226,30 @@ def test_a_server_gone_past_the_retry_deadline_is_one_clear_error(pg_dsn, monkey
             assert direct.spans() == []
     finally:
         proxy.close()
+
+
+def test_the_ratchet_serves_and_restarts_on_a_postgresql_store(pg_dsn):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_ratchet import Counting, drive, stream
+
+    from auto.ratchet import CompilePolicy, Ratchet
+
+    def make(ref):
+        return Ratchet(ref, pg_dsn, "triage", worker="process", audit_rate=0.2, programs=False,
+                       policy=CompilePolicy(first_at=45, min_new=15, growth=0.3))
+
+    r = make(Counting())
+    res = drive(r, stream(120))
+    gen, aid = r.generation, r.status()["artifact_id"]
+    assert gen is not None and [x.tier for x in res][-20:].count("tier-1") >= 10
+    r.close()
+    ref = Counting()
+    r2 = make(ref)
+    assert r2.generation == gen and r2.status()["artifact_id"] == aid  # restart from the log in PostgreSQL
+    assert r2.call_result(stream(120)[5]).tier == "tier-1" and ref.calls == 0
+    r2.close()
+    with Store(pg_dsn) as st:
+        assert st.installed_generation("triage") == (gen, aid) and st.verify().ok

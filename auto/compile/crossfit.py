@@ -33,7 +33,20 @@ from auto.distill import CompiledModel, DistillResult, distill
 from auto.features import FeatureSpec
 
 DEFAULT_FOLDS = 5
-"""K of the K-fold cross-fit: 80% of the inputs train each fold model."""
+"""K of the K-fold cross-fit from :data:`MANY_INPUTS` distinct inputs on: 80% train each fold model."""
+
+SMALL_FOLDS = 10
+"""K below :data:`MANY_INPUTS`: 90% of the inputs train each fold model."""
+
+MANY_INPUTS = 400
+"""Distinct inputs from which :data:`DEFAULT_FOLDS` folds are used."""
+
+
+def folds_for(n: int, requested: int | None = None) -> int:
+    """K for ``n`` distinct inputs: ``requested`` when given, else :data:`SMALL_FOLDS` below
+    :data:`MANY_INPUTS` and :data:`DEFAULT_FOLDS` from there on; never more than ``n``."""
+    k = requested if requested is not None else (SMALL_FOLDS if n < MANY_INPUTS else DEFAULT_FOLDS)
+    return max(2, min(k, n))
 
 SELECTIVE_MODELS = ("logreg", "linsvc")
 """Candidates for a guarded specialist: linear models only. A decision tree's margin is a leaf's
@@ -141,4 +154,5 @@ def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config
                     correct=tuple(p.label == lab for p, lab in zip(preds, labels)))
 
 
-__all__ = ["DEFAULT_FOLDS", "Config", "CrossFit", "choose_config", "cross_fit", "fit", "fold_assignment"]
+__all__ = ["DEFAULT_FOLDS", "MANY_INPUTS", "SMALL_FOLDS", "Config", "CrossFit", "choose_config", "cross_fit", "fit",
+           "fold_assignment", "folds_for"]

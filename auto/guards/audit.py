@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from auto.errors import ArgumentError
+from auto.verify import clopper_pearson
 
 
 def _get(audit: Any, name: str) -> Any:
@@ -35,7 +36,6 @@ def audit_summary(audit: Any) -> dict[str, Any]:
         ArgumentError: ``n`` or ``disagreements`` is missing, negative, not an integer, or
             ``disagreements > n``.
     """
-    from auto.verify import clopper_pearson
 
     n, k = _get(audit, "n"), _get(audit, "disagreements")
     errors = _get(audit, "errors") or 0

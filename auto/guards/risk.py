@@ -48,6 +48,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from auto.errors import ArgumentError
+from auto.verify import clopper_pearson
 
 PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
@@ -190,7 +191,6 @@ def smallest_certifiable_epsilon(confidence: Sequence[float], correct: Sequence[
 
 
 def _heldout(threshold: float | None, conf: Any, correct: Any) -> dict[str, Any]:
-    from auto.verify import clopper_pearson
 
     none = {"heldout_n": 0, "heldout_coverage": None, "heldout_selective_risk": None,
             "heldout_selective_risk_ci95_high": None}

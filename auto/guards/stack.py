@@ -9,7 +9,12 @@ reason says why.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from typing import Any
+
+from auto.guards.novelty import calibrate_novelty, leave_one_out_pass
+from auto.guards.risk import calibrate_selective_risk
 
 
 def _fmt(x: Any, spec: str = ".3g") -> str:
@@ -125,12 +130,6 @@ def calibrate_stack(
     Raises:
         ArgumentError: ``alpha``, ``epsilon`` or ``delta`` is not in (0, 1).
     """
-    import math
-    from bisect import bisect_left
-
-    from auto.guards.novelty import calibrate_novelty, leave_one_out_pass
-    from auto.guards.risk import calibrate_selective_risk
-
     novelty = calibrate_novelty(cal_scores, alpha)
     if novelty["reason"] is not None:
         return build_stack(novelty, None)

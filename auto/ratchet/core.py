@@ -31,6 +31,7 @@ of them compile at a time, and each picks up generations the others installed.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import inspect
 import logging
@@ -67,6 +68,14 @@ AUDIT_RECORDS = 1000
 
 POLL_INTERVAL_S = 1.0
 """How often (at most) a ratchet looks in the store for a generation another ratchet installed."""
+
+RECENT_INPUTS = 256
+"""Recent call inputs kept (references, not copies) to compare a candidate with the installed
+generation before a swap."""
+
+SHARE_TOLERANCE = 0.02
+"""A candidate answering at most this much less of the recent inputs than the installed
+generation still replaces it (fresher witnesses, a newer table)."""
 
 SCORE_BATCH = 32
 """Nonconformity scores of tier-1 answers are fed to the shift monitor in batches of this many
@@ -175,6 +184,8 @@ class Ratchet:
         self._shift = ShiftMonitor(alpha=shift_alpha, method="step-jumper", jump_size=0.02, seed=audit_seed) \
             if shift_alpha is not None else None
         self._pending_scores: list[float] = []
+        self._recent: collections.deque[Any] = collections.deque(maxlen=RECENT_INPUTS)
+        self._last_comparison: dict[str, Any] | None = None
         self._labels: set[str] = set()
         self._seen: dict[str, str] = {}
         self._state = PolicyState()
@@ -207,6 +218,7 @@ class Ratchet:
         if prime is not None:
             prime(input_obj)
         res = self._tiered(input_obj)
+        self._recent.append(input_obj)
         self.calls += 1
         ev = self._evidence
         ev.calls += 1
@@ -282,8 +294,11 @@ class Ratchet:
                 ev.deopts += 1
                 wb = rec.get("artifact_output")
                 if isinstance(wb, dict) and "answer" in wb:
+                    right = canonical_json(wb["answer"]) == out_key
                     ev.would_be_answered += 1
-                    ev.would_be_correct += int(canonical_json(wb["answer"]) == out_key)
+                    ev.would_be_correct += int(right)
+                    st.deopts_since_attempt += 1
+                    st.would_be_correct_since_attempt += int(right)
         if alarm:
             self._rollback(f"risk alarm: audits reject the certificate ({self._evidence.monitor.describe()})")
         self._maybe_compile()
@@ -323,6 +338,7 @@ class Ratchet:
                 st.witnesses_at_attempt = st.witnesses
                 st.repeats_at_attempt = st.repeats_consistent
                 st.new_labels = {}
+                st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
             if st.alarm is not None:
                 st.alarm = None
             th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
@@ -359,13 +375,16 @@ class Ratchet:
         if res.verdict != "pass" or res.artifact_id is None:
             self._say(f"  compile of generation {res.generation} ({trigger['kind']}): {res.verdict}: {res.reason}")
             return
+        self._last_comparison = None
         weaker = self._weaker_than_installed(res.artifact_id)
         if weaker is not None:
-            self._log("install-skipped", generation=res.generation, artifact_id=res.artifact_id, detail={"reason": weaker})
+            self._log("install-skipped", generation=res.generation, artifact_id=res.artifact_id,
+                      detail={"reason": weaker, "comparison": self._last_comparison})
             self._say(f"  generation {res.generation} not installed: {weaker}")
             return
         try:
-            self._install(res.artifact_id, res.generation, parent=self._state.installed, trigger=trigger)
+            self._install(res.artifact_id, res.generation, parent=self._state.installed,
+                          trigger={**trigger, "comparison": self._last_comparison} if self._last_comparison else trigger)
         except AutoError as e:
             self._log("install-failed", generation=res.generation, artifact_id=res.artifact_id,
                       detail={"reason": f"{type(e).__name__}: {e}"})
@@ -379,22 +398,29 @@ class Ratchet:
     def _weaker_than_installed(self, candidate_id: str) -> str | None:
         """Why the candidate would answer less than the installed generation, or None.
 
-        A candidate that only repeats witnessed inputs (``memo``) never replaces a generation
-        whose certified specialist (or program) answers new inputs too: the ladder falls to the
-        memo when the specialist's certificate fails on the new witnesses (e.g. a new label with
-        few witnesses), and installing it would turn every new input into a deopt.
+        Both are run on the same recent live inputs (the last :data:`RECENT_INPUTS` calls, tier-1
+        ones included), off the request path, with their own guards: the candidate is installed
+        unless it would answer at tier-1 on fewer of them than the installed generation does, by
+        more than :data:`SHARE_TOLERANCE`. Both guards are certified at the contract's epsilon, so
+        what is compared is how much each answers. (Certified coverages on witnesses are not
+        comparable: witnesses over-represent the inputs earlier generations declined, and a
+        candidate that falls back to the memo only answers repeats.)
         """
         cur = self._installed_id
-        if cur is None:
+        recent = list(self._recent)
+        if cur is None or not recent:
             return None
         cand = self._store.get_artifact(candidate_id)
         old = self._store.get_artifact(cur)
         if cand is None or old is None:
             return None
-        if _answers_new_inputs(old.manifest) and not _answers_new_inputs(cand.manifest):
-            return (f"it is compiled as {cand.manifest.get('compiled_as')} (only witnessed inputs answer), while the "
-                    f"installed generation {self._state.installed} ({old.manifest.get('compiled_as')}) answers new inputs "
-                    "under its certificate")
+        new_share = _tier1_share(cand.wasm, candidate_id, recent, self._guard_factory, self._store)
+        old_share = _tier1_share(old.wasm, cur, recent, self._guard_factory, self._store)
+        self._last_comparison = {"recent_inputs": len(recent), "candidate_tier1_share": new_share,
+                                 "installed_tier1_share": old_share}
+        if new_share + SHARE_TOLERANCE < old_share:
+            return (f"on the last {len(recent)} inputs it would answer {new_share:.1%} at tier-1, the installed "
+                    f"generation {self._state.installed} answers {old_share:.1%}")
         return None
 
     def _install(self, artifact_id: str, generation: int, *, parent: int | None, trigger: dict[str, Any] | None,
@@ -502,6 +528,26 @@ class Ratchet:
 
     # ------------------------------------------------------------------ control
 
+    def compile_now(self, reason: str = "requested") -> bool:
+        """Start a compile in the background now (trigger ``manual``), unless one is running.
+
+        Returns:
+            True when a compile was started.
+        """
+        with self._state_lock:
+            if self._closed or (self._compiling is not None and self._compiling.is_alive()):
+                return False
+            trig = {"kind": "manual", "evidence": {"reason": reason}}
+            st = self._state
+            st.attempts += 1
+            st.witnesses_at_attempt = st.witnesses
+            st.known_misses_at_attempt = st.known_misses
+            st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
+            th = threading.Thread(target=self._compile, args=(trig,), name=f"auto-ratchet-{self.task}", daemon=True)
+            self._compiling = th
+            th.start()
+            return True
+
     def adopt(self, wasm: bytes, *, generation: int | None = None) -> int:
         """Install an artifact compiled elsewhere (e.g. before deployment) as the current
         generation: stored, logged (``install``, trigger ``adopted``), swapped in.
@@ -580,6 +626,24 @@ class Ratchet:
                     "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,
                     "evidence": self._evidence.describe(),
                     "shift_monitor": self._shift.describe() if self._shift is not None else None}
+
+
+def _tier1_share(wasm: bytes, artifact_id: str, inputs: list[Any], guard_factory: Any, store: Any) -> float:
+    """Share of ``inputs`` a (fresh instance of the) artifact would answer at tier-1."""
+    art = Artifact.load(wasm, expected_id=artifact_id)
+    if guard_factory is not None:
+        art.guard = guard_factory(art, store)
+    tt = TieredTask(art, reference=None)
+    prime = getattr(art.guard, "prime", None)
+    hits = 0
+    for x in inputs:
+        if prime is not None:
+            prime(x)
+        try:
+            hits += tt(x).tier == TIER_1
+        except AutoError:
+            continue
+    return hits / len(inputs)
 
 
 def _answers_new_inputs(manifest: dict[str, Any]) -> bool:

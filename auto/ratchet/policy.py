@@ -17,7 +17,13 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   ``new_label_support`` times since;
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
-  cost per witness, so the compile budget stays a constant share of the traffic);
+  cost per witness, so the compile budget stays a constant share of the traffic), or by
+  ``max_new`` whatever the share (a compile costs seconds of CPU, a deopt a paid model call: in
+  the steady state new witnesses are few and each one is worth learning from soon);
+- ``headroom``: the installed generation, re-verified on the inputs it deopted since the last
+  attempt (its would-be answers against the reference's), would have been right on at least
+  ``headroom_accuracy`` of at least ``headroom_min`` of them: a generation calibrated on them
+  would answer more;
 - ``memo``: the task repeats itself (consistent repeats seen) and, since the last attempt,
   ``memo_new`` calls deopted on inputs that were already witnessed (the installed table lags the
   witnesses): a cheap table refresh (the memo rung alone, when no specialist is installed) lets
@@ -45,6 +51,8 @@ class PolicyState:
         witnesses: distinct witnessed inputs in the store for the task (as counted by the ratchet).
         witnesses_at_attempt: ``witnesses`` at the last full compile attempt (0 before any).
         attempts: compile attempts so far (by this ratchet).
+        deopts_since_attempt: deopts (with a would-be answer) since the last full attempt.
+        would_be_correct_since_attempt: of those, would-be answers equal to the reference's.
         known_misses: deopts of inputs that were already witnessed, in total.
         known_misses_at_attempt: ``known_misses`` at the last attempt of any kind.
         repeats_consistent: inputs witnessed again with the same answer, in total.
@@ -64,6 +72,8 @@ class PolicyState:
     repeats_at_attempt: int = 0
     known_misses: int = 0
     known_misses_at_attempt: int = 0
+    deopts_since_attempt: int = 0
+    would_be_correct_since_attempt: int = 0
     new_labels: dict[str, int] = field(default_factory=dict)
     alarm: str | None = None
     new_since_alarm: int = 0
@@ -77,19 +87,24 @@ class CompilePolicy:
     Attributes:
         first_at: witnesses before the first attempt.
         min_new: the fewest new witnesses a ``growth`` trigger needs.
+        max_new: new witnesses that trigger ``growth`` whatever the share.
         growth: the share by which witnesses must grow since the last attempt (0.15 = 15%).
         new_label_support: witnesses of an unanswerable output before ``new-label`` fires.
         first_repeats: consistent repeats that allow the first attempt before ``first_at``.
+        headroom_min, headroom_accuracy: the re-verification bar of ``headroom``.
         memo_new: deopts of already witnessed inputs since the last attempt before ``memo``
             fires, once ``first_repeats`` consistent repeats were seen (0: never).
     """
 
     first_at: int = 20
     min_new: int = 10
+    max_new: int = 25
     growth: float = 0.15
     new_label_support: int = 5
     first_repeats: int = 6
     memo_new: int = 3
+    headroom_min: int = 20
+    headroom_accuracy: float = 0.95
 
     def trigger(self, s: PolicyState) -> dict[str, Any] | None:
         """The trigger to compile on now, ``{"kind", "evidence"}``, or None."""
@@ -105,7 +120,11 @@ class CompilePolicy:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
             if seen:
                 return {"kind": "new-label", "evidence": {"labels": seen}}
-        if new >= self.min_new and new >= self.growth * max(1, s.witnesses_at_attempt):
+        if (s.installed is not None and s.deopts_since_attempt >= self.headroom_min
+                and s.would_be_correct_since_attempt >= self.headroom_accuracy * s.deopts_since_attempt):
+            return {"kind": "headroom", "evidence": {"deopts": s.deopts_since_attempt,
+                                                     "would_be_correct": s.would_be_correct_since_attempt}}
+        if new >= self.min_new and (new >= self.growth * max(1, s.witnesses_at_attempt) or new >= self.max_new):
             return {"kind": "growth", "evidence": {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt}}
         lag = s.known_misses - s.known_misses_at_attempt
         if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:

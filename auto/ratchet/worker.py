@@ -20,6 +20,7 @@ hosts that cannot spawn processes.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 import traceback
@@ -108,8 +109,17 @@ def compile_once(req: CompileRequest) -> CompileResult:
         return CompileResult("error", f"unexpected {tb}", req.generation, seconds=time.perf_counter() - t0)
 
 
+CHILD_NICENESS = 10
+"""The compile child lowers its CPU priority by this much (``os.nice``): on a host whose cores
+the serving process shares, the scheduler then favours the requests over the compile."""
+
+
 def _child(conn: Any, req: CompileRequest) -> None:
     try:
+        try:
+            os.nice(CHILD_NICENESS)
+        except OSError:  # not permitted here: compile at the same priority
+            pass
         conn.send(compile_once(req))
     finally:
         conn.close()

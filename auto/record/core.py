@@ -477,14 +477,57 @@ class TaskSpec:
         self.__exit__(exc_type, exc, tb)
 
 
-def task(name: str | Callable | None = None, *, input: dict | None = None) -> Any:
+def task(name: str | Callable | None = None, *, input: dict | None = None,
+         ratchet: bool | str | os.PathLike | None = None) -> Any:
     """Declare a task: ``@auto.task("triage")``, ``@auto.task``, or ``with auto.task("t", input=...)``.
 
     See :class:`TaskSpec`. The name defaults to the function's ``__name__``.
+
+    With ``ratchet`` (a store path, or ``True`` for the ``AUTO_STORE`` environment variable,
+    default ``auto.sqlite`` in the working folder) the decorated function is served by a
+    :class:`auto.ratchet.Ratchet` on that store, created on the first call: it answers from the
+    installed generation when the guard admits the call, else runs the function and keeps its
+    answer as a witness for the next generation. The wrapper keeps the function's signature; its
+    ``ratchet()`` returns the Ratchet (for ``status()`` and ``close()``).
+
+    Raises:
+        RecordError: ``ratchet`` on an ``async`` function (a ratchet serves synchronous calls),
+            or on a context-manager use.
     """
     if callable(name):
         return TaskSpec(None)(name)
-    return TaskSpec(name, "task", input)
+    if not ratchet:
+        return TaskSpec(name, "task", input)
+    if input is not None:
+        raise RecordError("auto.task(..., ratchet=...) decorates a function; it is not a context manager")
+    store = os.environ.get("AUTO_STORE", "auto.sqlite") if ratchet is True else ratchet
+    return functools.partial(_ratcheted, name=name, store=store)
+
+
+def _ratcheted(fn: Callable, *, name: str | None, store: str | os.PathLike) -> Callable:
+    """``fn`` served by a ratchet on ``store`` (see :func:`task`)."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise RecordError(f"auto.task({name or fn.__name__!r}, ratchet=...) needs a synchronous function")
+    task_name = name or getattr(fn, "__name__", "task")
+    lock = threading.Lock()
+    box: list[Any] = []
+
+    def get() -> Any:
+        if not box:
+            with lock:
+                if not box:
+                    from auto.ratchet.core import ratchet as make
+
+                    box.append(make(fn, store=store, task=task_name))
+        return box[0]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return get()(*args, **kwargs)
+
+    wrapper.__auto_task__ = task_name  # type: ignore[attr-defined]
+    wrapper.ratchet = get  # type: ignore[attr-defined]
+    return wrapper
 
 
 def tool(name: str | Callable | None = None, *, input: dict | None = None) -> Any:

@@ -1,9 +1,9 @@
 """Recording overhead per call, beside bare calls in the same run.
 
 The triage agent calls the simulator (a separate process on loopback, so its work is not in the
-measured process) through the official ``openai`` client. Calls alternate between bare (no
-recorder active) and recorded (inside ``auto.recording``), on the same tickets, so drift and
-load affect both alike. Reports p50/p95 of each and the difference of the medians (µs), for the
+measured process) through the official ``openai`` client. Calls alternate in blocks of 20
+between bare (no recorder active) and recorded (inside one recording session per block, whose
+first, untimed call starts the writer), on the same tickets, so drift and load affect both alike. Reports p50/p95 of each and the difference of the medians (µs), for the
 default (journaled, background) writer and the synchronous one, plus where a recorded call's
 time goes (cProfile of recorded calls, auto's own functions).
 
@@ -46,15 +46,20 @@ def measure(calls: int, sync: bool, tickets: list[str]) -> dict:
     st = Store(os.path.join(d, "rec.sqlite"))
     os.environ["AUTO_RECORD_SYNC"] = "1" if sync else "0"
     bare, rec = [], []
-    for i in range(calls):
-        t = tickets[i % len(tickets)]
-        t0 = time.perf_counter_ns()
-        agent.triage(t)
-        bare.append((time.perf_counter_ns() - t0) / 1000)
+    block = 20
+    for b in range(max(1, calls // block)):
+        for i in range(block):
+            t = tickets[(b * block + i) % len(tickets)]
+            t0 = time.perf_counter_ns()
+            agent.triage(t)
+            bare.append((time.perf_counter_ns() - t0) / 1000)
         r = start_recording(st)
-        t0 = time.perf_counter_ns()
-        agent.triage(t)
-        rec.append((time.perf_counter_ns() - t0) / 1000)
+        agent.triage(tickets[b % len(tickets)])  # not timed: the session's first call starts its writer
+        for i in range(block):
+            t = tickets[(b * block + i) % len(tickets)]
+            t0 = time.perf_counter_ns()
+            agent.triage(t)
+            rec.append((time.perf_counter_ns() - t0) / 1000)
         stop_recording(r)
     n = st.counts()["spans"]
     st.close()

@@ -39,7 +39,7 @@ from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
 from auto.codegen.table import HIT_MARGIN
 from auto.compile.context import RungContext
-from auto.compile.crossfit import choose_config, cross_fit, fit
+from auto.compile.crossfit import choose_config, cross_fit, fit, folds_for
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
@@ -223,7 +223,7 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
                   ctx: RungContext) -> _Fitted:
     t0 = time.perf_counter()
     config, selection = choose_config(items, contract.seed)
-    cf = cross_fit(items, config, folds=min(contract.folds, len(items)), seed=contract.seed)
+    cf = cross_fit(items, config, folds=folds_for(len(items), contract.folds), seed=contract.seed)
     final = fit(items, config, contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: {config.model} over "
