@@ -23,12 +23,19 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 import weakref
 from collections import deque
 from typing import Any, Callable
 
 MAX_MERGED_SPANS = 2000
 """At most this many spans are merged into one write transaction."""
+
+IDLE_S = 0.05
+"""The writer commits once no batch has been submitted for this long (s), or when
+:data:`MAX_MERGED_SPANS` are queued, or on :meth:`SpanWriter.flush`. Its work (checking,
+digesting, compressing) holds Python's GIL; done while the agent is busy making calls, it would
+stall them, so it waits for a pause — the spans are safe in the journal meanwhile."""
 
 _LIVE: "weakref.WeakSet[SpanWriter]" = weakref.WeakSet()
 
@@ -56,6 +63,9 @@ class SpanWriter:
         self._q: deque = deque()
         self._cv = threading.Condition()
         self._pending = 0
+        self._queued_spans = 0
+        self._last_submit = 0.0
+        self._urgent = False
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -73,16 +83,22 @@ class SpanWriter:
                     return
             self._q.append((spans, list(traces)))
             self._pending += 1
+            self._queued_spans += len(spans)
+            self._last_submit = time.monotonic()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="auto-span-writer", daemon=True)
                 self._thread.start()
             self._cv.notify_all()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every batch submitted so far is written or failed; False on timeout."""
+        """Write now, and wait until every batch submitted so far is written or failed; False
+        on timeout."""
         if os.getpid() != self._pid:
             return True
         with self._cv:
+            if self._pending:
+                self._urgent = True
+                self._cv.notify_all()
             return self._cv.wait_for(lambda: self._pending == 0, timeout)
 
     def close(self) -> None:
@@ -96,12 +112,24 @@ class SpanWriter:
 
     def _take(self) -> list[tuple[list[dict], list[dict]]]:
         with self._cv:
-            self._cv.wait_for(lambda: self._q or self._closed)
+            while True:
+                if not self._q:
+                    if self._closed:
+                        return []
+                    self._cv.wait()
+                    continue
+                idle = time.monotonic() - self._last_submit
+                if self._urgent or self._closed or self._queued_spans >= MAX_MERGED_SPANS or idle >= IDLE_S:
+                    break
+                self._cv.wait(IDLE_S - idle)
             items, n = [], 0
             while self._q and (not items or n + len(self._q[0][0]) <= MAX_MERGED_SPANS):
                 item = self._q.popleft()
                 items.append(item)
                 n += len(item[0])
+            self._queued_spans -= n
+            if not self._q:
+                self._urgent = False
             return items
 
     def _done(self, k: int) -> None:

@@ -349,7 +349,8 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
         elif parsed is not None and pid in parsed:
             out[f] = parsed[pid]
         else:
-            v = json.loads(texts[pid])
+            t = texts[pid]
+            v = {} if t == "{}" else json.loads(t)
             if parsed is not None and not isinstance(v, (dict, list)):
                 parsed[pid] = v
             out[f] = v
