@@ -64,3 +64,27 @@ def test_recording_reads_back_what_it_wrote_before_stopping(tmp_path):
         assert len(st.witnesses("step")) == 20  # read-your-writes while recording
         assert not rec.sync
     assert not any(journal_dir(local_path(str(tmp_path / "s.db"))).glob("*.journal"))
+
+
+def test_a_database_failure_keeps_the_journal_for_replay(tmp_path):
+    from auto.errors import StoreError
+
+    p = tmp_path / "s.db"
+    Store(p).close()
+
+    class Down:
+        location = str(p)
+
+        def ingest(self, spans, traces):
+            raise StoreError("the PostgreSQL store is unreachable (simulated)")
+
+    failed = []
+    j = Journal(journal_dir(local_path(str(p))))
+    w = SpanWriter(Down(), lambda n: None, lambda n, e: failed.append(n), journal=j)
+    spans = [make_span() for _ in range(3)]
+    w.submit(spans, [])
+    w.flush()
+    w.close()
+    assert failed == [3] and j.path.exists() and j.path.stat().st_size > 0  # reported, and kept
+    with Store(p) as st:  # the next open replays it
+        assert st.replayed == 3 and sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in spans)

@@ -253,3 +253,29 @@ def test_the_ratchet_serves_and_restarts_on_a_postgresql_store(pg_dsn):
     r2.close()
     with Store(pg_dsn) as st:
         assert st.installed_generation("triage") == (gen, aid) and st.verify().ok
+
+
+def test_the_cli_takes_a_postgresql_uri_wherever_it_takes_a_store(pg_dsn, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    def auto(*args, code=0):
+        p = subprocess.run([sys.executable, "-m", "auto.cli", *args], capture_output=True, text=True)
+        assert p.returncode == code, p.stderr
+        return p
+
+    agent = tmp_path / "agent.py"
+    agent.write_text("import auto\n@auto.task('double')\ndef double(x: int) -> int:\n    return 2 * x\n"
+                     "for i in range(30):\n    double(i % 10)\n")
+    auto("record", "--store", pg_dsn, "--", sys.executable, str(agent))
+    census = json.loads(auto("census", "--store", pg_dsn, "--json").stdout)
+    assert census["spans"] == 30 and census["deterministic_spans"] == 30
+    info = json.loads(auto("store", "info", "--store", pg_dsn).stdout)
+    assert info["tasks"] == {"double": 30} and info["schema_version"] == SCHEMA_VERSION
+    assert "verified" in auto("store", "verify", "--store", pg_dsn).stderr
+    out = tmp_path / "pq"
+    auto("store", "export", "--store", pg_dsn, "--format", "parquet", "--out", str(out))
+    assert json.loads(auto("census", "--parquet", str(out), "--json").stdout) == census
+    bad = auto("census", "--store", "postgresql://auto:pw@127.0.0.1:1/none", code=1)
+    assert bad.stderr.count("\n") == 1 and "cannot connect" in bad.stderr and "pw" not in bad.stderr

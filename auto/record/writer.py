@@ -11,6 +11,9 @@ others with it: each batch is still all-or-nothing).
 Guarantees: each batch is appended to the store's journal (:mod:`auto.store.journal`: one
 ``write(2)`` in the calling thread) before :meth:`SpanWriter.submit` returns, so a process killed
 outright loses only its open spans — the next open of the store replays what was not committed;
+a batch the database could not take (a PostgreSQL server down past its retry deadline) is
+reported and stays in the journal, replayed by the next open of the store; a batch the store
+refuses (an :class:`~auto.errors.IngestError`) is reported and dropped;
 :meth:`SpanWriter.flush` returns once everything submitted before it is written (or has failed,
 reported through ``on_error``); the recorder flushes at stop, and the store flushes before every
 read through it (read-your-writes in the recording process); at interpreter exit every live
@@ -27,6 +30,8 @@ import time
 import weakref
 from collections import deque
 from typing import Any, Callable
+
+from auto.errors import IngestError
 
 MAX_MERGED_SPANS = 2000
 """At most this many spans are merged into one write transaction."""
@@ -67,6 +72,7 @@ class SpanWriter:
         self._last_submit = 0.0
         self._urgent = False
         self._closed = False
+        self._keep_journal = False  # a batch failed for the database's sake: replay it later
         self._thread: threading.Thread | None = None
 
     def submit(self, spans: list[dict], traces: list[dict]) -> None:
@@ -108,7 +114,7 @@ class SpanWriter:
             self._closed = True
             self._cv.notify_all()
             if self._journal is not None and self._pending == 0:
-                self._journal.close()
+                self._journal.close()  # removed when empty; kept (and replayed at the next open) otherwise
 
     def _take(self) -> list[tuple[list[dict], list[dict]]]:
         with self._cv:
@@ -135,7 +141,7 @@ class SpanWriter:
     def _done(self, k: int) -> None:
         with self._cv:
             self._pending -= k
-            if self._pending == 0 and self._journal is not None:
+            if self._pending == 0 and self._journal is not None and not self._keep_journal:
                 try:
                     self._journal.truncate()  # everything journaled is committed (or reported)
                 except OSError:
@@ -165,6 +171,8 @@ class SpanWriter:
                 self.store.ingest(spans, traces)
                 self._on_written(len(spans))
             except Exception as exc:  # noqa: BLE001 - recording must not break the agent
+                if not isinstance(exc, IngestError):  # the database failed, not the batch
+                    self._keep_journal = True
                 self._on_error(len(spans), exc)
 
 
