@@ -2,7 +2,9 @@
 
 Data goes to stdout, humans' messages to stderr. Errors are converted to messages and exit codes
 in one place (:class:`_AutoGroup`): 0 ok, 1 error, 2 usage, 3 "ran, but a gate refused" (also: the
-guard declined and no reference was configured).
+guard declined and no reference was configured), 130 interrupted (Ctrl-C: 128 + SIGINT, the
+shell's convention; ``auto record`` passes its child's exit code through, and a child ended by
+Ctrl-C gives the same 130).
 
 Other distributions add commands through the entry-point group :data:`PLUGIN_GROUP`
 (``auto.commands``): each entry point names a click command (or group), added under the entry
@@ -30,6 +32,8 @@ import click
 from auto.errors import ArgumentError, AutoError, GateRefused, UsageError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT): 128 + 2, as a shell reports a command ended by SIGINT."""
 
 PLUGIN_GROUP = "auto.commands"
 """The entry-point group whose click commands ``auto`` adds (see the module docstring)."""
@@ -102,7 +106,10 @@ class _AutoGroup(click.Group):
         kwargs.setdefault("standalone_mode", True)
         try:
             return super().main(*args, **{**kwargs, "standalone_mode": False})
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as e:
+            if isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+                say("interrupted")
+                sys.exit(EXIT_INTERRUPTED)
             say("aborted")
             sys.exit(EXIT_ERROR)
         except click.UsageError as e:
@@ -129,7 +136,7 @@ class _AutoGroup(click.Group):
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             say("interrupted")
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 class StoreLocation(click.ParamType):
@@ -168,7 +175,12 @@ def _existing_store(path: str) -> Any:
 
 
 def _emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False))
+    """Data on stdout as strict JSON (NaN or infinity, which JSON cannot hold, is an error)."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ReferenceFailed(f"the answer cannot be written as JSON ({e}); a task's answers must be JSON values") from None
+    click.echo(text)
 
 
 @click.group(cls=_AutoGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -178,7 +190,7 @@ def main() -> None:
 
     \b
     Pipeline: record → census → compile (distill, verify, emit) → run (tier-1 or deopt).
-    Exit codes: 0 ok, 1 error, 2 usage, 3 a gate refused / the guard declined.
+    Exit codes: 0 ok, 1 error, 2 usage, 3 a gate refused / the guard declined, 130 interrupted (Ctrl-C).
     """
 
 
@@ -191,9 +203,7 @@ def main() -> None:
 def record(store_path: str, task: str | None, command: tuple[str, ...]) -> None:
     """Record a child process with no change to its code: auto record --store S -- python agent.py"""
     from auto.record import run_recorded
-    from auto.store import Store
 
-    Store(store_path).close()  # fail early (and clearly) on a bad store
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -380,7 +390,17 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
 
 
 def _load_reference(spec: str) -> Any:
+    """The ``--reference module:function`` as a callable ``input dict -> JSON answer``.
+
+    Raises:
+        UsageError: the spec is malformed, the module is not found, the name is missing or not
+            callable.
+        ReferenceFailed: importing the module raised (any error but a missing module); later,
+            when called, the function raised or returned a value that is not JSON.
+    """
     import importlib
+
+    from auto.canonical import canonical_json
 
     mod, _, fn = spec.partition(":")
     if not mod or not fn:
@@ -388,17 +408,30 @@ def _load_reference(spec: str) -> Any:
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # like `python -m`: modules in the current folder are importable
     try:
-        f = getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as e:
-        raise UsageError(f"cannot load reference {spec!r}: {e}") from None
+        module = importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (mod == e.name or mod.startswith(e.name + ".")):
+            raise UsageError(f"cannot load reference {spec!r}: {e}") from None
+        raise ReferenceFailed(f"importing the reference module {mod} failed: {_first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
+        raise ReferenceFailed(f"importing the reference module {mod} raised {_first_line(e)}") from None
+    f = getattr(module, fn, None)
+    if f is None:
+        raise UsageError(f"cannot load reference {spec!r}: module {mod!r} has no attribute {fn!r}")
     if not callable(f):
         raise UsageError(f"reference {spec!r} is not callable")
 
     def call(inp: dict) -> Any:
         try:
-            return f(**inp)
+            out = f(**inp)
         except Exception as e:  # noqa: BLE001 - any failure of the user's agent becomes one clear line
             raise ReferenceFailed(f"the reference {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        try:
+            canonical_json(out)
+        except (TypeError, ValueError) as e:
+            raise ReferenceFailed(f"the reference {spec} returned a value that is not JSON "
+                                  f"({type(out).__name__}: {_first_line(e)})") from None
+        return out
 
     return call
 

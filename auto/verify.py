@@ -83,7 +83,7 @@ class Contract(BaseModel):
     epsilon: float = Field(0.05, gt=0.0, lt=1.0)
     delta: float = Field(0.1, gt=0.0, lt=1.0)
     min_witnesses: int = Field(40, ge=4)
-    memo_min_consistency: float = Field(0.9, ge=0.0, le=1.0)
+    memo_min_consistency: float = Field(0.5, ge=0.0, le=1.0)
     memo_min_consistency_ci95_low: float = Field(0.5, ge=0.0, le=1.0)
     gate: Literal["selective", "agreement"] = "selective"
     calibration: Literal["cross-fit", "split"] = "cross-fit"

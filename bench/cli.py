@@ -2,8 +2,10 @@
 
 The ``auto-bench`` distribution registers :func:`bench` in the ``auto.commands`` entry-point
 group; ``auto`` adds every command of that group. The commands raise the product's errors
-(:class:`auto.errors.UsageError`, :class:`auto.errors.GateRefused`, ...); the product CLI turns
-them into one line and the documented exit code (0 ok, 1 error, 2 usage, 3 refused).
+(:class:`auto.errors.UsageError`, :class:`auto.errors.GateRefused`,
+:class:`auto.errors.ReferenceModelError` for an endpoint that cannot be used, ...); the product
+CLI turns them into one line and the documented exit code (0 ok, 1 error, 2 usage, 3 refused,
+130 interrupted).
 
 Data goes to stdout (JSON), progress and summaries to stderr.
 """
@@ -42,7 +44,7 @@ def bench() -> None:
 @click.option("--generator", "stream_kind", default="shifted", show_default=True, type=click.Choice(["shifted", "repetitive"]),
               help="triage: the generated stream: fresh tickets with one shift to an unseen category, or about 60 "
                    "distinct tickets with heavy repetition and three shifts.")
-@click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Corpus and simulator seed.")
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
 @click.option("--worker", default="process", show_default=True, type=click.Choice(["process", "thread"]),
               help="triage: where the ratchet compiles (a child process per compile, or a thread).")
@@ -100,6 +102,11 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
         return
     if inputs_path is not None or eval_path is not None:
         raise UsageError("--inputs / --eval-inputs apply to the extraction and routing families")
+    if stream_path is not None:
+        given = [f"--{n}" for n in ("items", "generator") if click.get_current_context().get_parameter_source(
+            "stream_kind" if n == "generator" else n) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise UsageError(f"{' and '.join(given)} apply to the generated stream; --stream replays your file as it is")
     from bench.report import render_summary
     from bench.run import run_family
 
@@ -116,8 +123,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
 @click.option("--family", default="triage", show_default=True, type=click.Choice(["triage"]), help="Bench family.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/guards", show_default=True, help="Output folder.")
 @click.option("--seed", default=0, show_default=True, help="Corpus, probe and simulator seed.")
-@click.option("--items", default=300, show_default=True, help="Length of the shifted stream.")
-@click.option("--heldout", default=300, show_default=True, help="Fresh in-distribution tickets.")
+@click.option("--items", default=300, show_default=True, type=click.IntRange(min=1), help="Length of the shifted stream.")
+@click.option("--heldout", default=300, show_default=True, type=click.IntRange(min=1), help="Fresh in-distribution tickets.")
 @click.option("--warm-start", is_flag=True, help="Begin each stream with the offline generation installed.")
 @click.option("--audit-rate", default=0.1, show_default=True, type=float, help="Shadow-audit rate in the streams.")
 @click.option("--guard", "variants", multiple=True, type=click.Choice(["lexical", "semantic", "combined"]),

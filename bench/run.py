@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from auto.errors import GateRefused, ArgumentError
+from auto.errors import ArgumentError, GateRefused, ReferenceModelError
 
 from bench.report import plot_stream, steady_state, stream_figures, write_ratchet_csv
 from bench.stream import Metered, run_stream
@@ -39,12 +39,23 @@ def reference_endpoint(seed: int) -> Iterator[str]:
     With ``OPENAI_BASE_URL`` set, that endpoint is used as it is (``OPENAI_API_KEY`` from the
     environment). Otherwise the embedded simulator starts on loopback and the environment points
     at it for the duration (restored afterwards).
+
+    Raises:
+        ReferenceModelError: ``OPENAI_BASE_URL`` is set without ``OPENAI_API_KEY`` (before any
+            work), or the endpoint could not be reached or refused a call (one line, from the
+            ``openai`` error raised inside the block).
     """
     from bench.triage import agent
 
-    if os.environ.get("OPENAI_BASE_URL"):
+    url = os.environ.get("OPENAI_BASE_URL")
+    if url:
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise ReferenceModelError(
+                f"OPENAI_BASE_URL is set ({url}) but OPENAI_API_KEY is not: set it (any value for a server that "
+                f"takes none), or unset OPENAI_BASE_URL to use the embedded simulator")
         agent.reset_client()
-        yield f"{agent.model_name()} at {os.environ['OPENAI_BASE_URL']}"
+        with _endpoint_errors(url):
+            yield f"{agent.model_name()} at {url}"
         return
     from bench.sim import SimServer
 
@@ -54,7 +65,8 @@ def reference_endpoint(seed: int) -> Iterator[str]:
         os.environ["OPENAI_API_KEY"] = "sk-simulated-no-key"
         agent.reset_client()
         try:
-            yield f"simulated: {agent.model_name()} (bench.sim, seed {seed})"
+            with _endpoint_errors(sim.base_url):
+                yield f"simulated: {agent.model_name()} (bench.sim, seed {seed})"
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -62,6 +74,27 @@ def reference_endpoint(seed: int) -> Iterator[str]:
                 else:
                     os.environ[k] = v
             agent.reset_client()
+
+
+@contextlib.contextmanager
+def _endpoint_errors(url: str) -> Iterator[None]:
+    """An ``openai`` error leaving the block becomes one :class:`ReferenceModelError` line."""
+    import openai
+
+    try:
+        yield
+    except openai.APIConnectionError as e:  # also APITimeoutError
+        cause = e.__cause__ or e.__context__
+        raise ReferenceModelError(
+            f"cannot reach the reference model at {url} ({e}{f' {type(cause).__name__}: {cause}' if cause else ''}; "
+            f"after the client's retries): start the server, fix OPENAI_BASE_URL, or unset it to use the embedded "
+            f"simulator") from None
+    except openai.APIStatusError as e:
+        raise ReferenceModelError(f"the reference model at {url} refused a call: HTTP {e.status_code}: "
+                                  f"{str(e.message).splitlines()[0] if e.message else ''}") from None
+    except openai.OpenAIError as e:
+        raise ReferenceModelError(f"the reference model at {url} could not be used: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}") from None
 
 
 def shadow_audit_figures(run: Any, audit_rate: float) -> dict[str, Any]:

@@ -1,4 +1,10 @@
-"""Shared fixtures: a recorded triage store and a compiled artifact, built once per session."""
+"""Shared fixtures: a recorded triage store and a compiled artifact, built once per session.
+
+Hypothesis: with ``CI`` set (``.ci/run`` sets ``CI=1``) the ``ci`` profile is loaded: examples are
+derandomized (a fixed seed per test) and no example database is read or written, so a CI run on a
+clean checkout is the same every time. Locally the default profile draws fresh examples and
+replays the failures it saved.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
@@ -76,3 +87,19 @@ def pg_dsn():
     yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
     with psycopg.connect(admin, autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def store_blob(path) -> bytes:
+    """Every byte a store keeps about its content: its files (the database, WAL, journal folder)
+    and, since payloads are compressed, the decoded text of every payload — what a test that a
+    secret never reaches the disk must search."""
+    import glob
+
+    from auto.store import Store
+
+    files = [Path(f) for f in glob.glob(str(path) + "*")]
+    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
+    blob = b"".join(f.read_bytes() for f in files)
+    with Store(path) as st:
+        texts = [t for batch in st.iter_payloads() for _i, _d, t in batch]
+    return blob + "\n".join(texts).encode("utf-8")

@@ -9,7 +9,7 @@ import random
 
 import pytest
 import wasmtime
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from auto.canonical import canonical_json
@@ -405,7 +405,7 @@ def test_random_programs_match_the_interpreter(program, texts):
     try:
         check(program)
     except ProgramTypeError:  # the generator is typed, but If/Lookup may unify records badly
-        return
+        assume(False)  # counted as filtered: a run that checked no program fails (Unsatisfiable)
     check_parity(program, texts)
 
 

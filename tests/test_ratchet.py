@@ -363,7 +363,6 @@ def test_task_decorator_with_ratchet(tmp_path, monkeypatch):
 
 
 def test_a_killed_compile_process_is_recorded_as_crashed(tmp_path):
-    import multiprocessing
     import signal
 
     r = make(tmp_path)
@@ -376,12 +375,58 @@ def test_a_killed_compile_process_is_recorded_as_crashed(tmp_path):
     th = threading.Thread(target=lambda: box.append(run_compile(req, timeout_s=120, mode="process")))
     th.start()
     deadline = time.monotonic() + 60
-    while not multiprocessing.active_children() and time.monotonic() < deadline:
+    children: list[int] = []
+    while not children and time.monotonic() < deadline:
+        children = _compile_children()
         time.sleep(0.01)
-    for child in multiprocessing.active_children():
-        os.kill(child.pid, signal.SIGKILL)
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
     th.join(120)
     assert box and box[0].verdict == "crashed" and "exit code -9" in box[0].reason
+
+
+def _compile_children() -> list[int]:
+    """Pids of this process's ``python -m auto.ratchet.worker`` children (from /proc)."""
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and b"auto.ratchet.worker" in cmd:
+            out.append(int(d.name))
+    return out
+
+
+def test_the_compile_child_does_not_rerun_the_users_script(tmp_path):
+    """A script without an ``if __name__ == "__main__"`` guard: the compile child must not run it."""
+    script = tmp_path / "agent.py"
+    marker = tmp_path / "ran.txt"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from pathlib import Path
+        with open({str(marker)!r}, "a") as f:
+            f.write("x")
+        from test_ratchet import Counting, stream
+        from auto.ratchet import CompilePolicy, Ratchet
+        r = Ratchet(Counting(), {str(tmp_path / "s.sqlite")!r}, "triage", audit_rate=0.0, programs=False,
+                    policy=CompilePolicy(first_at=45, min_new=10, growth=0.1))
+        for inp in stream(60):
+            r.call(inp)
+        r.wait_idle(120)
+        print("generation", r.generation)
+        r.close()
+    """))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "generation 1" in p.stdout or "generation 2" in p.stdout
+    assert marker.read_text() == "x"  # the script's top level ran once: in the parent only
 
 
 @pytest.mark.parametrize("message", ["database is locked", "database or disk is full"])
@@ -401,3 +446,78 @@ def test_a_store_that_refuses_the_witness_loses_no_answer(tmp_path, monkeypatch,
     assert r.call({"ticket": "my invoice was charged twice"}) == "billing"
     assert r.status()["witnesses"] == 1  # the store works again: the next deopt is kept
     r.close()
+
+
+def test_bad_settings_are_one_clear_error(tmp_path):
+    ok = lambda i: "x"  # noqa: E731
+    for kw, match in (({"store": None}, "store must be a path"), ({"store": 5}, "store must be a path"),
+                      ({"compile_timeout_s": 0}, "compile_timeout_s"), ({"contract": "nope"}, "contract must be"),
+                      ({"policy": 3}, "policy must be"), ({"worker": "fork"}, "worker")):
+        args = {"store": tmp_path / "s.sqlite", **kw}
+        with pytest.raises(ArgumentError, match=match):
+            Ratchet(ok, args.pop("store"), "t", **args)
+    assert not (tmp_path / "None").exists() and not Path("None").exists()
+    with pytest.raises(auto.errors.RecordError, match="True or the store's path"):
+        auto.task("t", ratchet=1)
+
+
+def test_tier0_and_tier1_answers_have_the_same_json_types(tmp_path):
+    r = Ratchet(lambda i: ("a", i["n"]), tmp_path / "j.sqlite", "pairs", worker="thread", audit_rate=0.0)
+    assert r.call({"n": 1}) == ["a", 1]  # the JSON form, as a tier-1 answer would be
+    r2 = Ratchet(lambda i: {1: "x"}, tmp_path / "k.sqlite", "keys", worker="thread", audit_rate=0.0)
+    assert r2.call({"n": 1}) == {"1": "x"}
+    r3 = Ratchet(lambda i: {1, 2}, tmp_path / "l.sqlite", "sets", worker="thread", audit_rate=0.0)
+    assert r3.call({"n": 1}) == {1, 2} and r3.capture_errors == 1  # not JSON: returned, never kept
+    for x in (r, r2, r3):
+        x.close()
+
+
+def test_one_odd_input_does_not_block_compiles_and_two_text_fields_compile(tmp_path):
+    ref = lambda i: classify(i["ticket"]) if isinstance(i["ticket"], str) else "bug"  # noqa: E731
+    r = Ratchet(ref, tmp_path / "o.sqlite", "triage", worker="thread", audit_rate=0.0, programs=False,
+                policy=CompilePolicy(first_at=45, min_new=15, growth=0.3))
+    r.call({"ticket": None, "lang": "en"})  # recorded once, of another shape
+    for inp in stream(120):
+        r.call({**inp, "lang": "en"})
+        r.wait_idle(120)
+    assert r.generation is not None
+    man = r._store.get_artifact(r.status()["artifact_id"]).manifest
+    assert man["model"]["features"]["field"] == "ticket" and man["model"]["fields_not_read"] == ["lang"]
+    assert man["model"]["excluded_inputs"] == 1
+    res = r.call_result({"ticket": None, "lang": "en"})  # the odd shape deopts on the schema check
+    assert res.tier == "tier-0" and res.reason.startswith("input-schema")
+    r.close()
+
+
+def test_restart_falls_back_to_an_earlier_generation_when_the_installed_one_is_broken(tmp_path):
+    import sqlite3
+
+    r = make(tmp_path)
+    drive(r, stream(100))
+    assert r.compile_now("a second generation") and r.wait_idle(120)
+    events = [e for e in r._store.ratchet_events("triage") if e["kind"] == "install"]
+    assert len(events) >= 2, "needs two installed generations"
+    last, before = events[-1], events[-2]
+    r.close()
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    con.execute("UPDATE artifacts SET wasm = ? WHERE id = ?", (b"\x00asm\x01\x00\x00\x00broken", last["artifact_id"]))
+    con.commit()
+    con.close()
+    r2 = make(tmp_path)
+    assert r2.generation == before["generation"]
+    with Store(tmp_path / "r.sqlite") as st:
+        assert st.installed_generation("triage") == (before["generation"], before["artifact_id"])
+        assert any(e["kind"] == "rollback" and "restart" in e["detail"]["reason"] for e in st.ratchet_events("triage"))
+    r2.close()
+
+
+def test_a_secret_in_a_served_input_is_never_stored(tmp_path):
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    r = Ratchet(lambda i: "account", tmp_path / "sec.sqlite", "triage", worker="thread", audit_rate=0.0)
+    assert r.call({"ticket": f"my key {key} stopped working"}) == "account"
+    r.close()
+    raw = (tmp_path / "sec.sqlite").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("sec.sqlite-*"))
+    assert key.encode() not in raw
+    with Store(tmp_path / "sec.sqlite") as st:
+        (w,) = st.witnesses("triage")
+        assert "[REDACTED]" in w.input["ticket"] and w.attributes["auto.redactions"] == 1

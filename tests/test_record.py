@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import glob
 import json
 import os
 import socket
@@ -23,6 +22,7 @@ from auto.record import openai_hook, pricing, run_recorded
 from auto.record.template import template_messages
 from bench.sim import SimServer
 from auto.store import Store
+from conftest import store_blob
 
 REPO = Path(__file__).resolve().parents[1]
 API_KEY = "sk-test-3f9a1c77e2b04d5a9c1e0b8d6f2a4c6e"
@@ -130,7 +130,7 @@ def test_async_task_and_async_client(sim, store_path):
         assert asyncio.run(main()) == ["feature", "shipping"]
     with Store(store_path) as st:
         ws = {w.input["ticket"]: w for w in st.witnesses("atriage")}
-        assert len(ws) == 2
+        assert len(ws) == 2 and len(llm_spans(st)) == 2
         for s in llm_spans(st):
             parent = next(w for w in ws.values() if w.span_id == s["parent_span_id"])
             assert s["input"]["messages"][1]["content"] == parent.input["ticket"]
@@ -166,7 +166,7 @@ def test_stream_with_and_without_usage(client, store_path, include_usage):
 
 def test_stream_closed_early_is_recorded_incomplete(client, store_path):
     with auto.recording(store_path):
-        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you", system="plain"),
+        with client.chat.completions.create(model="auto-sim-1", messages=msgs("hello there, how are you"),
                                             stream=True) as stream:
             next(iter(stream))
     with Store(store_path) as st:
@@ -358,9 +358,7 @@ def test_no_api_key_or_authorization_in_store(sim, store_path):
             c.chat.completions.create(model="auto-sim-1", messages=msgs(f"my key is {key}"))
             for _ in c.chat.completions.create(model="auto-sim-1", messages=msgs("stream"), stream=True):
                 pass
-    files = [Path(f) for f in glob.glob(str(store_path) + "*")]  # the store, its WAL, its journal folder
-    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
-    blob = b"".join(f.read_bytes() for f in files)
+    blob = store_blob(store_path)  # the files and every decoded payload
     assert key.encode() not in blob
     assert b"NEVERSTORE" not in blob
     with Store(store_path) as st:
@@ -379,6 +377,7 @@ def test_cost_from_usage(client, store_path):
             t.output = 1
     with Store(store_path) as st:
         total = 0.0
+        assert len(llm_spans(st)) == 2
         for s in llm_spans(st):
             a = s["attributes"]
             expect = a["gen_ai.usage.input_tokens"] * 2.5 + a["gen_ai.usage.output_tokens"] * 10.0
@@ -466,9 +465,7 @@ def test_getenv_records_only_a_digest(store_path, monkeypatch):
     with Store(store_path) as st:
         (w,) = st.witnesses("env")
         assert w.attributes["auto.env_reads"]["AUTO_TEST_SECRET_SETTING"].startswith("sha256:")
-    files = [Path(f) for f in glob.glob(str(store_path) + "*")]  # the store, its WAL, its journal folder
-    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
-    blob = b"".join(f.read_bytes() for f in files)
+    blob = store_blob(store_path)  # the files and every decoded payload
     assert b"hunter2-value" not in blob
 
 

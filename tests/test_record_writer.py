@@ -8,7 +8,7 @@ import time
 import pytest
 
 from auto.errors import IngestError
-from auto.record.redact import REDACTED, scrub
+from auto.record.redact import REDACTED, Redactor
 from auto.record.writer import SpanWriter
 from auto.store import Store, local_path, new_span_id, new_trace_id
 from auto.store.journal import Journal, journal_dir
@@ -23,13 +23,19 @@ def make_span(**over) -> dict:
 
 
 @pytest.mark.parametrize("secret", ["sk-live-abcdef123456", "tök-ën-ümlaut-秘密-42"])
-def test_scrub_fast_path_still_finds_secrets_anywhere(secret):
-    clean = {"a": [1, 2.5, None, True, {"b": "nothing here"}], "c": "plain"}
-    assert scrub(clean, [secret]) is clean  # nothing to redact: returned as it is, not walked
-    dirty = {"a": [{"deep": f"Bearer {secret} trailing"}], f"key-{secret}": "v"}
-    out = scrub(dirty, [secret])
-    assert out["a"][0]["deep"] == f"Bearer {REDACTED} trailing" and f"key-{REDACTED}" in out
-    assert secret not in repr(out)
+def test_redactor_fast_path_still_finds_secrets_anywhere(secret):
+    r = Redactor([secret])
+    clean = make_span(input={"a": [1, 2.5, None, True, {"b": "nothing here"}], "c": "plain"})
+    assert r.redact_span(clean) is clean  # nothing to redact: returned as it is, not walked
+    dirty = make_span(input={"a": [{"deep": f"Bearer {secret} trailing"}], f"key-{secret}": "v"})
+    out = r.redact_span(dirty)
+    assert out["input"]["a"][0]["deep"] == f"Bearer {REDACTED} trailing" and f"key-{REDACTED}" in out["input"]
+    assert secret not in repr(out) and out["attributes"]["auto.redacted"] == ["input"]
+    pem = make_span(output="-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----")
+    assert Redactor().redact_span(pem)["output"] == REDACTED  # by pattern, alone in its string
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    tok = make_span(attributes={"x": ["a", {"k": jwt}]})
+    assert jwt not in repr(Redactor().redact_span(tok))
 
 
 def test_writer_isolates_a_bad_batch_and_flushes_before_reads(tmp_path):

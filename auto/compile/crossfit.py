@@ -29,7 +29,7 @@ from typing import Any, Sequence
 from sklearn.model_selection import StratifiedKFold
 
 from auto.canonical import canonical_json
-from auto.distill import CompiledModel, DistillResult, distill
+from auto.distill import DEFAULT_BUCKETS, DEFAULT_GRID, CompiledModel, DistillResult, distill
 from auto.features import FeatureSpec
 
 DEFAULT_FOLDS = 5
@@ -90,14 +90,16 @@ class CrossFit:
 
 
 def choose_config(items: Sequence[tuple[dict[str, Any], Any, float]], seed: int,
-                  selection_fraction: float = 0.25) -> tuple[Config, DistillResult]:
+                  selection_fraction: float = 0.25, field: str | None = None) -> tuple[Config, DistillResult]:
     """Select the candidate (linear estimator × n-gram range, :data:`SELECTIVE_MODELS`) by
-    agreement on a stratified selection split (:func:`auto.distill.distill`).
+    agreement on a stratified selection split (:func:`auto.distill.distill`); ``field`` names the
+    input field to featurize (default: the one string field).
 
     Raises:
         CompileError: as :func:`auto.distill.distill`.
     """
-    res = distill(list(items), heldout_fraction=selection_fraction, seed=seed, models=SELECTIVE_MODELS)
+    specs = None if field is None else [FeatureSpec(field, a, b, DEFAULT_BUCKETS) for a, b in DEFAULT_GRID]
+    res = distill(list(items), specs, heldout_fraction=selection_fraction, seed=seed, models=SELECTIVE_MODELS)
     return Config(res.selected.model, res.selected.features), res
 
 

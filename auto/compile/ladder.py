@@ -33,7 +33,7 @@ from auto.compile.rungs import memo as memo_rung
 from auto.compile.rungs import program as program_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
-from auto.errors import ArgumentError, GateRefused, RungRefused
+from auto.errors import ArgumentError, CompileError, GateRefused, RungRefused
 from auto.verify import Contract
 
 Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
@@ -94,7 +94,8 @@ def compile_task(
         IntegrityError: a stored digest of the task's rows does not match its content
             (``auto store verify`` checks the whole store).
         ArgumentError: an unknown rung name.
-        CompileError, CodegenError: a stage failed for a reason other than a gate.
+        CodegenError: lowering failed (a rung that cannot build a candidate, ``CompileError``, is
+            a refusal and the ladder goes on).
     """
     names = ladder(programs=programs, memo=memo) if rungs is None else list(rungs)
     unknown = [n for n in names if n not in RUNGS]
@@ -110,7 +111,10 @@ def compile_task(
                       proposer=proposer)
     for name in names:
         try:
-            outcome = RUNGS[name](ws, contract, ctx)
+            try:
+                outcome = RUNGS[name](ws, contract, ctx)
+            except CompileError as e:  # the rung could not build a candidate: a refusal, the ladder goes on
+                raise RungRefused(name, f"{name} rung: {e}") from None
         except RungRefused as r:
             ctx.prior.append(r)
             if r.final:

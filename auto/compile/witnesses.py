@@ -4,7 +4,8 @@ A *witness* is one recorded observation ``input → output`` of a task (:class:`
 Every rung of the ladder sees the same :class:`WitnessSet`: the task's witnesses grouped by
 distinct input (canonical JSON), each distinct input with its modal output and that output's
 share. Ties between outputs go to the smaller canonical JSON, so the modal output does not depend
-on witness order.
+on witness order. A witness whose input or output the recorder redacted (:func:`is_redacted`) is
+left out: the placeholder is not what the task saw or answered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ record or open-ended answers, e.g. an order id unique per input, are split unifo
 
 Item = tuple[dict[str, Any], Any, float]
 """One distinct input: ``(input, modal output, share of the modal output among its witnesses)``."""
+
+
+def is_redacted(witness: Any) -> bool:
+    """Whether the recorder replaced a secret in the witness's input or output (span attribute
+    ``auto.redacted``, :mod:`auto.record.redact`)."""
+    fields = (getattr(witness, "attributes", None) or {}).get("auto.redacted") or ()
+    return "input" in fields or "output" in fields
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,9 @@ class WitnessSet:
 
     Attributes:
         task: the task name.
-        witnesses: every witness, in store order (provenance: trace ids, counts).
+        witnesses: every witness read, in store order (provenance: trace ids, counts), less the
+            redacted ones (:func:`is_redacted`).
+        redacted: how many witnesses were left out because they were redacted.
         groups: canonical input text → canonical output texts, in witness order.
         inputs: canonical input text → the input object.
         items: the distinct inputs (:data:`Item`), sorted by canonical input.
@@ -66,6 +76,7 @@ class WitnessSet:
     inputs: dict[str, dict[str, Any]]
     items: tuple[Item, ...]
     store_digest: str | None = None
+    redacted: int = 0
 
     @classmethod
     def read(cls, store: Any, task: str) -> "WitnessSet":
@@ -77,7 +88,9 @@ class WitnessSet:
     def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None) -> "WitnessSet":
         """Group ``witnesses`` (objects with ``.input`` and ``.output``, and optionally their
         canonical texts ``.input_text`` / ``.output_text`` as a store hands them out) by
-        distinct input."""
+        distinct input, leaving out the redacted ones (:func:`is_redacted`)."""
+        kept = [w for w in witnesses if not is_redacted(w)]
+        redacted, witnesses = len(witnesses) - len(kept), kept
         groups: dict[str, list[str]] = defaultdict(list)
         inputs: dict[str, dict[str, Any]] = {}
         for w in witnesses:
@@ -90,7 +103,7 @@ class WitnessSet:
             modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
             items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
         return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items),
-                   store_digest=store_digest)
+                   store_digest=store_digest, redacted=redacted)
 
     @property
     def n(self) -> int:
@@ -101,6 +114,25 @@ class WitnessSet:
         """The repetition evidence over the inputs witnessed more than once."""
         repeated = [k for k, outs in self.groups.items() if len(outs) >= 2]
         return Repetition(repeated=len(repeated), consistent=sum(1 for k in repeated if len(set(self.groups[k])) == 1))
+
+    def dominant(self) -> tuple[list[Item], int]:
+        """The distinct inputs whose shape (field names and JSON types) is the most common one,
+        and how many other inputs were left out.
+
+        A model or a program reads typed fields: an input whose ``text`` is null or a number,
+        recorded once among thousands of strings, must not stop every later compile. The
+        artifact's input schema is built from the kept inputs, so an input of another shape
+        deopts (schema check) instead of being answered.
+        """
+        def shape(inp: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((k, json_type_name(v)) for k, v in inp.items()))
+
+        counts = Counter(shape(it[0]) for it in self.items)
+        if not counts:
+            return [], 0
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        kept = [it for it in self.items if shape(it[0]) == top]
+        return kept, len(self.items) - len(kept)
 
     def consistent_entries(self) -> list[tuple[dict[str, Any], Any]]:
         """``(input, output)`` of every distinct input whose outputs were all equal, sorted by
@@ -150,3 +182,17 @@ def text_fields(inputs: Sequence[dict[str, Any]]) -> list[str]:
         ks = {k for k, v in d.items() if isinstance(v, str)}
         keys = ks if keys is None else keys & ks
     return sorted(keys or [])
+
+
+def main_text_field(inputs: Sequence[dict[str, Any]]) -> str | None:
+    """The string field a single-field model or program reads: of the fields that are strings in
+    every input, the one with the most distinct values (then the longest on average, then the
+    first by name); None when no field is a string in every input. The others (a language code,
+    a channel name) are not read; what ignoring them costs is in the gate's measured agreement."""
+    fields = text_fields(inputs)
+    if not fields:
+        return None
+    def key(f: str) -> tuple[int, float, str]:
+        vals = [d[f] for d in inputs]
+        return (-len(set(vals)), -sum(map(len, vals)) / max(1, len(vals)), f)
+    return sorted(fields, key=key)[0]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import inspect
+import json
 import logging
 import os
 import threading
@@ -47,6 +48,7 @@ from auto.canonical import canonical_json
 from auto.errors import ArgumentError, AutoError
 from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
+from auto.record.redact import Redactor
 from auto.ratchet.policy import CompilePolicy, PolicyState
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
 from auto.store import Store, local_path
@@ -76,6 +78,9 @@ generation before a swap."""
 SHARE_TOLERANCE = 0.02
 """A candidate answering at most this much less of the recent inputs than the installed
 generation still replaces it (fresher witnesses, a newer table)."""
+
+MIN_KNOWN = 10
+"""Witnessed recent inputs a candidate must answer before its disagreement with them is judged."""
 
 SCORE_BATCH = 32
 """Nonconformity scores of tier-1 answers are fed to the shift monitor in batches of this many
@@ -153,6 +158,16 @@ class Ratchet:
                  guard_factory: Callable[[Artifact, Store], Any] | None = None) -> None:
         if not callable(reference):
             raise ArgumentError("the reference must be callable")
+        if isinstance(store, bool) or not isinstance(store, (str, os.PathLike)) or not str(store):
+            raise ArgumentError(f"store must be a path to the store file, got {store!r}")
+        if contract is not None and not isinstance(contract, Contract):
+            raise ArgumentError(f"contract must be an auto.Contract, got {type(contract).__name__}")
+        if policy is not None and not isinstance(policy, CompilePolicy):
+            raise ArgumentError(f"policy must be an auto.ratchet.CompilePolicy, got {type(policy).__name__}")
+        if isinstance(compile_timeout_s, bool) or not isinstance(compile_timeout_s, (int, float)) or not compile_timeout_s > 0:
+            raise ArgumentError(f"compile_timeout_s must be a number of seconds > 0, got {compile_timeout_s!r}")
+        if not isinstance(task, str) or not task:
+            raise ArgumentError(f"task must be a non-empty name, got {task!r}")
         if isinstance(audit_rate, bool) or not isinstance(audit_rate, (int, float)) or not 0.0 <= audit_rate <= 1.0:
             raise ArgumentError(f"audit_rate must be in [0, 1], got {audit_rate!r}")
         if worker not in ("process", "thread"):
@@ -179,6 +194,8 @@ class Ratchet:
         self._last_poll = 0.0
         self._events: list[dict[str, Any]] = []
         self.capture_errors = 0
+        self._warned_json = False
+        self._redactor = Redactor()
         self._risk_alpha = risk_alpha
         self._shift_alpha = shift_alpha
         self._shift = ShiftMonitor(alpha=shift_alpha, method="step-jumper", jump_size=0.02, seed=audit_seed) \
@@ -248,7 +265,14 @@ class Ratchet:
         return self.call(dict(bound.arguments))
 
     def _tier0(self, input_obj: dict[str, Any]) -> Any:
-        return self._reference(input_obj)
+        """The reference's answer in its JSON form (a tuple becomes a list, ``{1: x}`` becomes
+        ``{"1": x}``), the form a tier-1 answer has: both tiers return the same types. An answer
+        that is not JSON is returned as it is and never captured (it cannot be compiled)."""
+        answer = self._reference(input_obj)
+        try:
+            return json.loads(canonical_json(answer))
+        except (TypeError, ValueError):
+            return answer
 
     def _capture(self, rec: dict[str, Any]) -> None:
         """Deopt and audit records from the runtime: write the witness, update the evidence,
@@ -257,16 +281,25 @@ class Ratchet:
         try:
             key = canonical_json(inp)
             out_key = canonical_json(out)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as e:
             self.capture_errors += 1
-            log.warning("task %s: a reference answer that is not JSON was not captured", self.task)
+            if not self._warned_json:
+                self._warned_json = True
+                log.warning("task %s: an input or reference answer that is not JSON was not kept as a witness "
+                            "(%s); answers must be JSON values to be compiled", self.task, e)
             return
         attrs = {"auto.deopt.reason": rec.get("reason"), "auto.deopt.artifact_id": rec.get("artifact_id"),
                  "auto.deopt.generation": rec.get("generation")}
         if rec.get("audit"):
             attrs["auto.audit"] = True
+        # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
+        kept_in, n_in = self._redactor.redact_value(inp)
+        kept_out, n_out = self._redactor.redact_value(out)
+        if n_in or n_out:
+            attrs["auto.redactions"] = n_in + n_out
+            attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
         try:
-            self._store.add_witness(task=self.task, input=inp, output=out, attributes=attrs)
+            self._store.add_witness(task=self.task, input=kept_in, output=kept_out, attributes=attrs)
         except AutoError as e:
             self.capture_errors += 1
             log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
@@ -396,15 +429,20 @@ class Ratchet:
         return stored is not None and _answers_new_inputs(stored.manifest)
 
     def _weaker_than_installed(self, candidate_id: str) -> str | None:
-        """Why the candidate would answer less than the installed generation, or None.
+        """Why the candidate would answer less, or worse, than the installed generation, or None.
 
         Both are run on the same recent live inputs (the last :data:`RECENT_INPUTS` calls, tier-1
-        ones included), off the request path, with their own guards: the candidate is installed
-        unless it would answer at tier-1 on fewer of them than the installed generation does, by
-        more than :data:`SHARE_TOLERANCE`. Both guards are certified at the contract's epsilon, so
-        what is compared is how much each answers. (Certified coverages on witnesses are not
-        comparable: witnesses over-represent the inputs earlier generations declined, and a
-        candidate that falls back to the memo only answers repeats.)
+        ones included), off the request path, with their own guards:
+
+        - **less**: the candidate would answer at tier-1 on fewer of them than the installed
+          generation, by more than :data:`SHARE_TOLERANCE`;
+        - **worse**: on the recent inputs that were witnessed (the reference's answer is known),
+          the candidate's tier-1 answers disagree with the witnessed answers more often than
+          the contract's epsilon and than the installed generation's by more than
+          :data:`SHARE_TOLERANCE` (e.g. a program that contradicts frequent witnessed inputs).
+
+        Certified coverages on witnesses are not comparable between generations (witnesses
+        over-represent the inputs earlier generations declined), so live inputs are used.
         """
         cur = self._installed_id
         recent = list(self._recent)
@@ -414,13 +452,27 @@ class Ratchet:
         old = self._store.get_artifact(cur)
         if cand is None or old is None:
             return None
-        new_share = _tier1_share(cand.wasm, candidate_id, recent, self._guard_factory, self._store)
-        old_share = _tier1_share(old.wasm, cur, recent, self._guard_factory, self._store)
+        known = []
+        for x in recent:
+            try:
+                known.append(self._seen.get(canonical_json(x)))
+            except (TypeError, ValueError):
+                known.append(None)
+        new = _tier1_answers(cand.wasm, candidate_id, recent, self._guard_factory, self._store)
+        was = _tier1_answers(old.wasm, cur, recent, self._guard_factory, self._store)
+        new_share = sum(a is not _DEOPT for a in new) / len(recent)
+        old_share = sum(a is not _DEOPT for a in was) / len(recent)
+        nd, nn = _disagreement(new, known)
+        od, on = _disagreement(was, known)
         self._last_comparison = {"recent_inputs": len(recent), "candidate_tier1_share": new_share,
-                                 "installed_tier1_share": old_share}
+                                 "installed_tier1_share": old_share, "candidate_disagreements": [nd, nn],
+                                 "installed_disagreements": [od, on]}
         if new_share + SHARE_TOLERANCE < old_share:
             return (f"on the last {len(recent)} inputs it would answer {new_share:.1%} at tier-1, the installed "
                     f"generation {self._state.installed} answers {old_share:.1%}")
+        if nn >= MIN_KNOWN and nd / nn > max(self.contract.epsilon, (od / on if on else 0.0) + SHARE_TOLERANCE):
+            return (f"on the last {len(recent)} inputs its tier-1 answers contradict the witnessed answer on {nd} of "
+                    f"{nn}, the installed generation {self._state.installed}'s on {od} of {on}")
         return None
 
     def _install(self, artifact_id: str, generation: int, *, parent: int | None, trigger: dict[str, Any] | None,
@@ -500,15 +552,30 @@ class Ratchet:
         self._state.witnesses = len(self._seen)
 
     def _load_installed(self) -> None:
+        """Load the generation the log says is installed; when its artifact is missing or fails
+        its checks (a tampered or corrupt row), the generations installed before it, newest
+        first, and log why."""
         cur = self._store.installed_generation(self.task)
         if cur is None:
             return
-        gen, aid = cur
-        try:
-            self._install(aid, gen, parent=None, trigger=None, record=False)
-            self._state.witnesses_at_attempt = self._state.witnesses
-        except AutoError as e:
-            self._say(f"  the installed generation {gen} could not be loaded ({e}); starting with none")
+        candidates = [cur] + [(int(e["generation"]), e["artifact_id"]) for e in reversed(self._store.ratchet_events(self.task))
+                              if e["kind"] == "install" and e["artifact_id"] and e["artifact_id"] != cur[1]]
+        tried: set[str] = set()
+        for gen, aid in candidates:
+            if aid in tried:
+                continue
+            tried.add(aid)
+            if aid != cur[1]:
+                self._log("rollback", generation=cur[0], detail={"reason": "its artifact could not be loaded at restart",
+                                                                "to": gen})
+            try:
+                self._install(aid, gen, parent=None, trigger={"kind": "restart fallback"} if aid != cur[1] else None,
+                              record=aid != cur[1])
+                self._state.witnesses_at_attempt = self._state.witnesses
+                return
+            except AutoError as e:
+                self._say(f"  generation {gen} could not be loaded ({type(e).__name__}: {e})")
+        self._say("  no installed generation could be loaded; starting with none")
 
     def _poll_store(self) -> None:
         now = time.monotonic()
@@ -628,22 +695,33 @@ class Ratchet:
                     "shift_monitor": self._shift.describe() if self._shift is not None else None}
 
 
-def _tier1_share(wasm: bytes, artifact_id: str, inputs: list[Any], guard_factory: Any, store: Any) -> float:
-    """Share of ``inputs`` a (fresh instance of the) artifact would answer at tier-1."""
+_DEOPT = object()
+
+
+def _tier1_answers(wasm: bytes, artifact_id: str, inputs: list[Any], guard_factory: Any, store: Any) -> list[Any]:
+    """Per input, the canonical JSON of a (fresh instance of the) artifact's tier-1 answer, or
+    ``_DEOPT`` where it would deopt."""
     art = Artifact.load(wasm, expected_id=artifact_id)
     if guard_factory is not None:
         art.guard = guard_factory(art, store)
     tt = TieredTask(art, reference=None)
     prime = getattr(art.guard, "prime", None)
-    hits = 0
+    out: list[Any] = []
     for x in inputs:
         if prime is not None:
             prime(x)
         try:
-            hits += tt(x).tier == TIER_1
-        except AutoError:
-            continue
-    return hits / len(inputs)
+            r = tt(x)
+            out.append(canonical_json(r.answer) if r.tier == TIER_1 else _DEOPT)
+        except (AutoError, TypeError, ValueError):
+            out.append(_DEOPT)
+    return out
+
+
+def _disagreement(answers: list[Any], known: list[str | None]) -> tuple[int, int]:
+    """``(disagreements, n)`` of the tier-1 answers with the known (witnessed) answers."""
+    pairs = [(a, k) for a, k in zip(answers, known) if a is not _DEOPT and k is not None]
+    return sum(1 for a, k in pairs if a != k), len(pairs)
 
 
 def _answers_new_inputs(manifest: dict[str, Any]) -> bool:

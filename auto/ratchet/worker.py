@@ -1,8 +1,9 @@
 """Compiles off the request path: one compile at a time, in a child process with a time limit.
 
-A compile runs :func:`auto.compile.compile_task` on the ratchet's store in a *spawned* child
-process (``multiprocessing``'s ``spawn`` start method: a fresh interpreter, no state inherited
-from the serving process). The child writes its eval runs and the artifact into the store and
+A compile runs :func:`auto.compile.compile_task` on the ratchet's store in a child process
+(``python -m auto.ratchet.worker``: a fresh interpreter that inherits no state from the serving
+process and never re-imports its main module), at lower CPU priority. The child writes its eval
+runs and the artifact into the store and
 sends back one summary; the serving process never waits for it on a request. A child process
 rather than a thread keeps the compile's CPU work out of the serving interpreter (no GIL
 contention on the request path) and lets a hung compile be killed.
@@ -19,8 +20,11 @@ hosts that cannot spawn processes.
 
 from __future__ import annotations
 
-import multiprocessing
+import dataclasses
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -114,21 +118,14 @@ CHILD_NICENESS = 10
 the serving process shares, the scheduler then favours the requests over the compile."""
 
 
-def _child(conn: Any, req: CompileRequest) -> None:
-    try:
-        try:
-            os.nice(CHILD_NICENESS)
-        except OSError:  # not permitted here: compile at the same priority
-            pass
-        conn.send(compile_once(req))
-    finally:
-        conn.close()
-
-
 def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = "process") -> CompileResult:
     """Run one compile in a child process (or a thread) and wait for it, at most ``timeout_s``.
 
-    Called on the ratchet's background thread, never on a request.
+    The child is ``python -m auto.ratchet.worker``, a fresh interpreter that reads the request as
+    JSON on stdin and writes the result as JSON on stdout: it never imports the serving program's
+    ``__main__`` module (``multiprocessing``'s spawn would re-run a user's script that lacks an
+    ``if __name__ == "__main__":`` guard). Called on the ratchet's background thread, never on a
+    request.
 
     Raises:
         ValueError: ``mode`` is neither ``"process"`` nor ``"thread"``.
@@ -145,36 +142,45 @@ def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mo
                              req.generation, seconds=time.perf_counter() - t0)
     if mode != "process":
         raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}")
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, req), name=f"auto-compile-{req.task}-{req.generation}", daemon=True)
-    proc.start()
-    child.close()
+    proc = subprocess.Popen([sys.executable, "-m", "auto.ratchet.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        if parent.poll(timeout_s):
-            try:
-                res: CompileResult = parent.recv()
-            except EOFError:
-                res = None  # type: ignore[assignment]
-            if res is not None:
-                res.seconds = time.perf_counter() - t0
-                proc.join(5.0)
-                return res
-        else:
-            proc.kill()
-            proc.join(5.0)
-            return CompileResult("timeout", f"the compile ran past {timeout_s:g} s and was killed", req.generation,
-                                 seconds=time.perf_counter() - t0)
-        proc.join(5.0)
-        return CompileResult("crashed", f"the compile process died without a result (exit code {proc.exitcode})",
-                             req.generation, seconds=time.perf_counter() - t0)
-    finally:
-        parent.close()
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5.0)
+        out, err = proc.communicate(json.dumps(dataclasses.asdict(req)).encode("utf-8"), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return CompileResult("timeout", f"the compile ran past {timeout_s:g} s and was killed", req.generation,
+                             seconds=time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    if proc.returncode == 0:
+        try:
+            res = CompileResult(**json.loads(out.decode("utf-8")))
+            res.seconds = seconds
+            return res
+        except (ValueError, TypeError):
+            pass
+    last = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
+    return CompileResult("crashed", f"the compile process died without a result (exit code {proc.returncode})"
+                         + (f": {last}" if last else ""), req.generation, seconds=seconds)
+
+
+def main() -> None:  # pragma: no cover - the child process's entry point (exercised by the tests)
+    """``python -m auto.ratchet.worker``: one :class:`CompileRequest` as JSON on stdin, one
+    :class:`CompileResult` as JSON on stdout."""
+    try:
+        os.nice(CHILD_NICENESS)
+    except OSError:  # not permitted here: compile at the same priority
+        pass
+    req = CompileRequest(**json.loads(sys.stdin.buffer.read().decode("utf-8")))
+    res = compile_once(req)
+    sys.stdout.write(json.dumps(dataclasses.asdict(res)))
+    sys.stdout.flush()
 
 
 def default_out_path(store_path: str | Path, task: str, generation: int) -> str:
     """Where a ratchet's generation is written: ``<store>.artifacts/<task>.gen<N>.wasm``."""
     return str(Path(f"{store_path}.artifacts") / f"{task}.gen{generation}.wasm")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

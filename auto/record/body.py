@@ -6,14 +6,15 @@
 * :class:`SSEParser` splits decoded bytes into server-sent events (the event-stream format of
   the WHATWG HTML standard, "Server-sent events": ``data:``/``event:`` fields, a blank line
   dispatches, a line starting with ``:`` is a comment; lines end in LF or CRLF) and parses each
-  ``data`` payload as JSON; ``[DONE]`` (OpenAI's end marker) sets :attr:`SSEParser.done`.
+  ``data`` payload as strict JSON (:func:`~auto.record.completion.parse_json`); ``[DONE]`` (OpenAI's end marker) sets :attr:`SSEParser.done`.
 """
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
+
+from auto.record.completion import parse_json
 
 UNPARSED_KEEP = 1000
 """Characters kept of a ``data`` payload that is not JSON (``{"_unparsed": text}``)."""
@@ -61,7 +62,7 @@ class SSEParser:
                 self.done = True
             else:
                 try:
-                    self.events.append((self.event, json.loads(text)))
+                    self.events.append((self.event, parse_json(text)))
                 except ValueError:
                     self.events.append((self.event, {"_unparsed": text[:UNPARSED_KEEP]}))
         self.data, self.event = [], None

@@ -54,12 +54,14 @@ def recording_env(store: str, task: str | None = None, base: dict | None = None)
 def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     """Run ``cmd`` with recording into ``store``; return the child's exit code.
 
-    The store is opened (created, schema-checked) before the child starts, so a bad store fails
-    fast. A child killed by signal N returns ``128 + N`` (shell convention).
+    The store is opened (created, schema-checked) and every page of it read
+    (:meth:`~auto.store.Store.check`) before the child starts, so a bad store fails fast and the
+    child never runs into it. A child killed by signal N returns ``128 + N`` (shell convention).
 
     Raises:
         ArgumentError: empty command, or the program is not found / not executable.
-        NotAStore, SchemaTooNew: the store cannot be used.
+        NotAStore, SchemaTooNew, StoreError: the store cannot be used (corrupt included).
+        RecordError: no Python process of the child recorded, or one lost spans.
     """
     if not cmd:
         raise ArgumentError("auto record: no command given (usage: auto record --store S -- python agent.py)")
@@ -68,7 +70,8 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     import json
     import tempfile
 
-    Store(store).close()
+    with Store(store) as st:
+        st.check()
     env = recording_env(store, task)
     status_dir = tempfile.mkdtemp(prefix="auto-record-")
     env["AUTO_RECORD_STATUS"] = status_dir
@@ -104,8 +107,11 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
             f"Auto installed, or ran with -I/-S/-E; run Python with the interpreter that has Auto (e.g. {sys.executable})")
     if failed:
         st = failed[0]
-        what = "could not start" if not st.get("started") else "lost data"
-        raise RecordError(f"recording {what} in {len(failed)} of {len(statuses)} Python process(es) of the child "
-                          f"(child exit code {code}; first: pid {st.get('pid')} {st.get('argv')}: {st.get('error')}); "
-                          f"run Python with the interpreter that has Auto installed (e.g. {sys.executable})")
+        started = bool(st.get("started"))
+        hint = ("the store could not take the spans: fix what the error names (the store was checked sound when "
+                "the child started)" if started else
+                f"run Python with the interpreter that has Auto installed (e.g. {sys.executable})")
+        raise RecordError(f"recording {'lost data' if started else 'could not start'} in {len(failed)} of "
+                          f"{len(statuses)} Python process(es) of the child (child exit code {code}; first: pid "
+                          f"{st.get('pid')} {st.get('argv')}: {st.get('error')}); {hint}")
     return code

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator
 from auto.canonical import canonical_json, digest
 from auto.errors import RecordError
 from auto.record.latency import CallLatency, LatencyTally
+from auto.record.redact import Redactor
 from auto.record.writer import SpanWriter
 from auto.store import Store, local_path, new_span_id, new_trace_id
 from auto.store.journal import Journal, journal_dir
@@ -111,6 +112,8 @@ class Recorder:
         sync: spans are written in the thread that ended them (``sync=True`` or
             ``AUTO_RECORD_SYNC=1``) instead of by the background writer (the default).
         open_streams: model-call attempts whose response stream is still open.
+        redactor: redacts secrets from every span and trace before it is written
+            (:class:`~auto.record.redact.Redactor`).
     """
 
     def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None,
@@ -127,19 +130,23 @@ class Recorder:
                                       journal=Journal(journal_dir(local_path(self.store.location))))
             self.store.add_read_barrier(self._writer.flush)
         self.open_streams: set = set()  # attempts whose response stream is still open
+        self.redactor = Redactor()
         self.process_scope: SpanScope | None = None
         if task:
             self.process_scope = SpanScope.open(self, task, "task", {"argv": list(sys.argv)}, parent=None,
                                                 attributes={"auto.scope": "process", "process.pid": os.getpid()})
 
     def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
-        """Ingest one batch (one short transaction, all or nothing): queued for the background
-        writer, or in this thread with ``sync``; failures are logged and counted, not raised."""
-        if self._writer is not None:
-            self._writer.submit(spans, list(traces))
-            return
+        """Redact, then ingest one batch (one short transaction, all or nothing): queued for
+        the background writer, or in this thread with ``sync``; failures are logged and counted,
+        not raised (a span that cannot be redacted is not written)."""
         try:
-            self.store.ingest(spans, list(traces))
+            spans = [self.redactor.redact_span(s) for s in spans]
+            traces = [self.redactor.redact_span(t) for t in traces]
+            if self._writer is not None:  # journaled here (redacted: no secret reaches the disk)
+                self._writer.submit(spans, traces)
+                return
+            self.store.ingest(spans, traces)
             self._count_written(len(spans))
         except Exception as exc:  # recording must not break the agent
             self._count_failed(len(spans), exc)
@@ -265,12 +272,15 @@ class SpanScope:
 
     # -- children report here ------------------------------------------------------------
 
-    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, latency: CallLatency) -> None:
-        """Called when a child model-call attempt ends (cost counted for successful attempts)."""
+    def add_llm_attempt(self, logical_id: str, ok: bool, cost: float | None, latency: CallLatency,
+                        billed: bool | None = None) -> None:
+        """Called when a child model-call attempt ends. Its cost (µ$, None = unknown) counts when
+        it was billed (default: when ``ok``): a stream cut short was billed, and with no reported
+        usage it makes the scope's cost unknown, never 0."""
         with self._lock:
             self.llm_calls.add(logical_id)
             self.llm_attempts += 1
-            if ok:
+            if ok if billed is None else billed:
                 if cost is None:
                     self.cost_known = False
                 elif self.cost_micros is not None:
@@ -300,6 +310,11 @@ class SpanScope:
             if self._done:
                 return
             self._done = True
+        # a model call of this scope whose stream is still open ends with the scope (its span and
+        # its cost belong to this span, not to the garbage collector or the end of the recording)
+        for attempt in list(self.recorder.open_streams):
+            if getattr(attempt, "scope", None) is self:
+                attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
         attrs = dict(self.attributes)
@@ -500,6 +515,8 @@ def task(name: str | Callable | None = None, *, input: dict | None = None,
         return TaskSpec(name, "task", input)
     if input is not None:
         raise RecordError("auto.task(..., ratchet=...) decorates a function; it is not a context manager")
+    if ratchet is not True and (isinstance(ratchet, bool) or not isinstance(ratchet, (str, os.PathLike))):
+        raise RecordError(f"auto.task(..., ratchet=...) takes True or the store's path, got {ratchet!r}")
     store = os.environ.get("AUTO_STORE", "auto.sqlite") if ratchet is True else ratchet
     return functools.partial(_ratcheted, name=name, store=store)
 

@@ -15,7 +15,9 @@ exhausted or closed, or the request failed). Recorded per attempt (``POST …/ch
   ``auto.template_digest`` and the span's ``site`` (:mod:`auto.record.template`),
   ``auto.env_reads`` (digests of ``OPENAI_BASE_URL``/``_ORG_ID``/``_PROJECT_ID``, never values),
   sanitized request/response headers.
-* Secrets are removed before the span is written (:mod:`auto.record.redact`).
+* Secrets are removed when the span is written (:mod:`auto.record.redact`); the call's
+  credentials are learned by the recorder's redactor, so they are redacted from every later
+  span too (a task span that returns the key included).
 
 Inside a task/tool scope the attempts are children of that scope and report their cost and
 latency to it; outside any scope a logical call gets its own trace.
@@ -23,7 +25,6 @@ latency to it; outside any scope a logical call gets its own trace.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -32,10 +33,10 @@ from typing import Any
 from auto.canonical import digest, digest_bytes
 from auto.record import pricing
 from auto.record.body import ContentDecoder, SSEParser
-from auto.record.completion import assemble_chunks, assemble_completion
+from auto.record.completion import assemble_completion, parse_json, stream_outcome
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import sanitize_headers, scrub, secrets_of
+from auto.record.redact import sanitize_headers, secrets_of
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -114,24 +115,27 @@ class LogicalCall:
 
 
 class Attempt:
-    """One HTTP attempt of a model call; written as one ``llm`` span when it ends."""
+    """One HTTP attempt of a model call; written as one ``llm`` span (id :attr:`span_id`, chosen
+    when the attempt starts) when it ends."""
 
     def __init__(self, call: LogicalCall, client: Any, request: Any, name: str) -> None:
         self.call = call
         self.name = name
+        self.span_id = new_span_id()
         self.started_ns = time.time_ns()
         self._t0 = time.perf_counter()
         self.index = call.attempt_started()
         self._lock = threading.Lock()
         self._done = False
-        self.secrets = secrets_of(request, client)
+        # the recorder redacts them from every span it writes from now on (this one included)
+        call.rec.redactor.learn(secrets_of(request, client))
         try:
             raw = request.content
         except Exception:  # a streaming request body that was not read
             raw = b""
-        text = scrub(raw.decode("utf-8", "replace"), self.secrets) if raw else ""
+        text = raw.decode("utf-8", "replace") if raw else ""
         try:
-            body = json.loads(text) if text else None
+            body = parse_json(text) if text else None
         except ValueError:
             body = {"_body_digest": digest_bytes(raw)}
         self.body = body if isinstance(body, dict) else {"_body": body}
@@ -180,6 +184,15 @@ class Attempt:
     def finish_incomplete(self, why: str) -> None:
         self._finish_stream(complete=False, why=why)
 
+    def consumer_stopped(self) -> None:
+        """The caller stopped iterating the SDK's stream (``break``): the attempt ends now."""
+        self._finish_stream(complete=False, why="the caller stopped iterating before the end of the stream")
+
+    @property
+    def scope(self) -> SpanScope | None:
+        """The task/tool scope the attempt reports to (None outside any)."""
+        return self.call.scope
+
     # -- finishing -----------------------------------------------------------------------
 
     def _claim(self) -> bool:
@@ -203,17 +216,14 @@ class Attempt:
             return
         if self._sse is not None:
             self._sse.close()
-            errors = [e for ev, e in self._sse.events if ev == "error" or (isinstance(e, dict) and "error" in e and "choices" not in e)]
-            chunks = [e for ev, e in self._sse.events if isinstance(e, dict) and "choices" in e]
-            output, meta = assemble_chunks(chunks)
+            output, meta, stream_error = stream_outcome(self._sse.events)
             # the SDK stops reading at "data: [DONE]" and closes: that is a complete stream
             complete = complete or self._sse.done
             extra = {"auto.stream": True, "auto.stream.complete": complete}
             if self._is_http_error():
                 self._write("error", None, self._http_error(None), extra, meta)
-            elif errors:
-                err = errors[0].get("error", errors[0]) if isinstance(errors[0], dict) else errors[0]
-                self._write("error", output, {"type": "stream_error", "message": str(err.get("message") if isinstance(err, dict) else err)}, extra, meta)
+            elif stream_error is not None:
+                self._write("error", output, stream_error, extra, meta)
             elif not complete:
                 self._write("error", output, {"type": "stream_incomplete", "message": why}, extra, meta)
             else:
@@ -226,7 +236,7 @@ class Attempt:
             return
         extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
         try:
-            body = json.loads(content) if content else None
+            body = parse_json(content) if content else None
         except ValueError:
             body = None
         if self._is_http_error():
@@ -291,7 +301,10 @@ class Attempt:
         if cached is not None:
             attrs["gen_ai.usage.cached_input_tokens"] = cached
         attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
-        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if status == "ok" or usage else None
+        # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
+        # short; its cost is known only from reported usage (None otherwise, never 0)
+        billed = self.response is not None and self.response.status_code < 400
+        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if billed else None
         attrs["auto.cost_usd_micros"] = cost
         latency = call_latency(resp_headers, measured_ms)
         attrs.update(latency.attributes())
@@ -304,14 +317,13 @@ class Attempt:
         tdigest = template_digest(body.get("messages"), task_input)
         attrs["auto.template_digest"] = tdigest
         span = {
-            "trace_id": call.trace_id, "span_id": new_span_id(),
+            "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
             "name": self.name, "kind": "llm", "task": task, "site": site(task, self.name, tdigest),
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
             "input": body, "output": output, "error": error, "attributes": attrs,
         }
-        span = scrub(span, self.secrets)
         call.rec.write([span])
         if scope is not None:
-            scope.add_llm_attempt(call.id, status == "ok", cost, latency)
+            scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)
         call.attempt_ended(status, self.name, ended)

@@ -16,7 +16,13 @@ Because the hook sits below ``chat.completions.create``, it sees ``create`` (syn
 ``stream=True`` (the response byte stream is teed, :mod:`auto.record.tee`: SSE chunks are
 assembled into the message and tool calls, the span is written when the stream is exhausted or
 closed), ``parse()`` (which does not go through ``create``), ``with_raw_response``, and SDK
-retries. Errors (HTTP 4xx/5xx, connection errors) are recorded and then propagate unchanged.
+retries.
+
+* ``openai.Stream.__iter__`` / ``openai.AsyncStream.__aiter__`` — the **consumer** layer: when
+  the caller stops iterating a response stream (``break`` out of the ``for`` loop), the attempt
+  is written then (as an incomplete stream, unless it had reached its end), not when the
+  response is garbage-collected or recording stops. The stream itself is left as the SDK leaves
+  it. Errors (HTTP 4xx/5xx, connection errors) are recorded and then propagate unchanged.
 Only ``POST …/chat/completions`` is recorded; other endpoints pass through.
 
 If ``openai`` is not imported yet, :func:`instrument` installs an import hook that patches it
@@ -34,6 +40,7 @@ from typing import Any, Callable, Iterator
 
 from auto.record.core import active_recorder, log
 from auto.record.model_call import Attempt, LogicalCall
+from auto.record.tee import observer_of
 
 RECORDED_ENDPOINTS = {"chat/completions": "chat.completions"}
 """URL path suffix -> span name of the endpoints that are recorded."""
@@ -166,6 +173,45 @@ def _wrap_send_async(orig: Any) -> Any:
     return _send_request
 
 
+# ----------------------------------------------------------------------------- consumer layer
+
+
+def _consumer_stopped(stream: Any) -> None:
+    """The caller stopped iterating ``stream`` (an ``openai.Stream``/``AsyncStream``): tell its
+    attempt, if the response is teed."""
+    observer = observer_of(getattr(getattr(stream, "response", None), "stream", None))
+    if isinstance(observer, Attempt):
+        try:
+            observer.consumer_stopped()
+        except Exception:  # never break the agent because recording failed
+            log.exception("auto: could not record a model call")
+
+
+def _wrap_stream_iter(orig: Any) -> Any:
+    def __iter__(self: Any) -> Iterator[Any]:
+        try:
+            yield from orig(self)
+        except GeneratorExit:
+            _consumer_stopped(self)
+            raise
+
+    __iter__.__auto_wrapped__ = orig  # type: ignore[attr-defined]
+    return __iter__
+
+
+def _wrap_stream_aiter(orig: Any) -> Any:
+    async def __aiter__(self: Any) -> Any:
+        try:
+            async for item in orig(self):
+                yield item
+        except GeneratorExit:
+            _consumer_stopped(self)
+            raise
+
+    __aiter__.__auto_wrapped__ = orig  # type: ignore[attr-defined]
+    return __aiter__
+
+
 # ----------------------------------------------------------------------------- patching
 
 
@@ -189,6 +235,7 @@ def _patch() -> None:
             return
         import openai  # noqa: F401  (loads _client, which defines the OpenAI subclasses)
         from openai import _base_client as bc
+        from openai import _streaming as streaming
 
         def put(cls: type, name: str, wrapper: Any) -> None:
             orig = cls.__dict__[name]
@@ -201,6 +248,8 @@ def _patch() -> None:
             for cls in _subclasses(base):
                 if "_send_request" in cls.__dict__ and cls.__module__.startswith("openai"):
                     put(cls, "_send_request", wrap)
+        put(streaming.Stream, "__iter__", _wrap_stream_iter)
+        put(streaming.AsyncStream, "__aiter__", _wrap_stream_aiter)
 
 
 def _remove_hook() -> None:

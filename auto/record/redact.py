@@ -1,43 +1,123 @@
-"""Redaction: what of a model call's credentials never reaches the store.
+"""Redaction: what of a recording's secrets never reaches the store.
 
-* Headers whose name contains ``authorization``, ``api-key``/``api_key`` or ``cookie`` are dropped
-  (:func:`sanitize_headers`).
-* The values of those request headers (and the bearer token inside ``Bearer <token>``) and the
-  client's ``api_key`` are the call's *secrets* (:func:`secrets_of`); :func:`scrub` replaces each
-  occurrence of one, anywhere in a span (keys included), by ``[REDACTED]``. Secrets shorter than
-  6 characters are not scrubbed (they would redact ordinary text).
+Every span a :class:`~auto.record.core.Recorder` writes (model-call, task and tool spans alike)
+goes through one :class:`Redactor` first. In the span's ``name``, ``input``, ``output``, ``error``
+and ``attributes`` (keys and values, at any depth) each secret is replaced by ``[REDACTED]``:
+
+* **by value** — the credentials of the model calls made so far (the values of credential
+  request headers, the token inside ``Bearer <token>``, the client's ``api_key``:
+  :func:`secrets_of`, learned by :meth:`Redactor.learn`), and the values of the environment
+  variables whose names say they hold a secret (:func:`is_secret_name`: a ``_``-separated part
+  of the name ending in KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL(S)),
+  read at each write. Values shorter than :data:`MIN_SECRET_LEN` are left alone (they would
+  redact ordinary text);
+* **by pattern** — the well-known key formats: the patterns of the regex detectors of the
+  ``detect-secrets`` package (:data:`DETECT_SECRETS_PLUGINS`: AWS, Azure storage, GitHub, GitLab, Slack, Stripe,
+  SendGrid, PyPI, npm, Discord, Mailchimp, Square, OpenAI's marked keys, credentials in URLs),
+  plus :data:`PATTERNS` for the formats it does not cover or covers only in part: OpenAI and
+  Anthropic ``sk-…`` keys without the legacy marker, whole PEM private-key blocks (the package
+  matches the header line only), JSON Web Tokens with their signature (its match stops before
+  it) and bearer tokens.
+
+A span with redactions carries ``auto.redactions`` (how many occurrences were replaced) and
+``auto.redacted`` (the sorted fields that held them, e.g. ``["input", "output"]``); a compile
+leaves a task witness out when its input or output was redacted
+(:func:`auto.compile.witnesses.is_redacted`), so the placeholder is never learned as an answer.
+
+Headers: those whose name carries credentials (:data:`SECRET_HEADER`) are dropped; the account
+headers (:data:`DIGEST_HEADERS`) are kept as a digest of their value (:func:`sanitize_headers`).
 """
 
 from __future__ import annotations
 
-import marshal
+import functools
+import os
 import re
-from typing import Any
+import threading
+from typing import Any, Iterable
+
+from auto.canonical import digest
 
 REDACTED = "[REDACTED]"
 SECRET_HEADER = re.compile(r"authorization|api-key|api_key|cookie", re.I)
-"""Header names that carry credentials."""
+"""Header names that carry credentials (dropped)."""
+
+DIGEST_HEADERS = frozenset({"openai-organization", "openai-project"})
+"""Headers that name the account: kept as ``sha256:…`` of their value, never the value."""
 
 MIN_SECRET_LEN = 6
-"""Shorter secret values are not scrubbed."""
+"""Shorter secret values are not redacted by value."""
+
+MIN_ENV_SECRET_LEN = 8
+"""Shorter values of secret-named environment variables are not redacted (``1``, ``true``…)."""
+
+SECRET_NAME_ENDINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS")
+"""An environment variable holds a secret when a ``_``-separated part of its name ends in one of
+these (``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``PGPASSWORD``; not ``TOKENIZERS_PARALLELISM``)."""
+
+DETECT_SECRETS_PLUGINS = (
+    "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",
+    "GitHubTokenDetector", "GitLabTokenDetector", "MailchimpDetector", "NpmDetector", "OpenAIDetector",
+    "PypiTokenDetector", "SendGridDetector", "SlackDetector", "SquareOAuthDetector", "StripeDetector",
+)
+"""The ``detect-secrets`` detectors whose ``denylist`` patterns are used. Left out:
+entropy and keyword heuristics (they would redact digests and ordinary words), public IPs,
+formats prone to false matches in prose (Artifactory, Twilio, Telegram) and the private-key
+and JWT detectors (replaced by whole-block patterns in :data:`PATTERNS`)."""
+
+PATTERNS = (
+    # OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-api03-) keys: a word
+    # starting with sk- and 20+ key characters, at least one a digit
+    re.compile(r"(?<![\w-])sk-(?=[\w-]*\d)[\w-]{20,}", re.ASCII),
+    # PEM private keys, the whole block (to the end of the text when the END line is missing)
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+               re.DOTALL),
+    re.compile(r"PuTTY-User-Key-File-\d+:.*?(?:Private-MAC: *[0-9a-fA-F]+|\Z)", re.DOTALL),
+    # JSON Web Tokens: header.payload.signature (base64url; both JSON parts start with eyJ)
+    re.compile(r"eyJ[\w-]+={0,2}\.eyJ[\w-]+={0,2}\.[\w.+/=-]*", re.ASCII),
+    # bearer tokens (the token only)
+    re.compile(r"(?i)(?<![\w-])bearer\s+([\w.~+/-]{16,}=*)", re.ASCII),
+)
+"""Patterns for the formats :data:`DETECT_SECRETS_PLUGINS` misses (the secret of a match: see
+:func:`_secret_of`)."""
+
+MIN_PATTERN_TEXT = 16
+"""Texts shorter than this are not scanned by pattern (no recognised format is that short)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (:data:`SECRET_NAME_ENDINGS`;
+    cached per name: it is asked for every variable at every write)."""
+    parts = re.split(r"[^A-Z0-9]+", name.upper())
+    return any(p.endswith(SECRET_NAME_ENDINGS) for p in parts if p)
+
+
+def env_secrets(environ: Any = None) -> set[str]:
+    """The values (≥ :data:`MIN_ENV_SECRET_LEN` characters) of the secret-named environment
+    variables of ``environ`` (default ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    return {v for k, v in list(env.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
 
 
 def sanitize_headers(headers: Any) -> dict[str, str]:
     """Headers (a mapping or ``(name, value)`` pairs) as a lower-cased dict without any whose
-    name carries credentials (:data:`SECRET_HEADER`)."""
+    name carries credentials (:data:`SECRET_HEADER`), and the account headers
+    (:data:`DIGEST_HEADERS`) as digests of their values."""
     out: dict[str, str] = {}
     items = headers.items() if hasattr(headers, "items") else headers
     for k, v in items:
         k = str(k).lower()
         if SECRET_HEADER.search(k):
             continue
-        out[k] = str(v)
+        out[k] = digest(str(v)) if k in DIGEST_HEADERS else str(v)
     return out
 
 
 def secrets_of(request: Any, client: Any) -> list[str]:
     """The secrets of one HTTP request (an ``httpx`` request) sent by ``client`` (an ``openai``
-    client): longest first, so a token is scrubbed before a prefix of it."""
+    client): credential header values, the token of ``Bearer <token>``, the client's
+    ``api_key``; longest first, so a token is scrubbed before a prefix of it."""
     found: list[str] = []
     for k, v in request.headers.items():
         if SECRET_HEADER.search(k) and v:
@@ -51,33 +131,170 @@ def secrets_of(request: Any, client: Any) -> list[str]:
     return sorted({s for s in found if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
 
 
-def scrub(obj: Any, secrets: list[str]) -> Any:
-    """``obj`` (a JSON value) with every occurrence of each secret in its strings replaced by
-    ``[REDACTED]``.
+_PLUGIN_PATTERNS: list[re.Pattern] | None = None
+_PLUGINS_LOCK = threading.Lock()
 
-    Fast path: ``marshal`` writes every string of a JSON value (keys included) as its UTF-8 bytes,
-    so when no secret's UTF-8 bytes occur in ``marshal.dumps(obj)`` — the usual case, one C pass
-    — no string contains a secret and ``obj`` is returned as it is, without walking it."""
+
+def plugin_patterns() -> list[re.Pattern]:
+    """The ``denylist`` regexes of the :data:`DETECT_SECRETS_PLUGINS` (imported on first use, so
+    recording starts lazily)."""
+    global _PLUGIN_PATTERNS
+    with _PLUGINS_LOCK:
+        if _PLUGIN_PATTERNS is None:
+            from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+            by_name = {cls.__name__: cls for cls in get_mapping_from_secret_type_to_class().values()}
+            _PLUGIN_PATTERNS = [rx for n in DETECT_SECRETS_PLUGINS if n in by_name
+                                for rx in getattr(by_name[n], "denylist", ())]
+        return _PLUGIN_PATTERNS
+
+
+def _secret_of(m: re.Match) -> str:
+    """The secret of a match: its longest group of at least :data:`MIN_ENV_SECRET_LEN` characters
+    (a password in a URL, a key after its keyword), else the whole match (a group that is only a
+    prefix, like ``ghp`` of a GitHub token, is not the secret)."""
+    groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= MIN_ENV_SECRET_LEN]
+    return max(groups, key=len) if groups else m.group(0)
+
+
+def pattern_secrets(text: str) -> set[str]:
+    """The substrings of ``text`` that have a well-known secret format (:data:`PATTERNS`, then
+    the :data:`DETECT_SECRETS_PLUGINS`' patterns)."""
+    if len(text) < MIN_PATTERN_TEXT:
+        return set()
+    found: set[str] = set()
+    for rx in (*PATTERNS, *plugin_patterns()):
+        for m in rx.finditer(text):
+            sec = _secret_of(m)
+            if len(sec) >= MIN_SECRET_LEN:
+                found.add(sec)
+    return found
+
+
+class Redactor:
+    """Redacts secrets from spans (see the module docstring); thread-safe.
+
+    Attributes:
+        known: secret values learned from model calls (:meth:`learn`).
+    """
+
+    FIELDS = ("name", "input", "output", "error", "attributes")
+    """The span fields redacted (ids, times and status are never secrets)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()
+        self.known: set[str] = set()
+        self.learn(secrets)
+
+    def learn(self, secrets: Iterable[str]) -> None:
+        """Add secret values to redact from now on (shorter than :data:`MIN_SECRET_LEN`: ignored)."""
+        new = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
+        if new:
+            with self._lock:
+                self.known |= new
+
+    def values(self) -> list[str]:
+        """Every secret value redacted now (learned + environment), longest first."""
+        with self._lock:
+            vals = self.known | env_secrets()
+        return sorted(vals, key=len, reverse=True)
+
+    def redact_text(self, text: str, values: list[str] | None = None) -> tuple[str, int]:
+        """``(text with every secret replaced by [REDACTED], occurrences replaced)``."""
+        values = self.values() if values is None else values
+        n = 0
+        for s in values:
+            if s in text:
+                n += text.count(s)
+                text = text.replace(s, REDACTED)
+        for s in sorted(pattern_secrets(text), key=len, reverse=True):
+            if s in text and s != REDACTED:
+                n += text.count(s)
+                text = text.replace(s, REDACTED)
+        return text, n
+
+    def redact_value(self, obj: Any, values: list[str] | None = None) -> tuple[Any, int]:
+        """``(obj with its strings redacted, occurrences replaced)`` for a JSON value (dict keys
+        included)."""
+        values = self.values() if values is None else values
+        if isinstance(obj, str):
+            return self.redact_text(obj, values)
+        if isinstance(obj, list):
+            out, total = [], 0
+            for v in obj:
+                r, n = self.redact_value(v, values)
+                out.append(r)
+                total += n
+            return out, total
+        if isinstance(obj, dict):
+            d, total = {}, 0
+            for k, v in obj.items():
+                rk, nk = self.redact_value(k, values) if isinstance(k, str) else (k, 0)
+                rv, nv = self.redact_value(v, values)
+                d[rk] = rv
+                total += nk + nv
+            return d, total
+        return obj, 0
+
+    def redact_span(self, span: dict) -> dict:
+        """A copy of ``span`` with its secrets redacted; with any, ``attributes`` gets
+        ``auto.redactions`` (count) and ``auto.redacted`` (the fields that held them).
+
+        Fast path (the usual case): the span's strings joined by NUL are searched once for each
+        secret value and each pattern; when nothing is found ``span`` is returned as it is. A
+        match inside one string is a match in the joined text too (no pattern is anchored, and
+        NUL is neither a word character nor ``-``, so boundaries look the same), so this never
+        skips a redaction; a match across two strings only sends the span down the full path."""
+        values = self.values()
+        strings: list[str] = []
+        for f in self.FIELDS:
+            if span.get(f) is not None:
+                _strings(span[f], strings)
+        joined = "\x00".join(strings)
+        if not any(v in joined for v in values) and not any(rx.search(joined) for rx in (*PATTERNS, *plugin_patterns())):
+            return span
+        out = dict(span)
+        total, fields = 0, []
+        for f in self.FIELDS:
+            if f in out and out[f] is not None:
+                out[f], n = self.redact_value(out[f], values)
+                if n:
+                    total += n
+                    fields.append(f)
+        if total:
+            attrs = dict(out.get("attributes") or {})
+            attrs["auto.redactions"] = total
+            attrs["auto.redacted"] = sorted(fields)
+            out["attributes"] = attrs
+        return out
+
+
+def _strings(obj: Any, out: list[str]) -> None:
+    """Append every string of a JSON value (object keys included) to ``out``."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            out.extend(k for k in v if isinstance(k, str))
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+def scrub(obj: Any, secrets: list[str]) -> Any:
+    """``obj`` (a JSON value) with every occurrence of each of ``secrets`` in its strings (keys
+    included) replaced by ``[REDACTED]`` (by value only)."""
     if not secrets:
         return obj
-    if isinstance(obj, (dict, list)):
-        try:
-            blob = marshal.dumps(obj)
-        except ValueError:  # not plain data: walk it
-            blob = None
-        if blob is not None and not any(s.encode("utf-8", "surrogatepass") in blob for s in secrets):
-            return obj
-    return _scrub(obj, secrets)
-
-
-def _scrub(obj: Any, secrets: list[str]) -> Any:
     if isinstance(obj, str):
         for s in secrets:
             if s in obj:
                 obj = obj.replace(s, REDACTED)
         return obj
     if isinstance(obj, list):
-        return [_scrub(v, secrets) for v in obj]
+        return [scrub(v, secrets) for v in obj]
     if isinstance(obj, dict):
-        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in obj.items()}
+        return {scrub(k, secrets): scrub(v, secrets) for k, v in obj.items()}
     return obj

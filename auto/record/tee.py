@@ -4,16 +4,21 @@ The ``openai`` SDK reads a response through ``response.stream``, an ``httpx`` (o
 ``SyncByteStream``/``AsyncByteStream``. :func:`tee_stream` returns a stream of the same kind that
 yields the inner stream's chunks unchanged and tells the observer (a :class:`StreamObserver`):
 each chunk (``feed``), the end of the stream (``stream_eof``), a close before the end
-(``stream_closed``) and an error while reading (``fail``; the error still propagates). The tee
-subclasses the byte-stream classes of whichever of ``httpx2``/``httpx`` is loaded, so ``isinstance``
-checks in the SDK and in ``httpx`` keep passing.
+(``stream_closed``) and an error while reading (``fail``; the error still propagates). An observer
+that raises is logged and never breaks the reader. The tee subclasses the byte-stream classes of
+whichever of ``httpx2``/``httpx`` is loaded, so ``isinstance`` checks in the SDK and in ``httpx``
+keep passing; :func:`observer_of` finds the observer of a tee again.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
+
+
+log = logging.getLogger("auto.record")
 
 
 class StreamObserver(Protocol):
@@ -28,6 +33,14 @@ class StreamObserver(Protocol):
     def fail(self, exc: BaseException) -> None: ...
 
 
+def _tell(observer: StreamObserver, event: str, *args: Any) -> None:
+    """Call ``observer.<event>(*args)``; a failure of the observer is logged, never raised."""
+    try:
+        getattr(observer, event)(*args)
+    except Exception:  # recording must not break the agent
+        log.exception("auto: could not record a stream event (%s)", event)
+
+
 @contextmanager
 def _observed(observer: StreamObserver) -> Iterator[None]:
     """Around reading a stream: the end of the stream is reported as ``stream_eof``, an error as
@@ -38,9 +51,9 @@ def _observed(observer: StreamObserver) -> Iterator[None]:
     except GeneratorExit:
         raise
     except BaseException as exc:
-        observer.fail(exc)
+        _tell(observer, "fail", exc)
         raise
-    observer.stream_eof()
+    _tell(observer, "stream_eof")
 
 
 def _byte_stream_bases(kind: str) -> tuple[type, ...]:
@@ -70,14 +83,14 @@ def _tee_class(kind: str) -> type:
             def __iter__(self):  # type: ignore[override]
                 with _observed(self._observer):
                     for chunk in self._inner:
-                        self._observer.feed(chunk)
+                        _tell(self._observer, "feed", chunk)
                         yield chunk
 
             def close(self) -> None:
                 try:
                     self._inner.close()
                 finally:
-                    self._observer.stream_closed()
+                    _tell(self._observer, "stream_closed")
 
         cls: type = SyncTee
     else:
@@ -89,14 +102,14 @@ def _tee_class(kind: str) -> type:
             async def __aiter__(self):  # type: ignore[override]
                 with _observed(self._observer):
                     async for chunk in self._inner:
-                        self._observer.feed(chunk)
+                        _tell(self._observer, "feed", chunk)
                         yield chunk
 
             async def aclose(self) -> None:
                 try:
                     await self._inner.aclose()
                 finally:
-                    self._observer.stream_closed()
+                    _tell(self._observer, "stream_closed")
 
         cls = AsyncTee
     _TEE_CLASSES[key] = cls
@@ -109,3 +122,10 @@ def tee_stream(stream: Any, observer: StreamObserver) -> Any:
     if hasattr(stream, "__aiter__") and not hasattr(stream, "__iter__"):
         return _tee_class("AsyncByteStream")(stream, observer)
     return _tee_class("SyncByteStream")(stream, observer)
+
+
+def observer_of(stream: Any) -> StreamObserver | None:
+    """The observer of a tee made by :func:`tee_stream` (None for any other stream)."""
+    if type(stream) in _TEE_CLASSES.values():
+        return stream._observer
+    return None

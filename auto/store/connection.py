@@ -117,8 +117,10 @@ class Connection:
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.DatabaseError as exc:
             conn.close()
-            if "not a database" in str(exc) or "malformed" in str(exc):
+            if "not a database" in str(exc):
                 raise NotAStore(f"{self.path} is not an Auto store: {exc}") from None
+            if "malformed" in str(exc):  # an SQLite file (the header checked) with damaged pages
+                raise store_error(exc, self.path) from None
             raise StoreError(f"cannot open store {self.path}: {exc}") from None
         except BaseException:
             conn.close()
@@ -198,6 +200,17 @@ class Connection:
                 return retry_busy(attempt)
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from None
+
+    def quick_check(self, max_errors: int = 5) -> list[str]:
+        """SQLite's ``PRAGMA quick_check`` of every page of the file (linear in its size): ``[]``
+        when the file is sound, else up to ``max_errors`` problems, one line each.
+
+        Raises:
+            StoreError: the check itself could not read the file (one line).
+        """
+        rows = self.read(f"PRAGMA quick_check({int(max_errors)})")
+        lines = [ln for r in rows for v in r.values() for ln in str(v).splitlines()]
+        return [] if lines == ["ok"] else [ln for ln in lines if not ln.startswith("***")]
 
     def read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
         """The rows of one query as dicts (column name -> value), retried on busy."""

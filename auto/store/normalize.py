@@ -20,7 +20,7 @@ from json.encoder import encode_basestring as _encode_str
 from typing import Any, Callable
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import IngestError
+from auto.errors import IngestError, IntegrityError
 
 SPAN_FIELDS = (
     "trace_id", "span_id", "parent_span_id", "name", "kind", "task", "site",
@@ -120,8 +120,25 @@ def _check_times_attributes(out: dict, where: str, ended_nullable: bool) -> None
         raise IngestError(f"{where}: attributes must be a dict")
 
 
+def _check_keys(value: Any, where: str) -> None:
+    """Every object key in ``value`` is a string (JSON's only key type: ``{1: "a"}`` would be
+    stored as ``{"1": "a"}`` and read back changed, ``{1: "a", "1": "b"}`` as duplicate keys)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise IngestError(f"{where}: content is not canonical JSON: object key {k!r} is not a string")
+                stack.append(x)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def _with_digest(out: dict, given: dict, where: str, derive: Callable[[dict], str]) -> dict:
-    """``out`` plus its derived digest, which a supplied ``digest`` must equal."""
+    """``out`` plus its derived digest, which a supplied ``digest`` must equal (object keys must
+    be strings)."""
+    _check_keys(out, where)
     try:
         d = derive(out)
     except (TypeError, ValueError) as exc:
@@ -256,8 +273,20 @@ def dedupe(items: list[dict], key: str, what: str) -> list[dict]:
 # ----------------------------------------------------------------------------- rows
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+def _loads(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
+    """A JSON column's value (NULL is None).
+
+    Raises:
+        IntegrityError: the column holds text that is not JSON (it was written behind the store's
+            back: ingest only stores canonical JSON), naming the row and the column.
+    """
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise IntegrityError(f"{table[:-1]} {key}: column {column!r} is not JSON ({exc}); the row was changed "
+                             f"outside Auto: `auto store verify` lists every such row") from None
 
 
 def dumps(value: Any) -> str | None:
@@ -340,7 +369,11 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
 
     ``parsed``, when given, caches parsed *scalar* payloads (strings, numbers) across rows: a
     label shared by a million spans is parsed once; objects and lists are parsed per span, so no
-    two spans share a mutable value."""
+    two spans share a mutable value.
+
+    Raises:
+        IntegrityError: a payload is not JSON (changed outside Auto).
+    """
     out = {f: row[f] for f in SPAN_FIELDS if f not in JSON_SPAN_COLUMNS}
     for f in JSON_SPAN_COLUMNS:
         pid = row[f"{f}_id"]
@@ -350,7 +383,7 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
             out[f] = parsed[pid]
         else:
             t = texts[pid]
-            v = {} if t == "{}" else json.loads(t)
+            v = {} if t == "{}" else _loads(t, "spans", row.get("span_id"), f)
             if parsed is not None and not isinstance(v, (dict, list)):
                 parsed[pid] = v
             out[f] = v
@@ -368,7 +401,11 @@ def span_text_of_row(row: dict, texts: dict[int, str]) -> str:
 
 
 def trace_from_row(row: dict) -> dict:
-    """A ``traces`` row as a trace dict (attributes parsed)."""
+    """A ``traces`` row as a trace dict (attributes parsed).
+
+    Raises:
+        IntegrityError: the attributes column is not JSON.
+    """
     out = dict(row)
-    out["attributes"] = _loads(row.get("attributes")) or {}
+    out["attributes"] = _loads(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
     return out

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import IngestError, IntegrityError
+from auto.errors import IngestError, IntegrityError, StoreError
 from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
@@ -201,6 +201,18 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.location!r})"
+
+    def check(self) -> None:
+        """Read every page of the file (SQLite ``quick_check``; linear in the file's size), so a
+        damaged store is refused before anything is written into it.
+
+        Raises:
+            StoreError: the file has damaged pages (the first problems named, one line).
+        """
+        problems = self._conn.quick_check()
+        if problems:
+            raise StoreError(f"{self.location} is corrupt ({'; '.join(problems[:3])}); nothing was changed: restore it "
+                             f"from a copy or record into a new store")
 
     # -- meta ----------------------------------------------------------------------------
 
@@ -584,8 +596,16 @@ class Store:
 
         ``task`` and ``verdict`` columns are copied from ``record`` when present. Storing the
         same record twice is a no-op.
+
+        Raises:
+            IngestError: ``record`` is not a JSON object, or its ``task`` is not a string.
         """
-        rid = digest(record)
+        if not isinstance(record, dict) or not isinstance(record.get("task"), (str, type(None))):
+            raise IngestError("an eval run is a JSON object whose task, when given, is a string")
+        try:
+            rid = digest(record)
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"eval run is not canonical JSON: {exc}") from None
         verdict = None if record.get("verdict") is None else str(record.get("verdict"))
         text = canonical_json(record)
         self._conn.write(lambda tx: tx.execute(

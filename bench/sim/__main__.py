@@ -1,11 +1,14 @@
 """``python -m bench.sim --port N [--seed S] [--error-rate R] [--sleep] [--host H]``: serve the
-simulated reference model until interrupted (prints the base URL on stdout)."""
+simulated reference model until interrupted (prints the base URL on stdout; on stderr, which
+prompts it models and the environment that points an ``openai`` client at it)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from bench.families import FAMILIES
+from bench.sim.responders import TOOLS_MARKER
 from bench.sim.server import SimServer
 
 
@@ -20,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     sim = SimServer(port=args.port, host=args.host, seed=args.seed, error_rate=args.error_rate, sleep=args.sleep)
     sim.start()
     print(f"auto-sim-1 (simulated) serving on {sim.base_url}", flush=True)
+    families = ", ".join(f.marker for f in FAMILIES.values())
+    print(f"answers only the AUTO-BENCH prompts it models (a system message with one of {families}, "
+          f"{TOOLS_MARKER}); any other request is refused (HTTP 400). Point a client at it with\n"
+          f"  export OPENAI_BASE_URL={sim.base_url} OPENAI_API_KEY=sk-simulated-no-key", file=sys.stderr, flush=True)
     try:
         sim._thread.join()  # type: ignore[union-attr]
     except KeyboardInterrupt:

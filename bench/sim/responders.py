@@ -13,8 +13,12 @@ The families are tried in registration order (triage, extraction, routing; add o
 
 * ``[auto-sim:tools]`` (:data:`TOOLS_MARKER`) — :func:`tools_respond`: calls every tool of the
   request once, arguments synthesized from each tool's JSON schema (exercises several tool
-  calls in one message);
-* any other request — :func:`default_respond`.
+  calls in one message).
+
+Any other request is not modeled: :func:`find_responder` returns None and the server refuses it
+(HTTP 400, code ``unsupported_prompt``, the message of :func:`unmodeled_message`). A simulator that
+answered it anyway (say, by echoing the prompt) would look perfectly deterministic to the census
+and be memorized by a compile.
 """
 
 from __future__ import annotations
@@ -24,20 +28,31 @@ import random
 from typing import Any
 
 from bench.chat import last_user_text, system_text
-from bench.families import Responder, find_family
+from bench.families import FAMILIES, Responder, find_family
 
 TOOLS_MARKER = "[auto-sim:tools]"
 
 
-def find_responder(messages: list[dict]) -> Responder:
+def find_responder(messages: list[dict]) -> Responder | None:
     """The responder for a request's ``messages``: the family whose marker is in a system message,
-    else :func:`tools_respond` when :data:`TOOLS_MARKER` is, else :func:`default_respond`."""
+    else :func:`tools_respond` when :data:`TOOLS_MARKER` is, else None (not modeled)."""
     fam = find_family(messages)
     if fam is not None:
         return fam.respond
     if TOOLS_MARKER in system_text(messages):
         return tools_respond
-    return default_respond
+    return None
+
+
+def unmodeled_message(model: str) -> str:
+    """The refusal of a request the simulator does not model: which prompts it models (the
+    markers of the registered families and :data:`TOOLS_MARKER`) and how to use a real endpoint."""
+    families = ", ".join(f"{name} ({fam.marker})" for name, fam in FAMILIES.items())
+    return (f"{model} is a simulated reference model: it answers only the AUTO-BENCH prompts it models, "
+            f"chosen by a marker in a system message: {families}, and {TOOLS_MARKER} (calls every tool of the "
+            f"request); this request has none of them. To run your own agent, point it at a real "
+            f"OpenAI-compatible endpoint: set OPENAI_BASE_URL (e.g. https://api.openai.com/v1 or a local "
+            f"server) and OPENAI_API_KEY.")
 
 
 def synthesize_arguments(schema: dict | None, text: str) -> dict:
@@ -78,19 +93,3 @@ def tools_respond(messages: list[dict], temperature: float, rng: random.Random, 
             args = synthesize_arguments(fn.get("parameters"), last_user_text(messages))
             calls.append({"name": fn["name"], "arguments": json.dumps(args, sort_keys=True)})
     return calls or "no tools to call (simulated)"
-
-
-def default_respond(messages: list[dict], temperature: float, rng: random.Random, request: dict | None = None) -> Any:
-    """Fallback: a fixed simulated reply quoting the start of the last user message; a call of
-    the forced tool when ``tool_choice`` names one or is ``"required"``."""
-    choice = (request or {}).get("tool_choice")
-    tools = (request or {}).get("tools") or []
-    if tools and (choice == "required" or isinstance(choice, dict)):
-        name = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
-        for t in tools:
-            fn = t.get("function") or {}
-            if name is None or fn.get("name") == name:
-                args = synthesize_arguments(fn.get("parameters"), last_user_text(messages))
-                return [{"name": fn.get("name"), "arguments": json.dumps(args, sort_keys=True)}]
-    quote = " ".join(last_user_text(messages).split())[:200]
-    return f"Simulated reply (auto-sim-1) to: {quote}"

@@ -16,6 +16,11 @@ Endpoints:
   ``max_tokens``/``max_completion_tokens`` truncate (finish reason ``length``).
 * ``GET /v1/models`` and ``GET /v1/models/auto-sim-1``.
 
+Only the prompts it models are answered (a bench family's marker, or ``[auto-sim:tools]``, in a
+system message: :mod:`bench.sim.responders`); any other chat request gets HTTP 400 with an
+OpenAI-style error body (``type`` ``invalid_request_error``, ``code`` ``unsupported_prompt``)
+whose message names the families it models and how to use a real endpoint instead.
+
 Every response says it is simulated: header ``x-auto-reference-model: simulated``, response
 ``model`` ``auto-sim-1``, ``system_fingerprint`` ``auto-sim``. Header ``x-auto-sim-latency-ms``
 carries a latency drawn from a lognormal (median ``latency_median_ms`` = 700 ms, σ = 0.5 in log
@@ -53,7 +58,7 @@ from typing import Any
 
 from auto.canonical import canonical_json, digest
 from bench.chat import message_text
-from bench.sim.responders import find_responder, synthesize_arguments
+from bench.sim.responders import find_responder, synthesize_arguments, unmodeled_message
 
 MODEL = "auto-sim-1"
 FINGERPRINT = "auto-sim"
@@ -186,6 +191,9 @@ class SimModel:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) and m.get("role") for m in msgs):
             return self._client_error("'messages' must be a non-empty array of messages with a role", "messages")
+        respond = find_responder(msgs)
+        if respond is None:
+            return self._client_error(unmodeled_message(MODEL), "messages", code="unsupported_prompt")
         key = digest({k: v for k, v in body.items() if k not in ("stream", "stream_options")})
         try:
             attempt = int(headers.get("x-stainless-retry-count", "0"))
@@ -215,7 +223,6 @@ class SimModel:
         rng = random.Random(_seed_int(self.seed, key, k))
         temperature = body.get("temperature")
         temperature = DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-        respond = find_responder(msgs)
         n = max(1, int(body.get("n") or 1))
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         choices, completion = [], 0
@@ -239,11 +246,11 @@ class SimModel:
             "system_fingerprint": FINGERPRINT, "choices": choices, "usage": usage, "service_tier": "default",
         }, latency_ms=latency)
 
-    def _client_error(self, message: str, param: str | None) -> SimResponse:
+    def _client_error(self, message: str, param: str | None, code: str | None = None) -> SimResponse:
         with self._lock:
             self.stats["errors"] += 1
         return SimResponse(400, {REFERENCE_HEADER: "simulated"},
-                           _error(400, message, "invalid_request_error", None, param))
+                           _error(400, message, "invalid_request_error", code, param))
 
     def _choice(self, index: int, reply: Any, body: dict, rng: random.Random, limit: Any) -> tuple[dict, int]:
         if isinstance(reply, list) and reply:

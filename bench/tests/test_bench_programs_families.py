@@ -439,5 +439,7 @@ def test_routing_family_results_json(tmp_path):
     for k in ("heldout_agreement", "heldout_agreement_ci95_low", "artifact_bytes"):
         assert isinstance(r[k], (int, float))
     assert r["heldout_agreement"] >= 0.97 and r["fresh_heldout"]["n"] >= 150
-    assert r["specialist"]["compiled"] in (True, False) and "reason" in r["specialist"]
+    # the specialist beside the program is refused on these witnesses, with its reason and eval run
+    assert r["specialist"]["compiled"] is False and r["specialist"]["reason"]
+    assert r["specialist"]["eval_run_id"].startswith("sha256:")
     assert json.loads((tmp_path / "results.json").read_text())["compiled_as"] == "program"

@@ -126,7 +126,9 @@ def test_generation_passes_substitute_the_rerecords(tmp_path):
 
 
 def test_specialist_input_for_matches_the_records():
-    for r in R.load_jsonl(str(TRACES / "e2e_deopt.jsonl")):
+    records = R.load_jsonl(str(TRACES / "e2e_deopt.jsonl"))
+    assert records
+    for r in records:
         w = r["input"]["workload"]
         inp = S.input_for(w["op"], w["dtype"], w["layout"], w["m"], w["n"], w["k"], r["attributes"]["kt.env_hash"])
         assert inp == S.specialist_input(r)
@@ -234,6 +236,7 @@ def test_replay_reports_parity_with_choice_and_e2e(replayed):
     assert r["parity_seen_with_choice_detail"]["previous_generation"]["n"] == 84  # verify.jsonl of generation 1
     e = r["e2e"]
     for name in MODELS:
+        assert e["models"][name]
         for row in e["models"][name]:
             assert set(row["tokens_per_s"]) == set(ER.LEGS)
             for k in ("vs_torch_compile", "vs_eager", "vs_eager_graph", "floor_ratio"):

@@ -204,3 +204,24 @@ def test_python_m_auto_sim_serves():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize("system", [None, "You are a helpful assistant."])
+def test_a_prompt_it_does_not_model_is_refused_with_what_it_models(system):
+    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": "What is 2+2?"}]
+    m = SimModel(seed=0, error_rate=1.0)  # the refusal comes before any simulated error
+    r = m.chat({"model": "auto-sim-1", "messages": msgs})
+    assert r.status == 400
+    err = r.body["error"]
+    assert err["type"] == "invalid_request_error" and err["code"] == "unsupported_prompt" and err["param"] == "messages"
+    for marker in ("[auto-bench:triage]", "[auto-bench:extraction]", "[auto-bench:routing]", "[auto-sim:tools]"):
+        assert marker in err["message"]
+    assert "OPENAI_BASE_URL" in err["message"] and "OPENAI_API_KEY" in err["message"]
+    with SimServer(seed=0, error_rate=0.0) as sim:  # through the official client: a BadRequestError, no echo
+        c = openai.OpenAI(base_url=sim.base_url, api_key=API_KEY, max_retries=0)
+        with pytest.raises(openai.BadRequestError) as info:
+            c.chat.completions.create(model="auto-sim-1", messages=msgs)
+        assert info.value.code == "unsupported_prompt" and "real OpenAI-compatible endpoint" in info.value.message
+        with pytest.raises(openai.BadRequestError):
+            for _ in c.chat.completions.create(model="auto-sim-1", messages=msgs, stream=True):
+                pass

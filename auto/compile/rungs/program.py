@@ -35,7 +35,7 @@ from auto.compile.context import RungContext
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
-from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, split_three, text_fields
+from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, main_text_field, split_three
 from auto.emit import emit
 from auto.errors import RungRefused
 from auto.extract.domain import guard_domain
@@ -78,18 +78,17 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
             says which check failed and why).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
-    items = ws.items
+    items, _excluded = ws.dominant()
     if len(items) < contract.min_witnesses:
         raise RungRefused(NAME, f"program rung not attempted: only {len(items)} distinct witnessed inputs "
                                 f"(needs {contract.min_witnesses})")
     timings: dict[str, float] = {}
     inputs = [it[0] for it in items]
     answers = [it[1] for it in items]
-    fields = text_fields(inputs)
-    if len(fields) != 1:
-        raise ctx.refuse(NAME, contract, "program rung: a program reads exactly one text field; the witnesses have "
-                         f"{fields} as string fields in every input", [{"name": "one-text-field", "passed": False}])
-    field = fields[0]
+    field = main_text_field(inputs)
+    if field is None:
+        raise ctx.refuse(NAME, contract, "program rung: a program reads one text field; no field is a string in "
+                         "every witness", [{"name": "one-text-field", "passed": False}])
     train_idx, sel_idx, held_idx = split_three(answers, contract.heldout_fraction, contract.calibration_fraction,
                                                contract.seed)
     if not held_idx or not sel_idx or len(train_idx) < 2:

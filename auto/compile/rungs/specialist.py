@@ -43,8 +43,9 @@ from auto.compile.crossfit import choose_config, cross_fit, fit, folds_for
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
-from auto.compile.witnesses import WitnessSet, input_schema, split_three
-from auto.distill import distill
+from auto.compile.witnesses import WitnessSet, input_schema, main_text_field, split_three, text_fields
+from auto.distill import DEFAULT_BUCKETS, DEFAULT_GRID, distill
+from auto.features import FeatureSpec
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
 from auto.guards.stack import calibrate_stack, without_scores
@@ -116,8 +117,12 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
             the gate refused (the eval run is stored and cited either way).
         CompileError, CodegenError: a stage failed for a reason other than the gate.
     """
-    items = list(ws.items)
+    items, excluded = ws.dominant()
     n = len(items)
+    field = main_text_field([it[0] for it in items])
+    if n and field is None:
+        raise ctx.refuse(NAME, contract, "no input field is a string in every witness: a specialist reads one text field",
+                         [{"name": "one-text-field", "passed": False}])
     if n < contract.min_witnesses:
         reason = f"only {n} distinct witnessed inputs; the specialist needs {contract.min_witnesses}"
         r = _not_attempted(ctx, contract, reason,
@@ -129,14 +134,14 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     if len(labels) < 2:
         raise ctx.refuse(NAME, contract, f"every witness has the same output {labels[0]}; nothing to classify "
                          "(a constant is not compiled as a specialist)",
-                         [{"name": "two-or-more-labels", "labels": len(labels), "passed": False}], final=True)
+                         [{"name": "two-or-more-labels", "labels": len(labels), "passed": False}])
     if len(labels) > max(2, n // 2):
         reason = (f"{len(labels)} distinct outputs for {n} distinct inputs: most outputs are unique, so a classifier over "
                   "witnessed labels cannot generalize (open-ended outputs need the program rung)")
         raise _not_attempted(ctx, contract, reason,
                              [{"name": "outputs-are-labels", "labels": len(labels), "n": n, "passed": False}])
     fit_ = _cross_fitted if contract.calibration == "cross-fit" else _split_calibrated
-    s = fit_(items, label_keys, labels, contract, ctx)
+    s = fit_(items, label_keys, labels, contract, ctx, field)
     model = s.model
     timings = s.timings
     t0 = time.perf_counter()
@@ -146,7 +151,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         interface={"input": input_schema([it[0] for it in items]), "output": {"enum": [json.loads(x) for x in labels]}},
         model={"kind": model.kind, "estimator": model.estimator, "classes": [json.loads(c) for c in model.classes],
                "features": model.features.to_dict(), "prototypes": int(model.P.shape[0]), "code_digest": digest_bytes(code),
-               "calibration": s.calibration})
+               "calibration": s.calibration, "excluded_inputs": excluded,
+               "fields_not_read": [f for f in text_fields([it[0] for it in items]) if f != field]})
     provisional = Artifact.load(emit(code, draft.provisional()))
     timings["codegen"] = time.perf_counter() - t0
     guard = s.guard(provisional)
@@ -220,9 +226,9 @@ class _Fitted:
 
 
 def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
-                  ctx: RungContext) -> _Fitted:
+                  ctx: RungContext, field: str) -> _Fitted:
     t0 = time.perf_counter()
-    config, selection = choose_config(items, contract.seed)
+    config, selection = choose_config(items, contract.seed, field=field)
     cf = cross_fit(items, config, folds=folds_for(len(items), contract.folds), seed=contract.seed)
     final = fit(items, config, contract.seed)
     timings = {"distill": time.perf_counter() - t0}
@@ -245,7 +251,7 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
 
 
 def _split_calibrated(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
-                      ctx: RungContext) -> _Fitted:
+                      ctx: RungContext, field: str) -> _Fitted:
     train_idx, cal_idx, held_idx = split_three([it[1] for it in items], contract.heldout_fraction,
                                                contract.calibration_fraction, contract.seed, max_strata=None)
     if not held_idx or not cal_idx:
@@ -255,7 +261,8 @@ def _split_calibrated(items: list[Any], label_keys: list[str], labels: list[str]
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: train {len(train_idx)}, calibration {len(cal_idx)}, "
             f"held-out {len(held_idx)}")
     t0 = time.perf_counter()
-    dres = distill([items[i] for i in train_idx], heldout=[items[i] for i in cal_idx], seed=contract.seed)
+    dres = distill([items[i] for i in train_idx], [FeatureSpec(field, a, b, DEFAULT_BUCKETS) for a, b in DEFAULT_GRID],
+                   heldout=[items[i] for i in cal_idx], seed=contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  distilled: {dres.selected.model} over {dres.model.features.n_min}-{dres.model.features.n_max}-grams, "
             f"calibration agreement {dres.selected.heldout_agreement:.3f}")
