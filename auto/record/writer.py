@@ -99,8 +99,8 @@ class SpanWriter:
     def flush(self, timeout: float | None = None) -> bool:
         """Write now, and wait until every batch submitted so far is written or failed; False
         on timeout."""
-        if os.getpid() != self._pid:
-            return True
+        if os.getpid() != self._pid or threading.current_thread() is self._thread:
+            return True  # a forked child's copy, or a read made by the writer itself
         with self._cv:
             if self._pending:
                 self._urgent = True

@@ -57,6 +57,10 @@ from auto.store.schema import bump_counter, immutability_triggers
 
 log = logging.getLogger("auto.store")
 
+_BARRIERS: dict[str, list[Callable[[], Any]]] = {}
+"""Read barriers of this process by database (:meth:`Store.add_read_barrier`)."""
+_BARRIERS_LOCK = threading.Lock()
+
 _SPAN_INSERT = (
     "INSERT INTO spans (span_id, trace_id, parent_span_id, name, kind, task, site, started_ns, ended_ns, status, "
     "input_id, output_id, error_id, attributes_id, logical_call_id, attempt, digest) "
@@ -141,7 +145,6 @@ class Store:
         """``"sqlite"`` or ``"postgresql"``."""
         self._payloads = PayloadWriter()
         self._texts = PayloadTexts(self._fetch_payloads)
-        self._barriers: list[Callable[[], Any]] = []
         self._local = threading.local()
         self.replayed = journal.replay(journal.journal_dir(local_path(self.location)), self._replay_batch)
         """Spans replayed at open from journals of writers that died (:mod:`auto.store.journal`)."""
@@ -154,19 +157,30 @@ class Store:
 
     # -- read barriers -------------------------------------------------------------------
 
+    def _barrier_key(self) -> str:
+        return self.location if self.dialect == "postgresql" else os.path.realpath(self.location)
+
     def add_read_barrier(self, fn: Callable[[], Any]) -> None:
-        """Call ``fn()`` before every read through this store (a recorder's background writer
-        registers its ``flush``, so what was recorded in this process is read back)."""
-        self._barriers.append(fn)
+        """Call ``fn()`` before every read through any store of this process open on the same
+        database (a recorder's background writer registers its ``flush``, so what was recorded
+        in this process is read back, through this store or another one opened on the file)."""
+        with _BARRIERS_LOCK:
+            _BARRIERS.setdefault(self._barrier_key(), []).append(fn)
 
     def remove_read_barrier(self, fn: Callable[[], Any]) -> None:
         """Undo :meth:`add_read_barrier` (no error when absent)."""
-        if fn in self._barriers:
-            self._barriers.remove(fn)
+        with _BARRIERS_LOCK:
+            fns = _BARRIERS.get(self._barrier_key(), [])
+            if fn in fns:
+                fns.remove(fn)
+            if not fns:
+                _BARRIERS.pop(self._barrier_key(), None)
 
     def _barrier(self) -> None:
-        if self._barriers and not getattr(self._local, "busy", False):
-            for fn in list(self._barriers):
+        if _BARRIERS and not getattr(self._local, "busy", False):
+            with _BARRIERS_LOCK:
+                fns = list(_BARRIERS.get(self._barrier_key(), ()))
+            for fn in fns:
                 fn()
 
     def _read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
