@@ -2,8 +2,8 @@
 # `.venv` holds all three distributions of this checkout, editable: auto-runtime (runtime/),
 # auto (the compiler and CLI, with the extras its tests exercise: postgres, interchange,
 # distributed) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds the runtime
-# alone, as a deploy host installs it. The PostgreSQL tests run when AUTO_TEST_POSTGRES names a
-# server (.ci/postgres.sh starts one) and are skipped otherwise, except in CI.
+# alone, as a deploy host installs it. `make test` starts a PostgreSQL server for the store's
+# tests when AUTO_TEST_POSTGRES names none (.ci/postgres.sh; AUTO_TEST_POSTGRES=none skips them).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -33,8 +33,15 @@ demo: $(VENV)/.installed
 
 test: test-runtime test-compiler test-bench
 
+# The PostgreSQL store's tests need a server: AUTO_TEST_POSTGRES names one, else .ci/postgres.sh
+# installs PostgreSQL (Debian, as root) when missing and starts a throwaway one on loopback;
+# AUTO_TEST_POSTGRES=none skips those tests.
 test-compiler: $(VENV)/.installed
-	$(BIN)/python -m pytest -q tests
+	@dsn="$${AUTO_TEST_POSTGRES:-}"; \
+	if [ -z "$$dsn" ]; then \
+	  dsn="$$(bash .ci/postgres.sh)" || { echo "make test: could not start PostgreSQL for the store tests (.ci/postgres.sh needs root to install and run it); set AUTO_TEST_POSTGRES to a server's URI, or AUTO_TEST_POSTGRES=none to skip those tests" >&2; exit 1; }; \
+	fi; \
+	AUTO_TEST_POSTGRES="$$dsn" $(BIN)/python -m pytest -q tests
 
 test-bench: $(VENV)/.installed
 	$(BIN)/python -m pytest -q bench/tests

@@ -17,6 +17,12 @@ The headline fraction follows the published reference system's definition (spans
 witnessed-deterministic over all effectful spans, arXiv 2607.04542 §census); the per-input
 fraction (deterministic inputs over inputs seen ≥ 2 times) is reported beside it.
 
+Model calls are counted per *model-call site* (:mod:`auto.sites`): the recorded requests of one
+call site are aligned, their varying parts become the site's slots, and each call is one
+observation with input = its slot values and output = its site answer (content, or tool calls
+without their random ids). Other spans (tasks, tools, requests Auto does not understand) are
+counted under their recorded site.
+
 Two ways in, one result:
 
 * :func:`census` — over span records in memory (any iterable of mappings or objects);
@@ -24,7 +30,10 @@ Two ways in, one result:
   (:meth:`auto.store.Store.census_rows`, SQL that SQLite, PostgreSQL and DuckDB all run) and this
   module folds the grouped rows (:func:`census_from_rows`), so memory is bounded by the number
   of sites — and, with ``with_inputs``, by the inputs reported — not by the number of spans.
-  Inputs are compared as stored values (content digests of their canonical JSON).
+  Inputs are compared as stored values (content digests of their canonical JSON). Model-call
+  spans (kind ``llm``) are the exception: finding their sites aligns every recorded request of
+  a call site, so they are read (only they) and counted in memory
+  (:func:`census`), and the two censuses are joined (:func:`join`).
 
 When outputs tie for the modal one, the earliest-recorded wins (then the smaller canonical JSON).
 """
@@ -37,6 +46,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from auto.canonical import canonical_json
 from auto.errors import ArgumentError
+from auto.sites import census_view
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -101,6 +111,8 @@ class SiteCensus:
     deterministic_spans: int = 0
     seen_twice: int = 0
     verdicts: dict[str, int] = field(default_factory=lambda: {v: 0 for v in VERDICTS})
+    model_call: dict[str, Any] | None = None
+    """For a model-call site: :meth:`auto.sites.Site.describe` (model, slots, template)."""
 
     def add(self, ic: InputCensus, keep: bool = True) -> None:
         """Count one distinct input (and keep it in :attr:`inputs` when ``keep``)."""
@@ -135,6 +147,8 @@ class SiteCensus:
             **self.counts,
         }
         d["deterministic_input_fraction"] = (self.verdicts[WITNESSED] / self.seen_twice) if self.seen_twice else None
+        if self.model_call is not None:
+            d["model_call"] = self.model_call
         if with_inputs:
             if self.inputs is None:
                 raise ArgumentError("this census was run without per-input rows (with_inputs=False)")
@@ -201,17 +215,22 @@ def site_of(span: Any) -> str:
     return f"{_get(span, 'task') or '-'}/{_get(span, 'name') or '-'}"
 
 
-def census(spans: Iterable[Any]) -> Census:
+def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
     """Run the census over recorded spans.
 
     Args:
         spans: span rows (mappings or objects) with at least ``kind``, ``status``, ``input``,
             ``output``; optionally ``site``, ``task``, ``name``, ``attributes``,
             ``started_ns``. JSON columns may be text or decoded values.
+        model_call_sites: count model calls per model-call site (:func:`auto.sites.census_view`);
+            False: under their recorded ``site`` with the whole request as input.
 
     Returns:
         A :class:`Census` with one :class:`SiteCensus` per site, sites ordered by name.
     """
+    found: dict[str, Any] = {}
+    if model_call_sites:
+        spans, found = census_view(spans)
     # (site) -> (logical key) -> last attempt
     logical: dict[str, dict[str, Any]] = defaultdict(dict)
     meta: dict[str, tuple[str | None, str]] = {}
@@ -232,7 +251,8 @@ def census(spans: Iterable[Any]) -> Census:
         for _, span in logical[site].values():
             per_input[canonical_json(_as_obj(_get(span, "input")))].append(span)
         task, kind = meta[site]
-        sc = SiteCensus(site=site, task=task, kind=kind)
+        sc = SiteCensus(site=site, task=task, kind=kind,
+                        model_call=found[site].describe() if site in found else None)
         for inp in sorted(per_input):
             obs = per_input[inp]
             errors = sum(1 for s in obs if (_get(s, "status") or "ok") != "ok")
@@ -339,8 +359,29 @@ def census_from_rows(rows: Iterable[CensusRow],
     return Census(sites=[sites[k] for k in sorted(sites)])
 
 
+MODEL_CALL_KIND = "llm"
+"""The span kind of model calls: counted in memory per model-call site (:func:`census`), not in
+the database."""
+
+
+def join(a: Census, b: Census) -> Census:
+    """One census of two over disjoint spans (their sites side by side, ordered by name).
+
+    Raises:
+        ArgumentError: a site is in both.
+    """
+    names = {s.site for s in a.sites}
+    both = sorted(names & {s.site for s in b.sites})
+    if both:
+        raise ArgumentError(f"site {both[0]!r} is in both censuses")
+    return Census(sites=sorted([*a.sites, *b.sites], key=lambda s: s.site))
+
+
 def census_store(store: Any, task: str | None = None, with_inputs: bool = False) -> Census:
-    """The census of a store (:class:`auto.store.Store`), aggregated in its database.
+    """The census of a store (:class:`auto.store.Store`): every span but the model calls
+    aggregated in its database (memory bounded by the sites, and with ``with_inputs`` the
+    inputs, reported), the model calls (kind ``llm``, only they read) counted per
+    model-call site in memory (:func:`census`; memory grows with the model-call spans).
 
     Args:
         store: the store (SQLite or PostgreSQL).
@@ -350,7 +391,16 @@ def census_store(store: Any, task: str | None = None, with_inputs: bool = False)
     Raises:
         StoreError: the database failed; IntegrityError: a payload does not decode.
     """
-    return census_from_rows(store.census_rows(task), store.payload_texts if with_inputs else None, with_inputs)
+    grouped = census_from_rows(store.census_rows(task, exclude_kind=MODEL_CALL_KIND),
+                               store.payload_texts if with_inputs else None, with_inputs)
+    calls = store.spans(kind=MODEL_CALL_KIND, task=task)
+    if not calls:
+        return grouped
+    in_memory = census(calls)
+    if not with_inputs:
+        for sc in in_memory.sites:
+            sc.inputs = None
+    return join(grouped, in_memory)
 
 
 def render_table(c: Census) -> str:
@@ -365,6 +415,11 @@ def render_table(c: Census) -> str:
             f"{name:<48} {s.distinct_inputs:>6} {k[WITNESSED]:>5} {k[DIVERGENT]:>5} {k[ERRORED]:>4} "
             f"{k[UNWITNESSED]:>5} {s.spans:>6} {pct:>6}"
         )
+        if s.model_call is not None:
+            mc = s.model_call
+            slots = ", ".join(f"{x['name']} ({x['path']})" for x in mc["slots"]) or "none (one fixed request)"
+            where = f"task {mc['task']}, " if mc.get("task") else ""
+            lines.append(f"  {where}model {mc.get('model')}, slots: {slots}")
     hl = c.headline
     lines.append("-" * len(head))
     lines.append(

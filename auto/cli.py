@@ -21,6 +21,7 @@ errors of :mod:`auto.errors` and get the same messages and exit codes as the bui
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from importlib.metadata import entry_points
@@ -45,6 +46,10 @@ class ReferenceFailed(Exception):
 
 class GuardDeclined(Exception):
     """Internal: ``auto run`` had no reference and the guard declined (exit 3)."""
+
+
+class IntegrityFailure(Exception):
+    """Internal: ``auto registry verify`` found a failure (one line, exit 1)."""
 
 
 def say(msg: str) -> None:
@@ -133,6 +138,9 @@ class _AutoGroup(click.Group):
             sys.exit(EXIT_ERROR)
         except ReferenceFailed as e:
             say(f"error: ReferenceModelError: {e}")
+            sys.exit(EXIT_ERROR)
+        except IntegrityFailure as e:
+            say(f"error: {e}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             say("interrupted")
@@ -254,6 +262,7 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
 @main.command(name="compile")
 @click.option("--store", "store_path", required=True, type=StoreLocation(), help="Trace store (SQLite file or postgresql:// URI).")
 @click.option("--task", default=None, help="Task to compile.")
+@click.option("--site", "site", default=None, help="Model-call site to compile (an id auto census lists, or a unique prefix).")
 @click.option("--all", "all_tasks", is_flag=True, help="Compile every task of the store, in parallel on Ray (see --workers).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="With --all: CPUs of the local Ray cluster (default: all cores); 0 compiles serially without Ray.")
@@ -265,16 +274,17 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
 @click.option("--no-memo", is_flag=True, help="Specialist only: no exact-match table in front, no memo fallback when the specialist is refused.")
 @click.option("--no-program", is_flag=True, help="Skip the program rung (DSL synthesis); start at the specialist.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
-def compile_cmd(store_path: str, task: str | None, all_tasks: bool, workers: int | None, address: str | None,
-                out_dir: str | None, contract_path: str | None, out_path: str | None, no_memo: bool,
-                no_program: bool, as_json: bool) -> None:
-    """Synthesize or distill, verify and emit one generation of TASK as a .wasm artifact (exit 3 if refused).
+def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: bool, workers: int | None,
+                address: str | None, out_dir: str | None, contract_path: str | None, out_path: str | None,
+                no_memo: bool, no_program: bool, as_json: bool) -> None:
+    """Synthesize or distill, verify and emit one generation of a TASK or model-call SITE as a .wasm artifact (exit 3 if refused).
 
     \b
     The ladder: a DSL program first (synthesized from the witnesses, gated on held-out inputs);
     if none passes, a distilled specialist, memo-first (witnessed inputs answered from an
     exact-match table); if the specialist fails its gate, an exact-match memo of the witnessed
     inputs (it answers only what was witnessed); otherwise a refusal naming each rung's reason.
+    A site's input is its slots (auto census lists them); its artifact carries the site's template.
 
     \b
     --all compiles every task (results as a JSON list on stdout, one line per task on stderr);
@@ -283,21 +293,24 @@ def compile_cmd(store_path: str, task: str | None, all_tasks: bool, workers: int
     from auto.verify import Contract
 
     if all_tasks:
-        if task or out_path:
-            raise UsageError("--all compiles every task: leave out --task and --out (use --out-dir)")
+        if task or site or out_path:
+            raise UsageError("--all compiles every task: leave out --task, --site and --out (use --out-dir)")
         _compile_all(store_path, workers, address, out_dir, contract_path, no_memo, no_program)
         return
     if workers is not None or address or out_dir:
         raise UsageError("--workers, --address and --out-dir apply to --all")
-    if not task:
-        raise UsageError("give --task NAME (or --all)")
+    if (task is None) == (site is None):
+        raise UsageError("give exactly one of --task NAME or --site ID (or --all)")
     from auto.compile import compile_task
 
-    contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
     with _existing_store(store_path) as store:
-        if not store.has_task(task):
+        if site is not None:
+            task = _resolve_site(store, store.location, site)
+        elif not store.has_task(task):
             tasks = store.tasks()
             raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
+        assert task is not None
+        contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
         outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
                                programs=not no_program, progress=say)
     if as_json:
@@ -344,6 +357,32 @@ def _compile_all(store_path: str, workers: int | None, address: str | None, out_
         sys.exit(EXIT_REFUSED)
 
 
+def _resolve_site(store: Any, store_path: str, ref: str) -> str:
+    """The site id a --site argument names (an id or a unique prefix of one)."""
+    from auto.sites import SITE_PREFIX, discover
+
+    sites = discover(store.spans(kind="llm")).sites
+    want = ref if ref.startswith(SITE_PREFIX) else SITE_PREFIX + ref
+    hits = [sid for sid in sites if sid.startswith(want)]
+    if len(hits) == 1:
+        return hits[0]
+    listed = ", ".join(sorted(sites)) or "none"
+    if not hits:
+        raise UsageError(f"no model-call site {ref!r} in {store_path} (sites: {listed})")
+    raise UsageError(f"--site {ref!r} names {len(hits)} sites ({', '.join(hits)}); give more of the id")
+
+
+def _trust(paths: tuple[str, ...]) -> Any:
+    """The trust policy of --trust-key files, else of AUTO_TRUST_KEYS, else None."""
+    from auto_runtime import TrustPolicy
+
+    return TrustPolicy.from_files(paths) if paths else TrustPolicy.from_env()
+
+
+_TRUST_HELP = ("Trusted public key (PEM or ed25519:<base64>); repeatable. Artifacts not signed by one are refused. "
+               "Default: the files in AUTO_TRUST_KEYS.")
+
+
 # ------------------------------------------------------------------------------------------- run
 @main.command()
 @click.argument("artifact", type=click.Path(exists=True, dir_okay=False))
@@ -351,7 +390,8 @@ def _compile_all(store_path: str, workers: int | None, address: str | None, out_
               help="One task input as JSON, e.g. '{\"ticket\": \"...\"}'; @FILE reads it from a file, - from stdin.")
 @click.option("--id", "expected_id", default=None, help="Expected artifact id (sha256:...); refuse on mismatch.")
 @click.option("--reference", default=None, help="module:function to call on deopt (tier-0), e.g. my_agent:triage.")
-def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None) -> None:
+@click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
+def run(artifact: str, input_json: str, expected_id: str | None, reference: str | None, trust_keys: tuple[str, ...]) -> None:
     """Run one input through ARTIFACT (tier-1 unless the guard deopts to --reference)."""
     from auto_runtime import Artifact, TieredTask
 
@@ -371,7 +411,7 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
     if expected_id is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", expected_id):
         raise UsageError(f"--id must look like sha256:<64 hex digits>, got {expected_id!r}")
     ref = _load_reference(reference) if reference else None
-    art = Artifact.load(artifact, expected_id=expected_id)
+    art = Artifact.load(artifact, expected_id=expected_id, trust=_trust(trust_keys))
     res = TieredTask(art, reference=ref)(obj)
     _emit_json(
         {
@@ -453,6 +493,15 @@ def inspect(artifact: str, as_json: bool) -> None:
     click.echo(f"artifact   {info['id']}")
     click.echo(f"size       {info['bytes']} bytes")
     click.echo(f"task       {m.get('task')}  generation {m.get('generation')}  compiled as {m.get('compiled_as')}")
+    if isinstance(m.get("site"), dict):
+        from auto.sites import Site
+
+        try:
+            d = Site.from_manifest(m["site"]).describe()
+            click.echo(f"site       model-call site, model {d['model']}, slots "
+                       + (", ".join(f"{x['name']} ({x['path']})" for x in d["slots"]) or "none"))
+        except ValueError as e:
+            click.echo(f"site       unreadable: {e}")
     click.echo(f"imports    {info['imports'] or 'none (pure)'}")
     click.echo(f"exports    {', '.join(info['exports'])}")
     def r3(x: Any) -> Any:
@@ -532,6 +581,202 @@ def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
         else:
             lines.append(f"  {c.get('method')}")
     return lines
+
+
+# ----------------------------------------------------------------------------------------- proxy
+@main.command()
+@click.option("--upstream", required=True, help="The OpenAI-compatible endpoint to forward to, e.g. https://api.openai.com/v1.")
+@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="Store to record into (created if missing).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", default=8788, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--record-only", is_flag=True, help="Record and forward every call; never answer at tier-1.")
+@click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
+@click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False),
+              help="Registry holding the generations' signatures (and where --sign-key signs new ones).")
+@click.option("--sign-key", "sign_key", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Ed25519 private key: sign the generations this proxy compiles into --registry.")
+@click.option("--audit-rate", default=None, type=click.FloatRange(0.0, 1.0), help="Share of tier-1 answers re-asked upstream in the background (default 0.05).")
+@click.option("--timeout-s", default=600.0, show_default=True, type=click.FloatRange(min=0.001), help="Limit of one forwarded call (s).")
+@click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Contract TOML every site's generations are gated with (default: the default contract).")
+def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
+          registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
+          contract_path: str | None) -> None:
+    """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
+
+    \b
+    Point the agent at it: OPENAI_BASE_URL=http://127.0.0.1:8788/v1 (any language, any client).
+    Credentials are forwarded upstream, never stored. Stop with Ctrl-C.
+    """
+    from auto.proxy import ProxyConfig, run as run_proxy
+    from auto.proxy.upstream import Upstream
+    from auto.ratchet import DEFAULT_AUDIT_RATE
+    from auto.registry import Registry
+    from auto.signing import load_private_key
+    from auto.store import Store
+
+    from auto.verify import Contract
+
+    Upstream(upstream)  # a bad URL is a usage error before anything starts
+    Store(store_path).close()
+    if contract_path:
+        Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
+    if sign_key and not registry_dir:
+        raise UsageError("--sign-key needs --registry (where the signatures go)")
+    trust = _trust(trust_keys)
+    cfg = ProxyConfig(upstream=upstream, store=store_path, host=host, port=port, answer=not record_only, trust=trust,
+                      registry=Registry(registry_dir) if registry_dir else None,
+                      sign_key=load_private_key(sign_key) if sign_key else None,
+                      audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
+                      contract_path=contract_path)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
+    say(f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {store_path}"
+        + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else ""))
+    run_proxy(cfg)
+
+
+# ----------------------------------------------------------------------------------------- serve
+@main.command()
+@click.argument("artifacts", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--store", "store_path", default=None, type=click.Path(exists=True, dir_okay=False), help="Also serve every artifact of this store (and capture deopts there).")
+@click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
+@click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
+@click.option("--reference", default=None, help="module:function answering declined calls (tier-0); without it they answer 409.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="Worker processes.")
+@click.option("--fuel", default=None, type=click.IntRange(min=1), help="Fuel per call (default: the runtime's).")
+@click.option("--memory-bytes", default=None, type=click.IntRange(min=65536), help="Memory cap per instance (bytes).")
+@click.option("--timeout-ms", default=None, type=click.FloatRange(min=0.001), help="Wall-clock limit per call (ms).")
+def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str | None, trust_keys: tuple[str, ...],
+          reference: str | None, host: str, port: int, workers: int, fuel: int | None, memory_bytes: int | None,
+          timeout_ms: float | None) -> None:
+    """Serve artifacts over HTTP: POST /v1/artifacts/ID/run, GET /v1/artifacts, GET /health."""
+    from auto.serve import ServeConfig, run as run_serve
+
+    if not artifacts and not store_path and not registry_dir:
+        raise UsageError("nothing to serve: give artifact files, --store or --registry")
+    paths = list(trust_keys)
+    if not paths:
+        from auto_runtime.signing import TRUST_ENV
+
+        paths = [p for p in os.environ.get(TRUST_ENV, "").split(os.pathsep) if p.strip()]
+    cfg = ServeConfig(artifacts=[str(Path(a).resolve()) for a in artifacts], store=store_path, registry=registry_dir,
+                      trust_keys=paths, reference=reference, fuel=fuel, memory_bytes=memory_bytes,
+                      timeout_ms=timeout_ms, host=host, port=port, workers=workers, cwd=str(Path.cwd()))
+    say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})")
+    run_serve(cfg)
+
+
+# -------------------------------------------------------------------------------------- registry
+@main.group()
+def registry() -> None:
+    """A content-addressed artifact registry with Ed25519 signatures."""
+
+
+def _registry(path: str | None) -> Any:
+    from auto.registry import Registry
+
+    if not path:
+        raise UsageError("give --registry DIR (or set AUTO_REGISTRY)")
+    return Registry(path)
+
+
+_REG = click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False),
+                    help="The registry folder (default: AUTO_REGISTRY).")
+
+
+@registry.command(name="keygen")
+@click.option("--out", "prefix", required=True, help="Writes PREFIX.key (private, mode 0600) and PREFIX.pub.")
+def registry_keygen(prefix: str) -> None:
+    """Make an Ed25519 key pair for signing artifacts."""
+    from auto.signing import generate_keypair
+
+    priv, pub, kid = generate_keypair(prefix)
+    _emit_json({"key_id": kid, "private_key": str(priv), "public_key": str(pub)})
+    say(f"key {kid}: keep {priv} secret; give {pub} to deploy hosts (--trust-key or AUTO_TRUST_KEYS)")
+
+
+@registry.command(name="add")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@_REG
+@click.option("--sign-key", default=None, type=click.Path(exists=True, dir_okay=False), help="Sign what is added with this private key.")
+def registry_add(files: tuple[str, ...], registry_dir: str | None, sign_key: str | None) -> None:
+    """Add artifact files (and sign them with --sign-key); prints each id."""
+    from auto.signing import load_private_key
+
+    reg = _registry(registry_dir)
+    key = load_private_key(sign_key) if sign_key else None
+    for f in files:
+        aid = reg.add(Path(f).read_bytes(), key=key)
+        click.echo(aid)
+        say(f"added {f} as {aid}" + (" (signed)" if key is not None else ""))
+
+
+@registry.command(name="sign")
+@click.argument("ref")
+@_REG
+@click.option("--sign-key", required=True, type=click.Path(exists=True, dir_okay=False), help="The private key to sign with.")
+def registry_sign(ref: str, registry_dir: str | None, sign_key: str) -> None:
+    """Sign an artifact already in the registry (REF: its id or a unique prefix)."""
+    from auto.signing import load_private_key, sign
+
+    reg = _registry(registry_dir)
+    aid, data, _ = reg.get(ref)
+    rec = sign(data, load_private_key(sign_key))
+    reg.add_signature(aid, rec)
+    say(f"{aid} signed by {rec['key_id']}")
+
+
+@registry.command(name="get")
+@click.argument("ref")
+@_REG
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Where to write it (and OUT.sig).")
+@click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
+def registry_get(ref: str, registry_dir: str | None, out_path: str, trust_keys: tuple[str, ...]) -> None:
+    """Write an artifact and its signatures (OUT, OUT.sig); with a trust key, only if a trusted key signed it."""
+    reg = _registry(registry_dir)
+    aid, data, sigs = reg.get(ref)
+    trust = _trust(trust_keys)
+    if trust is not None:
+        trust.verify(data, sigs, aid)
+    out = Path(out_path)
+    out.write_bytes(data)
+    if sigs:
+        Path(str(out) + ".sig").write_text(json.dumps(sigs, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    click.echo(aid)
+    say(f"wrote {out} ({len(data)} bytes, {len(sigs)} signature(s))")
+
+
+@registry.command(name="list")
+@_REG
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
+def registry_list(registry_dir: str | None, as_json: bool) -> None:
+    """List the registry's artifacts with their task, generation and signers."""
+    entries = _registry(registry_dir).entries()
+    if as_json:
+        _emit_json([e.to_dict() for e in entries])
+        return
+    for e in entries:
+        click.echo(f"{e.id}  {e.task}  gen {e.generation}  {e.compiled_as}  {e.bytes} bytes  "
+                   f"signed by {', '.join(e.signatures) or 'nobody'}")
+
+
+@registry.command(name="verify")
+@click.argument("refs", nargs=-1)
+@_REG
+@click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
+def registry_verify(refs: tuple[str, ...], registry_dir: str | None, trust_keys: tuple[str, ...]) -> None:
+    """Re-hash every artifact and check every signature (exit 1 on any failure; with a trust key, unsigned fails too)."""
+    rows = _registry(registry_dir).verify(_trust(trust_keys), list(refs) or None)
+    _emit_json(rows)
+    bad = [r for r in rows if not r["ok"]]
+    if bad:
+        first = bad[0]
+        why = first["reason"] or next((s["reason"] for s in first["signatures"] if not s["ok"]), None) or "content does not match its id"
+        raise IntegrityFailure(f"{len(bad)} of {len(rows)} artifacts failed verification; first {first['id']}: {why}")
+    say(f"registry verified: {len(rows)} artifacts")
 
 
 # ----------------------------------------------------------------------------------------- store

@@ -43,6 +43,7 @@ from auto_runtime.errors import (  # noqa: F401  (re-exported: one tree)
     MemoryLimitExceeded,
     OutputError,
     TrapError,
+    UntrustedArtifact,
 )
 
 

@@ -145,3 +145,27 @@ def bench_guards(family: str, out_dir: str, seed: int, items: int, heldout: int,
     say("")
     say(render_table(results))
     say(f"wrote {Path(out_dir) / 'guards.json'}")
+
+
+@bench.command(name="anyagent")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/anyagent", show_default=True, help="Output folder.")
+@click.option("--seed", default=0, show_default=True, help="Corpus and simulator seed.")
+@click.option("--calls", default=500, show_default=True, type=click.IntRange(min=10), help="Interleaved calls for the overhead measurement.")
+@click.option("--clients", default=100, show_default=True, type=click.IntRange(min=1), help="Concurrent clients.")
+@click.option("--per-client", default=50, show_default=True, type=click.IntRange(min=1), help="Calls per concurrent client.")
+@click.option("--stream-items", default=300, show_default=True, type=click.IntRange(min=10), help="Fresh stream length.")
+@click.option("--train-tickets", default=1000, show_default=True, type=click.IntRange(min=20), help="Tickets the agent is recorded on (twice).")
+def bench_anyagent(out_dir: str, seed: int, calls: int, clients: int, per_client: int, stream_items: int,
+                   train_tickets: int) -> None:
+    """The proxy and auto serve against the simulator: overhead, first byte, load, the zero-code-change agent.
+
+    Writes results.json (stdout too) and prints a summary on stderr; see bench/anyagent.py.
+    """
+    from bench.anyagent import render, run_anyagent
+
+    results = run_anyagent(Path(out_dir), seed=seed, calls=calls, clients=clients, per_client=per_client,
+                           stream_items=stream_items, train_tickets=train_tickets, progress=say)
+    _emit_json(results)
+    say("")
+    say(render(results))
+    say(f"wrote {Path(out_dir) / 'results.json'}")

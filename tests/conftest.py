@@ -70,9 +70,12 @@ def triage_artifact(tmp_path_factory, triage_store) -> tuple[Path, object]:
 @pytest.fixture
 def pg_dsn():
     """A fresh PostgreSQL database for one test (dropped after), on the server named by
-    ``AUTO_TEST_POSTGRES`` (a role that may create databases; ``bash .ci/postgres.sh`` starts one).
-    Skipped without it, except in CI (``CI`` set), where a missing server fails the test."""
+    ``AUTO_TEST_POSTGRES`` (a role that may create databases; ``bash .ci/postgres.sh`` starts one,
+    and ``make test`` runs it). Skipped with ``AUTO_TEST_POSTGRES=none``, and without it except in
+    CI (``CI`` set), where a missing server fails the test."""
     admin = os.environ.get("AUTO_TEST_POSTGRES")
+    if admin == "none":
+        pytest.skip("AUTO_TEST_POSTGRES=none: the PostgreSQL store's tests are skipped")
     if not admin:
         if os.environ.get("CI"):
             pytest.fail("CI runs the PostgreSQL tests: AUTO_TEST_POSTGRES is not set (.ci/run starts a server)")

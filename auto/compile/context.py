@@ -39,6 +39,8 @@ class RungContext:
         memo_first: the specialist answers witnessed inputs from an exact-match table in front.
         proposer: optional LLM-guided program proposer (:mod:`auto.extract.propose`).
         prior: refusals of the rungs tried before this one, in ladder order.
+        site: for a model-call site, its manifest entry (written under the manifest key
+            ``site``), else None.
     """
 
     store: Any
@@ -50,6 +52,7 @@ class RungContext:
     memo_first: bool = True
     proposer: Any = None
     prior: list[RungRefused] = field(default_factory=list)
+    site: dict[str, Any] | None = None
 
     def refuse(self, rung: str, contract: Contract, reason: str, checks: list[dict[str, Any]], *,
                citation: str | None = None, final: bool = False) -> RungRefused:

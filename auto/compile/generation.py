@@ -142,10 +142,12 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
     }
     manifest = draft.final(contract=contract, eval_runs=eval_runs, provenance=provenance, parity=parity, guard=guard,
                            fuel_per_call=fuel_per_call(candidate, fuel_inputs))
+    if ctx.site is not None:
+        manifest["site"] = ctx.site  # the template a model-call site's input is cut with
     wasm = emit(code, manifest)
     manifest = read_manifest(wasm)  # as stored in the file (with its manifest_digest)
     aid = store.put_artifact(wasm, manifest, ctx.task, ctx.generation)
-    path = Path(ctx.out_path) if ctx.out_path else Path(f"{ctx.task}.gen{ctx.generation}.wasm")
+    path = Path(ctx.out_path) if ctx.out_path else Path(f"{ctx.task.replace(':', '-')}.gen{ctx.generation}.wasm")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(wasm)

@@ -72,7 +72,8 @@ def compile_task(
     Args:
         store: an :class:`auto.store.Store` holding the task's witnesses; eval runs and the
             artifact are stored there.
-        task: the task name as recorded.
+        task: the task name as recorded, or a model-call site id (``site:<hex>``,
+            :mod:`auto.sites`; the manifest then carries the site's template under ``site``).
         contract: the gate's contract (default: :meth:`Contract.default_for`).
         generation: generation number (default: the store's latest for the task + 1).
         out_path: where to write the ``.wasm`` (default: ``<task>.gen<N>.wasm``).
@@ -107,8 +108,8 @@ def compile_task(
     store.verify(task=task, incremental=True).raise_for_mismatch()
     ws = WitnessSet.read(store, task)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
-                      reference_model=reference_model, say=progress or (lambda _m: None), memo_first=memo,
-                      proposer=proposer)
+                      reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
+                      memo_first=memo, proposer=proposer, site=ws.site)
     for name in names:
         try:
             try:

@@ -3,9 +3,15 @@
 A *witness* is one recorded observation ``input → output`` of a task (:class:`auto.store.Witness`).
 Every rung of the ladder sees the same :class:`WitnessSet`: the task's witnesses grouped by
 distinct input (canonical JSON), each distinct input with its modal output and that output's
-share. Ties between outputs go to the smaller canonical JSON, so the modal output does not depend
-on witness order. A witness whose input or output the recorder redacted (:func:`is_redacted`) is
-left out: the placeholder is not what the task saw or answered.
+share. Ties between outputs of one input go to the output that is more frequent over all the
+witnesses (the more likely mode when a reference sometimes varies its answer, e.g. its
+formatting), then to the smaller canonical JSON, so the modal output does not depend on witness
+order. A witness whose input or output the recorder redacted (:func:`is_redacted`) is left out:
+the placeholder is not what the task saw or answered.
+
+A compile unit is a task (its task spans are the witnesses) or a model-call site (a name
+``site:<hex>``, :mod:`auto.sites`: its model calls are the witnesses, input = slot values, output
+= the site answer); :meth:`WitnessSet.read` reads either.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from auto_runtime.schema import json_type_name
 
 from auto.canonical import canonical_json
 from auto.distill import split_witnesses
+from auto.errors import CompileError
+from auto.sites import is_site_id, read_site
 
 MAX_STRATA = 20
 """Answers with at most this many distinct values are split stratified by answer (a program's
@@ -68,6 +76,9 @@ class WitnessSet:
         items: the distinct inputs (:data:`Item`), sorted by canonical input.
         store_digest: the store digest of the task as read together with the witnesses
             (provenance), or None.
+        site: for a model-call site, its manifest entry (:meth:`auto.sites.Site.to_manifest`:
+            the template the inputs were cut with), else None.
+        reference_model: for a model-call site, the model its responses name, else None.
     """
 
     task: str
@@ -77,15 +88,29 @@ class WitnessSet:
     items: tuple[Item, ...]
     store_digest: str | None = None
     redacted: int = 0
+    site: dict[str, Any] | None = None
+    reference_model: str | None = None
 
     @classmethod
     def read(cls, store: Any, task: str) -> "WitnessSet":
-        """The task's witnesses and the store digest, from one snapshot of ``store``."""
+        """The task's witnesses and the store digest, from one snapshot of ``store``; for a
+        model-call site id, the site's (:func:`auto.sites.read_site`).
+
+        Raises:
+            CompileError: ``task`` is a site id the store holds no model calls of.
+        """
+        if is_site_id(task):
+            sw = read_site(store, task)
+            if sw is None:
+                raise CompileError(f"no model-call site {task} in the store (auto census lists the sites)")
+            return cls.of(task, sw.witnesses, store_digest=sw.digest, site=sw.site.to_manifest(),
+                          reference_model=sw.reference_model)
         ws, d = store.task_witnesses(task)
         return cls.of(task, ws, store_digest=d)
 
     @classmethod
-    def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None) -> "WitnessSet":
+    def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None, *,
+           site: dict[str, Any] | None = None, reference_model: str | None = None) -> "WitnessSet":
         """Group ``witnesses`` (objects with ``.input`` and ``.output``, and optionally their
         canonical texts ``.input_text`` / ``.output_text`` as a store hands them out) by
         distinct input, leaving out the redacted ones (:func:`is_redacted`)."""
@@ -98,12 +123,13 @@ class WitnessSet:
             groups[key].append(getattr(w, "output_text", None) or canonical_json(w.output))
             inputs[key] = w.input
         items: list[Item] = []
+        overall = Counter(o for outs in groups.values() for o in outs)
         for key in sorted(groups):
             outs = Counter(groups[key])
-            modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+            modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], -overall[kv[0]], kv[0]))[0]
             items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
         return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items),
-                   store_digest=store_digest, redacted=redacted)
+                   store_digest=store_digest, redacted=redacted, site=site, reference_model=reference_model)
 
     @property
     def n(self) -> int:
@@ -139,6 +165,15 @@ class WitnessSet:
         canonical input (divergent inputs are left out)."""
         return [(self.inputs[k], json.loads(self.groups[k][0])) for k in sorted(self.groups)
                 if len(set(self.groups[k])) == 1]
+
+
+def unit_witnesses(store: Any, task: str) -> list[Any]:
+    """The successful witnesses of a task or model-call site (``[]`` for a site the store does
+    not hold yet), for counting: :meth:`auto.store.Store.witnesses` or the site's."""
+    if is_site_id(task):
+        sw = read_site(store, task)
+        return list(sw.witnesses) if sw is not None else []
+    return store.witnesses(task)
 
 
 def input_schema(inputs: Sequence[dict[str, Any]]) -> dict[str, Any]:

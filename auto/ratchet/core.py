@@ -45,6 +45,7 @@ from auto_runtime import Artifact, TieredTask
 from auto_runtime.tiered import TIER_1
 
 from auto.canonical import canonical_json
+from auto.compile.witnesses import unit_witnesses
 from auto.errors import ArgumentError, AutoError
 from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
@@ -142,6 +143,12 @@ class Ratchet:
         guard_factory: ``(artifact, store) -> Guard`` replacing each installed artifact's guard
             (e.g. :func:`auto.guards.semantic.make_host_guard`); a guard with a ``prime(input)``
             method is primed with each input before the call. None keeps the manifest's guard.
+        capture_witnesses: write each deopt's and audit's answer to the store as a witness (a
+            task span). False when the host records the witness itself: a proxy serving a
+            model-call site records the upstream call, which is the site's witness.
+        loader: ``(wasm, artifact_id) -> Artifact`` loading each generation before it is
+            installed (default :meth:`auto_runtime.Artifact.load` with the id checked); a host
+            with a trust key passes one that checks the generation's signature.
 
     Raises:
         ArgumentError: a bad setting (audit rate outside [0, 1], unknown worker mode).
@@ -155,7 +162,9 @@ class Ratchet:
                  worker: str = "process", compile_timeout_s: float = DEFAULT_TIMEOUT_S,
                  reference_model: str | None = None, programs: bool = True, load: bool = True,
                  progress: Callable[[str], None] | None = None, signature: inspect.Signature | None = None,
-                 guard_factory: Callable[[Artifact, Store], Any] | None = None) -> None:
+                 guard_factory: Callable[[Artifact, Store], Any] | None = None,
+                 capture_witnesses: bool = True,
+                 loader: Callable[[bytes, str], Artifact] | None = None) -> None:
         if not callable(reference):
             raise ArgumentError("the reference must be callable")
         if isinstance(store, bool) or not isinstance(store, (str, os.PathLike)) or not str(store):
@@ -184,6 +193,8 @@ class Ratchet:
         self._reference = reference
         self._signature = signature
         self._guard_factory = guard_factory
+        self._capture_witnesses = capture_witnesses
+        self._loader = loader or (lambda wasm, aid: Artifact.load(wasm, expected_id=aid))
         self._prime: Callable[[Any], Any] | None = None
         self.calls = 0
         self._store = Store(self.store_path)
@@ -234,7 +245,24 @@ class Ratchet:
         prime = self._prime
         if prime is not None:
             prime(input_obj)
-        res = self._tiered(input_obj)
+        return self._account(input_obj, self._tiered(input_obj))
+
+    def decide(self, input_obj: dict[str, Any]) -> Any:
+        """The tier decision without calling the reference: the :class:`auto_runtime.CallResult`
+        of a tier-1 answer, or a ``declined`` one (reason, score, would-be output) the caller
+        answers itself and then passes to :meth:`complete`. For hosts that answer deopts
+        asynchronously (a proxy forwarding them upstream); counted like :meth:`call_result`."""
+        prime = self._prime
+        if prime is not None:
+            prime(input_obj)
+        return self._account(input_obj, self._tiered.decide(input_obj))
+
+    def complete(self, input_obj: dict[str, Any], answer: Any, result: Any, latency_us: float | None = None) -> None:
+        """The answer of a call :meth:`decide` declined: captured like a deopt the reference
+        answered (evidence, witness unless ``capture_witnesses`` is False, compile policy)."""
+        self._tiered.capture_deopt(input_obj, answer, result, latency_us)
+
+    def _account(self, input_obj: dict[str, Any], res: Any) -> Any:
         self._recent.append(input_obj)
         self.calls += 1
         ev = self._evidence
@@ -292,18 +320,19 @@ class Ratchet:
                  "auto.deopt.generation": rec.get("generation")}
         if rec.get("audit"):
             attrs["auto.audit"] = True
-        # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
-        kept_in, n_in = self._redactor.redact_value(inp)
-        kept_out, n_out = self._redactor.redact_value(out)
-        if n_in or n_out:
-            attrs["auto.redactions"] = n_in + n_out
-            attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
-        try:
-            self._store.add_witness(task=self.task, input=kept_in, output=kept_out, attributes=attrs)
-        except AutoError as e:
-            self.capture_errors += 1
-            log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
-            return
+        if self._capture_witnesses:
+            # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
+            kept_in, n_in = self._redactor.redact_value(inp)
+            kept_out, n_out = self._redactor.redact_value(out)
+            if n_in or n_out:
+                attrs["auto.redactions"] = n_in + n_out
+                attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
+            try:
+                self._store.add_witness(task=self.task, input=kept_in, output=kept_out, attributes=attrs)
+            except AutoError as e:
+                self.capture_errors += 1
+                log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
+                return
         alarm = False
         with self._state_lock:
             st = self._state
@@ -480,7 +509,7 @@ class Ratchet:
         stored = self._store.get_artifact(artifact_id)
         if stored is None:
             raise AutoError(f"artifact {artifact_id} is not in the store")
-        art = Artifact.load(stored.wasm, expected_id=artifact_id)
+        art = self._loader(stored.wasm, artifact_id)
         if self._guard_factory is not None:
             art.guard = self._guard_factory(art, self._store)
         labels = {canonical_json(a) for a in ((art.manifest.get("interface") or {}).get("output") or {}).get("enum") or []}
@@ -539,7 +568,7 @@ class Ratchet:
             log.warning("task %s: ratchet event %s not stored: %s", self.task, kind, e)
 
     def _count_witnesses(self) -> None:
-        for w in self._store.witnesses(self.task):
+        for w in unit_witnesses(self._store, self.task):
             try:
                 key, out = canonical_json(w.input), canonical_json(w.output)
             except (TypeError, ValueError):

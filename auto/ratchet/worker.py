@@ -179,7 +179,7 @@ def main() -> None:  # pragma: no cover - the child process's entry point (exerc
 
 def default_out_path(store_path: str | Path, task: str, generation: int) -> str:
     """Where a ratchet's generation is written: ``<store>.artifacts/<task>.gen<N>.wasm``."""
-    return str(Path(f"{store_path}.artifacts") / f"{task}.gen{generation}.wasm")
+    return str(Path(f"{store_path}.artifacts") / f"{task.replace(':', '-')}.gen{generation}.wasm")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,12 @@ dicts:
 
 :func:`stream_outcome` adds the error a stream reported (an ``error`` event or object).
 
+The Responses API (``POST /responses``) is assembled into the same two dicts
+(:func:`assemble_response` for a ``response`` object, :func:`assemble_response_events` for its
+event stream): ``content`` is the text of its ``output_text`` parts, ``tool_calls`` its
+``function_call`` items (``id`` = the item's ``call_id``), ``refusal`` its refusal parts, and
+``finish_reason`` the response's ``status`` (``completed``, ``incomplete``, ``failed``).
+
 Every function here is total over JSON values: a provider's body of any shape gives an output
 (fields of the wrong type are left out: text pieces must be strings, lists lists, objects
 objects), never an exception, so a malformed answer is still recorded. Bodies are parsed with
@@ -181,3 +187,51 @@ def _meta(head: dict, usage: Any, choices: list[dict]) -> dict:
     return {"id": head.get("id"), "model": _str(head.get("model")), "system_fingerprint": head.get("system_fingerprint"),
             "usage": usage if isinstance(usage, dict) else None,
             "finish_reasons": [c["finish_reason"] for c in choices if c.get("finish_reason") is not None]}
+
+
+def assemble_response(body: dict) -> tuple[dict, dict]:
+    """``(output, meta)`` from a Responses API ``response`` object."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[dict] = []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif isinstance(part, dict) and part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                    refusals.append(part["refusal"])
+        elif item.get("type") == "function_call":
+            calls.append({"id": item.get("call_id") or item.get("id"), "type": "function",
+                          "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
+    status = body.get("status")
+    out = {"content": "".join(texts) if texts or not calls else None, "tool_calls": calls or None,
+           "refusal": "".join(refusals) if refusals else None, "finish_reason": status}
+    meta = {"id": body.get("id"), "model": body.get("model"), "system_fingerprint": None,
+            "usage": body.get("usage") if isinstance(body.get("usage"), dict) else None,
+            "finish_reasons": [status] if status else []}
+    return out, meta
+
+
+RESPONSE_TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+"""Responses API stream events that carry the final ``response`` object."""
+
+
+def assemble_response_events(events: list[dict]) -> tuple[dict, dict, bool]:
+    """``(output, meta, complete)`` from the events of a Responses API stream: the final
+    ``response`` of a terminal event when one arrived (``complete`` True), else the
+    ``response.output_text.delta`` texts received so far."""
+    for ev in reversed(events):
+        if ev.get("type") in RESPONSE_TERMINAL_EVENTS and isinstance(ev.get("response"), dict):
+            out, meta = assemble_response(ev["response"])
+            return out, meta, True
+    text = "".join(str(ev.get("delta") or "") for ev in events if ev.get("type") == "response.output_text.delta")
+    head: dict = {}
+    for ev in events:
+        if isinstance(ev.get("response"), dict):
+            head = ev["response"]
+    out = {"content": text or None, "tool_calls": None, "refusal": None, "finish_reason": None}
+    return out, {"id": head.get("id"), "model": head.get("model"), "system_fingerprint": None, "usage": None,
+                 "finish_reasons": []}, False

@@ -2,10 +2,13 @@
 
 A :class:`LogicalCall` is one SDK call (around the SDK's retry loop); each of its HTTP attempts
 is an :class:`Attempt`, written as one ``llm`` span when it ends (the body read, the stream
-exhausted or closed, or the request failed). Recorded per attempt (``POST …/chat/completions``):
+exhausted or closed, or the request failed). The recording proxy (:mod:`auto.proxy`) records the
+calls it forwards through the same two classes, so both write the same spans. Recorded per
+attempt (``POST …/chat/completions``; ``POST …/responses`` alike, span name ``responses``):
 
 * ``input``: the request body (JSON) — model, messages, temperature, tools, response_format…
-* ``output``: see :mod:`auto.record.completion`; None on error.
+* ``output``: see :mod:`auto.record.completion`; None on error. A complete response body that is
+  not a completion (not JSON, or no ``choices``) is an error ``{"type": "malformed_body"}``.
 * ``attributes``: ``gen_ai.*`` (OpenTelemetry GenAI semantic conventions), ``server.*``,
   ``url.full`` (without the query string), ``http.response.status_code``, ``auto.attempt`` (the
   SDK's ``x-stainless-retry-count`` header), ``auto.logical_call_id``, ``auto.stream``,
@@ -33,7 +36,13 @@ from typing import Any
 from auto.canonical import digest, digest_bytes
 from auto.record import pricing
 from auto.record.body import ContentDecoder, SSEParser
-from auto.record.completion import assemble_completion, parse_json, stream_outcome
+from auto.record.completion import (
+    assemble_completion,
+    assemble_response,
+    assemble_response_events,
+    parse_json,
+    stream_outcome,
+)
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
 from auto.record.redact import sanitize_headers, secrets_of
@@ -152,6 +161,10 @@ class Attempt:
         self._sse: SSEParser | None = None
         self._raw: list[bytes] = []
         self._decoder: ContentDecoder | None = None
+        self.extra_attributes: dict[str, Any] = {}
+        """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
+        self.recorded: dict[str, Any] | None = None
+        """The span as written, once the attempt ended (None before)."""
 
     # -- response arrival ----------------------------------------------------------------
 
@@ -161,12 +174,19 @@ class Attempt:
         if hasattr(response, "_content"):
             self._finish_body(response.content, complete=True)
             return response
+        self.begin_stream(response)
+        response.stream = tee_stream(response.stream, self)
+        return response
+
+    def begin_stream(self, response: Any) -> None:
+        """The response head arrived and its body will be fed chunk by chunk (:meth:`feed`, then
+        :meth:`stream_eof` or :meth:`stream_closed`); ``response`` needs ``status_code``,
+        ``reason_phrase`` and lower-case-readable ``headers``."""
+        self.response = response
         self._decoder = ContentDecoder(response.headers.get("content-encoding", ""))
         if "text/event-stream" in response.headers.get("content-type", ""):
             self._sse = SSEParser()
-        response.stream = tee_stream(response.stream, self)
         self.call.rec.open_streams.add(self)
-        return response
 
     def feed(self, chunk: bytes) -> None:
         data = self._decoder.decode(chunk) if self._decoder else chunk
@@ -216,9 +236,20 @@ class Attempt:
             return
         if self._sse is not None:
             self._sse.close()
-            output, meta, stream_error = stream_outcome(self._sse.events)
-            # the SDK stops reading at "data: [DONE]" and closes: that is a complete stream
-            complete = complete or self._sse.done
+            if self.name == "responses":
+                events = [e for _ev, e in self._sse.events if isinstance(e, dict)]
+                failed = [e for e in events if e.get("type") in ("error", "response.failed")]
+                output, meta, done = assemble_response_events(events)
+                complete = complete or done
+                stream_error = None
+                if failed:
+                    err = failed[0].get("error") or (failed[0].get("response") or {}).get("error") or failed[0]
+                    msg = err.get("message") if isinstance(err, dict) else err
+                    stream_error = {"type": "stream_error", "message": msg if isinstance(msg, str) else str(msg)}
+            else:
+                output, meta, stream_error = stream_outcome(self._sse.events)
+                # the SDK stops reading at "data: [DONE]" and closes: that is a complete stream
+                complete = complete or self._sse.done
             extra = {"auto.stream": True, "auto.stream.complete": complete}
             if self._is_http_error():
                 self._write("error", None, self._http_error(None), extra, meta)
@@ -242,12 +273,15 @@ class Attempt:
         if self._is_http_error():
             self._write("error", None, self._http_error(body), extra, None)
             return
-        if not isinstance(body, dict) or "choices" not in body:
-            self._write("error" if not complete else "ok", None,
-                        None if complete else {"type": "stream_incomplete", "message": "body not fully read"},
+        responses = self.name == "responses"
+        if not isinstance(body, dict) or ("output" if responses else "choices") not in body:
+            what = "a response object" if responses else "a chat completion"
+            self._write("error", None,
+                        {"type": "malformed_body", "message": f"the response body is not {what}"} if complete
+                        else {"type": "stream_incomplete", "message": "body not fully read"},
                         {**extra, "auto.body": "unrecognized"}, None)
             return
-        output, meta = assemble_completion(body)
+        output, meta = assemble_response(body) if responses else assemble_completion(body)
         self._write("ok", output, None, extra, meta)
 
     def _is_http_error(self) -> bool:
@@ -312,9 +346,10 @@ class Attempt:
         if env:
             attrs["auto.env_reads"] = env
         attrs.update(extra)
+        attrs.update(self.extra_attributes)
         task = scope.task if scope is not None else None
         task_input = scope.task_input if scope is not None else {}
-        tdigest = template_digest(body.get("messages"), task_input)
+        tdigest = template_digest(body.get("messages", body.get("input")), task_input)
         attrs["auto.template_digest"] = tdigest
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
@@ -323,6 +358,7 @@ class Attempt:
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
             "input": body, "output": output, "error": error, "attributes": attrs,
         }
+        self.recorded = span
         call.rec.write([span])
         if scope is not None:
             scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)

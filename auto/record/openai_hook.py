@@ -23,7 +23,8 @@ retries.
   is written then (as an incomplete stream, unless it had reached its end), not when the
   response is garbage-collected or recording stops. The stream itself is left as the SDK leaves
   it. Errors (HTTP 4xx/5xx, connection errors) are recorded and then propagate unchanged.
-Only ``POST …/chat/completions`` is recorded; other endpoints pass through.
+Only ``POST …/chat/completions`` and ``POST …/responses`` (the Responses API) are recorded; other
+endpoints pass through.
 
 If ``openai`` is not imported yet, :func:`instrument` installs an import hook that patches it
 right after it finishes importing (start-up stays lazy).
@@ -42,22 +43,28 @@ from auto.record.core import active_recorder, log
 from auto.record.model_call import Attempt, LogicalCall
 from auto.record.tee import observer_of
 
-RECORDED_ENDPOINTS = {"chat/completions": "chat.completions"}
+RECORDED_ENDPOINTS = {"chat/completions": "chat.completions", "responses": "responses"}
 """URL path suffix -> span name of the endpoints that are recorded."""
 
 _LOGICAL: contextvars.ContextVar["LogicalCall | None"] = contextvars.ContextVar("auto_logical_call", default=None)
 _IN_SEND: contextvars.ContextVar[bool] = contextvars.ContextVar("auto_in_send", default=False)
 
 
-def endpoint_name(request: Any) -> str | None:
-    """The span name for an ``httpx`` request to a recorded endpoint, else None."""
-    if request.method.upper() != "POST":
+def endpoint_for(method: str, path: str) -> str | None:
+    """The span name of a request to a recorded endpoint (``POST …/chat/completions`` →
+    ``chat.completions``), else None."""
+    if method.upper() != "POST":
         return None
-    path = request.url.path.rstrip("/")
+    path = path.rstrip("/")
     for suffix, name in RECORDED_ENDPOINTS.items():
         if path.endswith("/" + suffix) or path == suffix:
             return name
     return None
+
+
+def endpoint_name(request: Any) -> str | None:
+    """The span name for an ``httpx`` request to a recorded endpoint, else None."""
+    return endpoint_for(request.method, request.url.path)
 
 
 # ----------------------------------------------------------------------------- logical-call layer

@@ -5,6 +5,12 @@ template digest is :func:`auto.canonical.digest` of the request's messages with 
 task's string input values replaced by ``{param}`` placeholders and tool-call ids by
 ``{tool_call_N}`` (:func:`template_messages`); ``task`` is ``""`` outside any task. Two calls of
 one task that differ only in the task's inputs therefore share a site.
+
+A request's *shape* (:func:`request_skeleton`, :func:`shape_digest`) is what stays when every text
+leaf of its messages is cut out (:func:`request_leaves`) and the parameters that do not change the
+answer are dropped (:data:`NEUTRAL_PARAMS`): the model, every output-affecting parameter, the
+roles and the message structure. :mod:`auto.sites` aligns the leaves of the recorded requests of
+one shape to find a model-call site's fixed text and its slots.
 """
 
 from __future__ import annotations
@@ -88,3 +94,86 @@ def template_digest(messages: Any, task_input: dict) -> str:
 def site(task: str | None, name: str, tdigest: str) -> str:
     """The site of a model call: ``f"{task or ''}/{name}/{tdigest}"``."""
     return f"{task or ''}/{name}/{tdigest}"
+
+
+# ----------------------------------------------------------------------------- request shapes
+
+NEUTRAL_PARAMS = frozenset({
+    "messages", "stream", "stream_options", "user", "metadata", "store", "service_tier",
+    "prompt_cache_key", "safety_identifier",
+})
+"""Request-body keys that do not change what a model call answers: transport (``stream``,
+``stream_options``), bookkeeping (``user``, ``metadata``, ``store``, ``service_tier``,
+``prompt_cache_key``, ``safety_identifier``), and ``messages`` (described by the leaves). Every
+other key (``model``, ``temperature``, ``top_p``, ``tools``, ``tool_choice``, ``response_format``,
+``n``, ``seed``, ``stop``, ``max_tokens``, ``logit_bias``, ``reasoning_effort``, and any key not
+named here) is part of a request's shape, so requests that differ in one are different sites."""
+
+STRUCTURAL_KEYS = frozenset({"role", "type", "name", "tool_call_id", "id"})
+"""Message keys whose values are structure, not text: kept in the skeleton, never slots."""
+
+LEAF = "\x00leaf"
+"""What a text leaf becomes in a request skeleton."""
+
+
+def _is_tool_call_id(key: str, parent: dict) -> bool:
+    return key == "tool_call_id" or (key == "id" and "function" in parent)
+
+
+def request_leaves(messages: Any) -> list[tuple[str, str]]:
+    """``(path, text)`` of every text leaf of a request's ``messages``, in document order.
+
+    A leaf is a string that is not under a structural key (:data:`STRUCTURAL_KEYS`): message
+    contents, content-part texts, tool-call arguments in the history, refusals. Paths are dotted
+    (``"1.content"``, ``"0.content.2.text"``, ``"3.tool_calls.0.function.arguments"``).
+    """
+    out: list[tuple[str, str]] = []
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, str):
+            out.append((path, obj))
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, f"{path}.{i}" if path else str(i))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                if k in STRUCTURAL_KEYS:
+                    continue
+                walk(v, f"{path}.{k}" if path else str(k))
+
+    if isinstance(messages, list):
+        walk(messages, "")
+    return out
+
+
+def request_skeleton(body: dict) -> dict:
+    """The shape of a request: ``body`` without :data:`NEUTRAL_PARAMS`, plus ``messages`` with
+    every text leaf replaced by :data:`LEAF` and tool-call ids by ``{tool_call_N}`` (by first
+    appearance; they are random per run). Requests with equal skeletons differ only in text."""
+    ids: dict[str, str] = {}
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, str):
+            return LEAF
+        if isinstance(obj, list):
+            return [walk(v) for v in obj]
+        if isinstance(obj, dict):
+            out = {}
+            for k, v in obj.items():
+                if _is_tool_call_id(k, obj) and isinstance(v, str):
+                    out[k] = ids.setdefault(v, "{tool_call_%d}" % len(ids))
+                elif k in STRUCTURAL_KEYS:
+                    out[k] = v
+                else:
+                    out[k] = walk(v)
+            return out
+        return obj
+
+    shape = {k: v for k, v in body.items() if k not in NEUTRAL_PARAMS}
+    shape["messages"] = walk(body.get("messages"))
+    return shape
+
+
+def shape_digest(body: dict) -> str:
+    """``digest(request_skeleton(body))`` (``"sha256:<hex>"``)."""
+    return digest(request_skeleton(body))

@@ -110,9 +110,17 @@ def local_path(location: str | os.PathLike) -> str:
     return str(base / ("pg-" + hashlib.sha256(redact(str(location)).encode("utf-8")).hexdigest()[:16]))
 
 
-def census_sql(task: bool) -> str:
-    """:data:`_CENSUS_SQL` with or without the ``task = ?`` filter (three placeholders)."""
-    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task="AND task = ?" if task else "")
+def census_sql(task: bool, exclude_kind: bool = False) -> str:
+    """:data:`_CENSUS_SQL` with or without the ``task = ?`` and ``kind <> ?`` filters (each
+    placeholder three times: :func:`census_params`)."""
+    conds = ("AND task = ? " if task else "") + ("AND kind <> ?" if exclude_kind else "")
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds)
+
+
+def census_params(task: str | None, exclude_kind: str | None = None) -> list[Any]:
+    """The parameters of :func:`census_sql` ``(task is not None, exclude_kind is not None)``."""
+    one = [v for v in (task, exclude_kind) if v is not None]
+    return one * 3
 
 
 class Store:
@@ -457,7 +465,8 @@ class Store:
         """The spans as the Parquet layout lists them (:data:`auto.interchange.parquet.SPAN_COLUMNS`:
         payload ids replaced by ``sha256:<hex>`` digests, computed in the database), in insertion
         order, in batches of ``batch`` tuples."""
-        hexd = "'sha256:' || lower(hex({}.digest))" if self.dialect == "sqlite" else "'sha256:' || encode({}.digest, 'hex')"
+        hexd = ("CASE WHEN {0}.digest IS NULL THEN NULL ELSE 'sha256:' || lower(hex({0}.digest)) END"
+                if self.dialect == "sqlite" else "'sha256:' || encode({0}.digest, 'hex')")  # no payload: null
         cols = ("s.seq, s.span_id, s.trace_id, s.parent_span_id, s.name, s.kind, s.task, s.site, s.started_ns, "
                 "s.ended_ns, s.status, " + ", ".join(hexd.format(a) for a in ("pi", "po", "pe", "pa"))
                 + ", s.logical_call_id, s.attempt, s.digest")
@@ -594,13 +603,14 @@ class Store:
 
     # -- the census ----------------------------------------------------------------------
 
-    def census_rows(self, task: str | None = None) -> Iterator[tuple]:
+    def census_rows(self, task: str | None = None, exclude_kind: str | None = None) -> Iterator[tuple]:
         """The census's grouped rows, streamed from the database (:data:`_CENSUS_SQL`):
         ``(site, task, kind, input_id, status, output_id, n, first_ns)`` ordered by site, then
         input id; payload ids resolve through :meth:`payload_texts`. Memory is bounded by the
-        database's sort, not by the number of spans."""
-        params = [task, task, task] if task else []
-        return self._stream(census_sql(task is not None), params, size=10_000)
+        database's sort, not by the number of spans. ``task``: only that task's spans;
+        ``exclude_kind``: leave out the spans of that kind."""
+        sql = census_sql(task is not None, exclude_kind is not None)
+        return self._stream(sql, census_params(task, exclude_kind), size=10_000)
 
 
     # -- eval runs -----------------------------------------------------------------------
@@ -660,6 +670,11 @@ class Store:
             "SELECT * FROM artifacts WHERE task = ? ORDER BY generation DESC, created_ns DESC, id LIMIT 1", [task]
         )
         return self._artifact(rows[0]) if rows else None
+
+    def artifacts(self, task: str | None = None) -> list[StoredArtifact]:
+        """Every stored artifact (of ``task``, when given), ordered by task, generation, id."""
+        sql = "SELECT * FROM artifacts" + (" WHERE task = ?" if task else "") + " ORDER BY task, generation, id"
+        return [self._artifact(r) for r in self._conn.read(sql, [task] if task else [])]
 
     @staticmethod
     def _artifact(r: dict) -> StoredArtifact:

@@ -377,6 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # listen backlog (socketserver's default 5 refuses a burst of concurrent clients)
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # client went away: ignore
         return

@@ -4,10 +4,12 @@ Deploy hosts install only this distribution (it depends on wasmtime and numpy, n
 
 Public API::
 
-    Artifact.load(path_or_bytes, expected_id=None, limits=None) -> Artifact
+    Artifact.load(path_or_bytes, expected_id=None, limits=None, trust=None) -> Artifact
+    TrustPolicy.from_files(paths) / TrustPolicy.from_env()   # refuse unsigned or mis-signed artifacts
     Artifact.call(input_obj) -> dict          Artifact.call_batch(inputs) -> list[dict]
     Limits(fuel, memory_bytes, timeout_ms)
     TieredTask(artifact, reference, capture=None)(input_obj) -> CallResult
+    TieredTask.decide(input_obj) -> CallResult   TieredTask.capture_deopt(input_obj, answer, result)
     TieredTask.batch(inputs) -> list[CallResult]      TieredTask.swap(artifact)
     TieredTask.tighten(reason)   TieredTask.audit -> ShadowAudit (audit_rate=, audit_seed=, audit_max=)
     build_guard(manifest_guard) -> Guard      compile_schema(schema) -> validate(obj)
@@ -45,6 +47,7 @@ from auto_runtime.errors import (
     MemoryLimitExceeded,
     OutputError,
     TrapError,
+    UntrustedArtifact,
 )
 
 __version__ = "0.1.0"
@@ -63,6 +66,7 @@ _LAZY = {
     "build_guard": "auto_runtime.guard",
     "register_guard": "auto_runtime.guard",
     "compile_schema": "auto_runtime.schema",
+    "TrustPolicy": "auto_runtime.signing",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,6 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from auto_runtime.guard import Guard, GuardDecision, build_guard, register_guard
     from auto_runtime.sandbox import DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT_MS, Limits
     from auto_runtime.schema import compile_schema
+    from auto_runtime.signing import TrustPolicy
     from auto_runtime.tiered import CallResult, TieredTask
 
 
@@ -93,5 +98,5 @@ __all__ = [
     "DEFAULT_FUEL", "DEFAULT_MEMORY_BYTES", "DEFAULT_TIMEOUT_MS",
     "AutoError", "ArtifactError", "MalformedArtifact", "ManifestError", "ArtifactIdMismatch",
     "CapabilityError", "LimitError", "FuelExhausted", "MemoryLimitExceeded", "CallTimeout",
-    "TrapError", "InputSchemaError", "OutputError",
+    "TrapError", "InputSchemaError", "OutputError", "UntrustedArtifact", "TrustPolicy",
 ]

@@ -5,7 +5,9 @@ Load order (each step's error named):
 
 1. read the bytes (:class:`ArtifactError` if unreadable; :class:`MalformedArtifact` above
    :data:`MAX_ARTIFACT_BYTES`); id = ``"sha256:" + hex`` of the bytes;
-2. ``expected_id`` given and different -> :class:`ArtifactIdMismatch`;
+2. ``expected_id`` given and different -> :class:`ArtifactIdMismatch`; a ``trust`` policy given
+   and no trusted signature over the bytes -> :class:`UntrustedArtifact`
+   (:mod:`auto_runtime.signing`);
 3. parse the container (:mod:`auto_runtime.wasm_sections`) -> :class:`MalformedArtifact`;
 4. exactly one ``auto.manifest`` section, canonical JSON, required keys -> :class:`ManifestError`;
 5. declared memory: 64-bit or shared memory -> :class:`MalformedArtifact`; initial size above
@@ -47,6 +49,7 @@ from auto_runtime.errors import (
     TrapError,
 )
 from auto_runtime.guard import Guard, build_guard
+from auto_runtime.signing import TrustPolicy, read_signatures, sidecar_path
 from auto_runtime.jsonio import canonical_text, strict_loads
 from auto_runtime.manifest import (
     MANIFEST_SECTION,
@@ -110,6 +113,8 @@ class Artifact:
         validate_input: ``validate_input(obj)`` raises :class:`InputSchemaError` when ``obj``
             violates ``interface.input``.
         call_path: ``"fast"`` (raw ctypes) or ``"checked"`` (``Func.__call__``).
+        signed_by: the trusted key id whose signature was checked at load, or None (loaded
+            without a trust policy).
 
     Thread-safe: calls on one artifact are serialized by a lock.
     """
@@ -143,6 +148,7 @@ class Artifact:
         self._sandbox = self._new_sandbox()
         self.call_path = self._sandbox.call_path
         self.instantiations = 1
+        self.signed_by: str | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -150,7 +156,8 @@ class Artifact:
     def load(cls, path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview,
              expected_id: str | None = None, limits: Limits | None = None, *,
              host_functions: HostFunctions | None = None,
-             call_path: str | None = None) -> "Artifact":
+             call_path: str | None = None, trust: TrustPolicy | None = None,
+             signatures: list[dict[str, Any]] | None = None) -> "Artifact":
         """Load, verify and instantiate an artifact.
 
         Args:
@@ -162,6 +169,10 @@ class Artifact:
                 as Python ints/floats. Pure artifacts need none.
             call_path: ``"fast"`` or ``"checked"``; default from
                 :func:`auto_runtime.sandbox.default_call_path`.
+            trust: when given, the bytes must carry a signature by one of its keys
+                (:class:`auto_runtime.signing.TrustPolicy`); checked before anything is parsed.
+            signatures: the signature records to check (default: the sidecar file
+                ``<path>.sig`` of a path; none for bytes).
 
         Returns:
             The artifact, instantiated.
@@ -169,6 +180,8 @@ class Artifact:
         Raises:
             ArtifactError: the file cannot be read.
             ArtifactIdMismatch: the bytes' id is not ``expected_id``.
+            UntrustedArtifact: ``trust`` is given and the artifact is unsigned, mis-signed or
+                signed only by untrusted keys (or ``cryptography`` is missing).
             MalformedArtifact: not a (valid) core WebAssembly module, too large, a 64-bit or
                 shared memory, a missing or mistyped ABI export, or instantiation failed.
             ManifestError: the manifest is missing, duplicated, not canonical JSON, lacks a
@@ -185,6 +198,11 @@ class Artifact:
             raise ArtifactIdMismatch(
                 f"{source}: artifact id is {artifact_id}, expected {expected_id}"
             )
+        signed_by = None
+        if trust is not None:
+            if signatures is None:
+                signatures = [] if source == "<bytes>" else read_signatures(sidecar_path(source))
+            signed_by = trust.verify(data, signatures, source)
         info = wasm_sections.parse(data)
         payload = manifest_payload(info, source)
         manifest = decode_manifest(payload, source)
@@ -225,9 +243,11 @@ class Artifact:
             raise MalformedArtifact(f"{source}: import section could not be read consistently")
 
         has_batch = _check_exports(module, declared_exports(manifest), source)
-        return cls(data=data, artifact_id=artifact_id, manifest=manifest, module=module,
-                   engine=engine, limits=limits, host_functions=host, import_types=import_types,
-                   has_batch=has_batch, call_path=call_path or default_call_path(), source=source)
+        art = cls(data=data, artifact_id=artifact_id, manifest=manifest, module=module,
+                  engine=engine, limits=limits, host_functions=host, import_types=import_types,
+                  has_batch=has_batch, call_path=call_path or default_call_path(), source=source)
+        art.signed_by = signed_by
+        return art
 
     def _externs(self, store: wasmtime.Store) -> list[Any]:
         return [wasmtime.Func(store, ty, self._host[(m, n)]) for m, n, ty in self._import_types]
@@ -340,7 +360,7 @@ class Artifact:
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary: id, size (bytes), task, generation, imports, exports, guard,
-        limits (fuel units, bytes, ms), call path, and the manifest."""
+        limits (fuel units, bytes, ms), call path, the trusted signer (or None) and the manifest."""
         return {
             "id": self.id,
             "bytes": self.size_bytes,
@@ -352,6 +372,7 @@ class Artifact:
             "limits": {"fuel": self.limits.fuel, "memory_bytes": self.limits.memory_bytes,
                        "timeout_ms": self.limits.timeout_ms},
             "call_path": self.call_path,
+            "signed_by": self.signed_by,
             "manifest": self.manifest,
         }
 

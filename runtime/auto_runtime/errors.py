@@ -9,7 +9,8 @@ own, so ``except AutoError`` catches both::
     │   ├── MalformedArtifact    not WebAssembly, truncated, or not decodable
     │   ├── ManifestError        auto.manifest section missing, corrupt, or inconsistent
     │   ├── ArtifactIdMismatch   sha-256 of the bytes differs from the recorded artifact id
-    │   └── CapabilityError      an import the manifest does not declare (or vice versa)
+    │   ├── CapabilityError      an import the manifest does not declare (or vice versa)
+    │   └── UntrustedArtifact    a trust key is configured and no trusted signature covers the bytes
     ├── LimitError               the sandbox stopped a call
     │   ├── FuelExhausted        the call ran out of fuel (instruction budget)
     │   ├── MemoryLimitExceeded  memory grew past the limit, or the module declares too much
@@ -48,6 +49,11 @@ class ArtifactIdMismatch(ArtifactError):
 
 class CapabilityError(ArtifactError):
     """The module imports something its manifest does not declare, or the reverse."""
+
+
+class UntrustedArtifact(ArtifactError):
+    """A trust policy is in force and the artifact is unsigned, its signature does not match its
+    bytes, or it is signed only by keys that are not trusted."""
 
 
 class LimitError(AutoError):

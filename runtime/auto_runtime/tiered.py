@@ -22,7 +22,10 @@ One call (:meth:`TieredTask.__call__`):
 Deopt: call ``reference(input)``, return its answer as tier 0, then call ``capture`` with
 ``{"task", "input", "output", "reason", "artifact_id", "generation", "latency_us",
 "artifact_output"}`` (``artifact_output``: the artifact's would-be output when it ran, else
-``None``: every deopt is a labeled point for the installed generation). A capture
+``None``: every deopt is a labeled point for the installed generation). A host that answers
+deopts itself (asynchronously, e.g. a server forwarding them upstream) calls
+:meth:`TieredTask.decide` (never calls the reference; a declined result) and then
+:meth:`TieredTask.capture_deopt` with the answer, which captures the same record. A capture
 failure is logged and never loses the answer; an exception from the reference propagates (it is
 the application's own code). Without a reference the result is tier ``"declined"`` with
 ``answer=None`` (the CLI maps that to exit status 3).
@@ -307,27 +310,60 @@ class TieredTask:
             InputSchemaError: the input violates the schema and there is no reference.
             Exception: whatever the reference raises.
         """
+        return self._call(input_obj, False)
+
+    def decide(self, input_obj: Any) -> CallResult:
+        """Like calling, but the reference is never called here: an input the artifact does not
+        answer comes back with tier ``"declined"`` (its reason, score, p-value, would-be output).
+
+        For a host that answers deopts itself, asynchronously (a server forwarding the request
+        upstream): it answers the declined call, then passes the answer to
+        :meth:`capture_deopt`, which captures it exactly as a deopt answered here would be.
+        Tier-1 answers are offered to the shadow audit as usual. An input that violates the
+        schema is declined (reason ``"input-schema: ..."``), never raised.
+        """
+        return self._call(input_obj, True)
+
+    def capture_deopt(self, input_obj: Any, answer: Any, result: CallResult,
+                      latency_us: float | None = None) -> None:
+        """Capture the answer of a call :meth:`decide` declined: ``capture`` gets the record a
+        deopt answered by the reference gets (``latency_us``: the whole call's, default the
+        decision's). A capture failure is logged, never raised."""
+        cap = self._capture
+        if cap is None:
+            return
+        try:
+            cap({"task": self._gen.task, "input": input_obj,
+                 "output": answer, "reason": result.reason, "artifact_id": result.artifact_id,
+                 "generation": result.generation,
+                 "latency_us": result.latency_us if latency_us is None else latency_us,
+                 "artifact_output": result.output})
+        except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
+            log.exception("capture hook failed for task %s (answer kept)", self._task)
+
+    def _call(self, input_obj: Any, defer: bool) -> CallResult:
         t0 = perf_counter_ns()
         g = self._gen
         art = g.artifact
+        answers = defer or self._reference is not None
         if art is None:
-            return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0)
+            return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0, None, defer)
         try:
             g.validate(input_obj)
         except InputSchemaError as e:
-            if self._reference is None:
+            if not answers:
                 raise
-            return self._deopt(input_obj, g, f"input-schema: {e}", None, None, t0, 0.0)
+            return self._deopt(input_obj, g, f"input-schema: {e}", None, None, t0, 0.0, None, defer)
         try:
             out = art.call(input_obj)
         except AutoError as e:
-            if isinstance(e, InputSchemaError) and self._reference is None:
+            if isinstance(e, InputSchemaError) and not answers:
                 raise
             reason = failure_reason(e)
             log.warning("artifact %s failed, deopting: %s", g.artifact_id, e)
-            return self._deopt(input_obj, g, reason, None, None, t0, 0.0)
+            return self._deopt(input_obj, g, reason, None, None, t0, 0.0, None, defer)
         if "answer" not in out:
-            return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0)
+            return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0, None, defer)
         guard = g.guard
         try:
             passed, p = guard.decide_output(out)
@@ -343,12 +379,12 @@ class TieredTask:
                             generation=g.generation, score=score)
             return CallResult(answer, TIER_1, reason, score, p,
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
-        return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out)
+        return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer)
 
     def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
-               t0: int, base_us: float, out: Any = None) -> CallResult:
+               t0: int, base_us: float, out: Any = None, defer: bool = False) -> CallResult:
         ref = self._reference
-        if ref is None:
+        if ref is None or defer:
             return CallResult(None, DECLINED, reason, score, p,
                               base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         answer = ref(input_obj)

@@ -1,0 +1,430 @@
+"""The proxy's HTTP server: an ASGI app (Starlette) served by uvicorn.
+
+Every request is handled by :meth:`Proxy.handle`:
+
+* ``GET /auto/health`` — ``{"ok": true, "upstream", "store"}``; ``GET /auto/status`` — the
+  sites, the proxy's counters per site and each ratchet's status (JSON);
+* ``POST …/chat/completions`` with a JSON object body — a model call: when the request belongs
+  to a site whose installed generation's guard admits its input, answered at tier-1
+  (:mod:`auto.proxy.answer`, nothing sent upstream, nothing recorded: the artifact's answers are
+  never its own witnesses); otherwise forwarded, its answer passed back as it arrives (SSE chunk
+  by chunk), recorded as one ``llm`` span (:mod:`auto.proxy.recording`) and, for a site,
+  captured by the site's ratchet (marked ``x-auto-tier: 0`` and ``x-auto-site``);
+* ``POST …/responses`` — forwarded and recorded (the Responses API; not answered);
+* anything else, and a model call whose body is not a JSON object — forwarded unchanged and
+  recorded opaque.
+
+Failures, each as the client would see them without the proxy as far as HTTP allows: an error
+status or a malformed body from the upstream is passed through unchanged (recorded as a failed
+call); an upstream that cannot be reached answers ``502`` and one that is too slow ``504``, with
+an OpenAI-style error body (``type`` ``upstream_unreachable`` / ``upstream_timeout``; the call is
+recorded as failed); a client that goes away mid-stream leaves one span with the partial output
+(``stream_incomplete``) and the upstream connection is closed; a body over ``max_body_bytes``
+answers ``413``.
+
+SDK retries: a request with ``x-stainless-retry-count`` ≥ 1 whose body equals a call that failed
+in the last :data:`RETRY_WINDOW_S` seconds joins that call's ``auto.logical_call_id``, so the
+census counts the retried call once, as the in-process recorder does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import aiohttp
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from auto.proxy.answer import completion_body, completion_events, tier1_headers
+from auto.proxy.recording import (
+    ForwardedRequest,
+    QueuedRecorder,
+    ReadResponse,
+    UpstreamResponse,
+    Url,
+    opaque_span,
+    opaque_trace,
+)
+from auto.proxy.sites import SiteService
+from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, Upstream
+from auto.ratchet import DEFAULT_AUDIT_RATE
+from auto.record.model_call import Attempt, LogicalCall
+from auto.record.openai_hook import endpoint_for
+from auto.record.template import shape_digest
+from auto.sites import site_answer
+
+log = logging.getLogger("auto.proxy")
+
+DEFAULT_PORT = 8788
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest request body the proxy reads, in bytes (images travel base64-encoded in the body)."""
+
+RETRY_WINDOW_S = 120.0
+"""How long a failed call waits for its SDK retry to join it (s)."""
+
+TIER1 = "tier-1"
+
+
+@dataclass
+class ProxyConfig:
+    """What ``auto proxy`` is given.
+
+    Attributes:
+        upstream: the upstream base URL; store: the store path.
+        host, port: where to listen (loopback by default).
+        answer: answer compiled sites at tier-1 (False: record only).
+        trust, registry, sign_key: see :class:`auto.proxy.sites.SiteService`.
+        audit_rate: the ratchets' shadow-audit rate.
+        rediscover_s: how often sites are found again while calls are recorded (s).
+        timeout_s: limit of one forwarded request (s).
+        max_body_bytes: largest request body read (bytes).
+        ratchet_options: more :class:`auto.ratchet.Ratchet` arguments.
+        contract_path: a contract TOML for every site's ratchet (None: the default contract).
+    """
+
+    upstream: str
+    store: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    answer: bool = True
+    trust: Any = None
+    registry: Any = None
+    sign_key: Any = None
+    audit_rate: float = DEFAULT_AUDIT_RATE
+    rediscover_s: float = 5.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_body_bytes: int = MAX_BODY_BYTES
+    ratchet_options: dict[str, Any] = field(default_factory=dict)
+    contract_path: str | None = None
+
+
+def _raw(headers: Any) -> list[tuple[bytes, bytes]]:
+    return [(k.lower(), v) for k, v in headers if k.decode("latin-1").lower() not in HOP_BY_HOP]
+
+
+def _h(extra: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in extra.items()]
+
+
+class RawResponse:
+    """An ASGI response of exact header bytes and one body; ``after()`` runs once it was sent."""
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes,
+                 after: Callable[[], None] | None = None) -> None:
+        self.status, self.headers, self.body, self.after = status, headers, body, after
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status,
+                    "headers": [*self.headers, (b"content-length", str(len(self.body)).encode())]})
+        await send({"type": "http.response.body", "body": self.body})
+        if self.after is not None:
+            try:
+                self.after()
+            except Exception:  # noqa: BLE001 - recording must never break serving; logged
+                log.exception("auto proxy: recording a call failed")
+
+
+def _error_body(status: int, etype: str, message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": etype, "param": None, "code": None}}).encode("utf-8")
+
+
+class PassThrough:
+    """An ASGI response streaming the upstream's body to the client chunk by chunk as it arrives.
+
+    ``on_chunk(bytes)`` sees every chunk; ``on_end(state)`` runs once with ``"eof"`` (the body
+    ended), ``"client-gone"`` (the client disconnected: the upstream connection is closed) or an
+    exception (reading the upstream failed)."""
+
+    def __init__(self, up: aiohttp.ClientResponse, headers: list[tuple[bytes, bytes]],
+                 on_chunk: Callable[[bytes], None], on_end: Callable[[Any], None]) -> None:
+        self.up, self.headers, self.on_chunk, self.on_end = up, headers, on_chunk, on_end
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        up = self.up
+
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": up.status, "headers": self.headers})
+            async for chunk in up.content.iter_any():
+                self.on_chunk(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def gone() -> None:
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    return
+
+        pump_t = asyncio.ensure_future(pump())
+        gone_t = asyncio.ensure_future(gone())
+        state: Any = "eof"
+        try:
+            await asyncio.wait({pump_t, gone_t}, return_when=asyncio.FIRST_COMPLETED)
+            if pump_t.done():
+                exc = pump_t.exception()
+                state = "eof" if exc is None else exc
+            else:
+                pump_t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pump_t
+                state = "client-gone"
+        finally:
+            gone_t.cancel()
+            if state == "eof":
+                up.release()
+            else:
+                up.close()
+            try:
+                self.on_end(state)
+            except Exception:  # noqa: BLE001 - recording must never break serving; logged
+                log.exception("auto proxy: recording a stream failed")
+
+
+class Proxy:
+    """The proxy: its upstream, recorder and sites, and the ASGI app (:attr:`app`)."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.upstream = Upstream(config.upstream, timeout_s=config.timeout_s)
+        self.recorder = QueuedRecorder(config.store)
+        self.sites: SiteService | None = None
+        if config.answer:
+            self.sites = SiteService(config.store, self.upstream, self.recorder, trust=config.trust,
+                                     registry=config.registry, sign_key=config.sign_key,
+                                     audit_rate=config.audit_rate, rediscover_s=config.rediscover_s,
+                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path)
+        self._failed: dict[str, tuple[str, float]] = {}
+        self._failed_lock = threading.Lock()
+        self.app = Starlette(routes=[
+            Route("/auto/health", self.health, methods=["GET"]),
+            Route("/auto/status", self.status, methods=["GET"]),
+            Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+        ], lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Any) -> Any:
+        await self.upstream.start()
+        if self.sites is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.sites.start)
+        try:
+            yield
+        finally:
+            await self.upstream.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the sites' threads and ratchets, write what is queued, close the store."""
+        if self.sites is not None:
+            self.sites.close()
+            self.sites = None
+        self.recorder.close()
+
+    # ------------------------------------------------------------------ endpoints
+
+    async def health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "upstream": str(self.upstream.base), "store": self.config.store,
+                             "answering": self.sites is not None})
+
+    async def status(self, request: Request) -> JSONResponse:
+        sites = self.sites.status() if self.sites is not None else {}
+        return JSONResponse({"recorded": self.recorder.written, "write_errors": len(self.recorder.write_errors),
+                             "sites": sites})
+
+    async def _body(self, request: Request) -> bytes | None:
+        limit = self.config.max_body_bytes
+        try:
+            declared = int(request.headers.get("content-length", "0") or 0)
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            return None
+        chunks, size = [], 0
+        async for c in request.stream():
+            size += len(c)
+            if size > limit:
+                return None
+            chunks.append(c)
+        return b"".join(chunks)
+
+    async def handle(self, request: Request) -> Any:
+        try:
+            raw = await self._body(request)
+        except ClientDisconnect:
+            return RawResponse(400, [], b"")
+        if raw is None:
+            return RawResponse(413, [(b"content-type", b"application/json")],
+                               _error_body(413, "request_too_large", f"auto proxy: the request body is over "
+                                           f"{self.config.max_body_bytes} bytes"))
+        name = endpoint_for(request.method, request.url.path)
+        body = None
+        if name is not None:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+        if not isinstance(body, dict):
+            return await self._forward_opaque(request, raw)
+        extra: dict[str, Any] = {}
+        done: Callable[[Attempt], None] | None = None
+        marks: dict[str, str] = {}
+        sites = self.sites
+        if sites is not None and name == "chat.completions":
+            route = sites.route(body, shape_digest(body))
+            if route is not None and route.input is not None:
+                res = route.ratchet.decide(route.input)
+                if res.tier == TIER1:
+                    sites.counters[route.site_id]["tier1"] += 1
+                    return self._tier1(body, res, route.site_id)
+                sites.counters[route.site_id]["deopt"] += 1
+                sites.remember_credentials(route.site_id, request.headers)
+                extra = {"auto.site": route.site_id, "auto.deopt.reason": res.reason,
+                         "auto.deopt.generation": res.generation}
+                marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
+                inp, ratchet = route.input, route.ratchet
+
+                def done(attempt: Attempt) -> None:
+                    rec = attempt.recorded
+                    if rec is not None and rec.get("status") == "ok":
+                        ratchet.complete(inp, site_answer(rec.get("output")), res)
+            elif route is not None:
+                marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
+                extra = {"auto.site": route.site_id, "auto.deopt.reason": "outside the installed generation's template"}
+        return await self._forward_call(request, raw, name, extra, done, marks)
+
+    def _tier1(self, body: dict, res: Any, site_id: str) -> RawResponse:
+        headers = _h(tier1_headers(site_id, res.generation, res.artifact_id))
+        if body.get("stream"):
+            return RawResponse(200, [(b"content-type", b"text/event-stream; charset=utf-8"),
+                                     (b"cache-control", b"no-cache"), *headers],
+                               completion_events(body, res.answer, res.generation))
+        data = json.dumps(completion_body(body, res.answer, res.generation), ensure_ascii=False).encode("utf-8")
+        return RawResponse(200, [(b"content-type", b"application/json"), *headers], data)
+
+    # ------------------------------------------------------------------ forwarding
+
+    def _url(self, request: Request) -> Url:
+        u = self.upstream.url_for(request.url.path)
+        return Url(u.scheme, u.host or "", u.port, u.path)
+
+    def _join_retry(self, call: LogicalCall, request: Request, raw: bytes) -> str:
+        key = hashlib.sha256(raw).hexdigest()
+        try:
+            retry = int(request.headers.get("x-stainless-retry-count", "0"))
+        except ValueError:
+            retry = 0
+        if retry >= 1:
+            now = time.monotonic()
+            with self._failed_lock:
+                prev = self._failed.pop(key, None)
+                for k in [k for k, (_, t) in self._failed.items() if now - t > RETRY_WINDOW_S]:
+                    del self._failed[k]
+            if prev is not None and now - prev[1] <= RETRY_WINDOW_S:
+                call.id = prev[0]
+        return key
+
+    def _failed_call(self, key: str, call: LogicalCall) -> None:
+        with self._failed_lock:
+            self._failed[key] = (call.id, time.monotonic())
+
+    async def _forward_call(self, request: Request, raw: bytes, name: str, extra: dict[str, Any],
+                            done: Callable[[Attempt], None] | None, marks: dict[str, str]) -> Any:
+        call = LogicalCall(self.recorder, None)
+        key = self._join_retry(call, request, raw)
+        attempt = Attempt(call, None, ForwardedRequest(request.method, self._url(request), request.headers, raw), name)
+        attempt.extra_attributes = {"auto.proxy": True, **extra}
+
+        def finished() -> None:
+            call.request_done(None)
+            rec = attempt.recorded
+            if rec is not None and rec.get("status") != "ok":
+                self._failed_call(key, call)
+            if done is not None:
+                done(attempt)
+
+        try:
+            up = await self.upstream.send(request.method, request.url.path, request.url.query, request.headers.items(), raw)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            return self._unreachable(e, attempt, call, key)
+        head = UpstreamResponse(up.status, up.reason or "", up.headers)
+        headers = [*_raw(up.raw_headers), *_h(marks)]
+        if "text/event-stream" in up.headers.get("content-type", ""):
+            attempt.begin_stream(head)
+
+            def on_end(state: Any) -> None:
+                if state == "eof":
+                    attempt.stream_eof()
+                elif state == "client-gone":
+                    attempt.finish_incomplete("the client went away before the stream ended")
+                else:
+                    attempt.finish_incomplete(f"reading the upstream failed: {type(state).__name__}: {state}")
+                finished()
+
+            return PassThrough(up, headers, attempt.feed, on_end)
+        try:
+            data = await up.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            up.close()
+            return self._unreachable(e, attempt, call, key)
+        up.release()
+
+        def record() -> None:
+            attempt.got_response(ReadResponse(up.status, up.reason or "", up.headers, _content=data))
+            finished()
+
+        return RawResponse(up.status, headers, data, after=record)
+
+    def _unreachable(self, e: BaseException, attempt: Attempt, call: LogicalCall, key: str) -> RawResponse:
+        slow = isinstance(e, asyncio.TimeoutError)
+        attempt.fail(e)
+        call.request_done(e)
+        self._failed_call(key, call)
+        status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
+        what = f"did not answer within {self.upstream.timeout_s:g} s" if slow else f"cannot be reached ({type(e).__name__}: {e})"
+        return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                           _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} {what}"))
+
+    async def _forward_opaque(self, request: Request, raw: bytes) -> Any:
+        started = time.time_ns()
+        path, method = request.url.path, request.method
+        url = str(self.upstream.url_for(path))
+
+        def write(status: int | None, rh: Any, body: bytes | None, error: dict | None, complete: bool = True) -> None:
+            span = opaque_span(method, path, url, request.headers, raw, status, rh, body, started, error, complete)
+            self.recorder.write([span], [opaque_trace(span)])
+
+        try:
+            up = await self.upstream.send(method, path, request.url.query, request.headers.items(), raw)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            write(None, None, None, {"type": type(e).__name__, "message": str(e)})
+            slow = isinstance(e, asyncio.TimeoutError)
+            status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
+            return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                               _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} failed: {e}"))
+        headers = _raw(up.raw_headers)
+        if "text/event-stream" in up.headers.get("content-type", ""):
+            parts: list[bytes] = []
+
+            def on_end(state: Any) -> None:
+                write(up.status, up.headers, b"".join(parts), None if state in ("eof", "client-gone") else
+                      {"type": type(state).__name__, "message": str(state)}, complete=state == "eof")
+
+            return PassThrough(up, headers, parts.append, on_end)
+        try:
+            data = await up.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            up.close()
+            write(up.status, up.headers, None, {"type": type(e).__name__, "message": str(e)})
+            return RawResponse(502, [(b"content-type", b"application/json")],
+                               _error_body(502, "upstream_unreachable", f"auto proxy: reading the upstream failed: {e}"))
+        up.release()
+        return RawResponse(up.status, headers, data, after=lambda: write(up.status, up.headers, data, None))

@@ -1,0 +1,298 @@
+"""``auto serve``: artifacts over HTTP (an ASGI app, Starlette, served by uvicorn).
+
+Endpoints (JSON in and out):
+
+* ``GET /health`` — ``{"ok": true, "artifacts": n, "pid": ...}``;
+* ``GET /v1/artifacts`` — ``{"artifacts": [{"id", "task", "generation", "compiled_as", "bytes",
+  "signed_by", "guard"}]}``;
+* ``GET /v1/artifacts/{id}`` — the artifact's description (:meth:`auto_runtime.Artifact.describe`);
+* ``POST /v1/artifacts/{id}/run`` — body: one input object; ``POST /v1/tasks/{task}/run`` runs
+  the highest generation served for that task.
+
+A run answers ``200`` with ``{"answer", "tier", "reason", "score", "p_value", "latency_us",
+"generation", "artifact_id"}`` (what ``auto run`` prints) when the artifact answered (tier-1) or
+the configured reference did (tier-0). Failures: ``409`` the guard declined and no reference is
+configured (``{"error": {"type": "declined", "reason"}}`` plus the result fields); ``400`` the body
+is not JSON or not an object; ``413`` it is over ``max_input_bytes``; ``422`` it violates the
+artifact's input schema and there is no reference; ``404`` no such artifact or task; ``502`` the
+reference raised. Every call runs under the same sandbox limits as in process
+(:class:`auto_runtime.Limits`: fuel, memory, wall-clock timeout); a call that exhausts one deopts.
+
+The reference (``module:function``, called with the input's fields as keyword arguments) runs on
+a worker thread, so a slow reference does not hold up tier-1 answers; with a store, its answers are
+captured there as witnesses (:meth:`auto.store.Store.add_witness`).
+
+Workers: ``workers > 1`` runs that many processes (uvicorn's multiprocess supervisor); each loads
+the artifacts itself from the configuration, which travels in the environment variable
+:data:`CONFIG_ENV`. With a trust policy every artifact must carry a trusted signature
+(:mod:`auto_runtime.signing`): from its sidecar file, or from the registry it came from.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import time
+
+from auto_runtime import Artifact, Limits, TieredTask, TrustPolicy
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from auto.errors import ArgumentError
+from auto.registry import Registry
+from auto.store import Store
+
+CONFIG_ENV = "AUTO_SERVE_CONFIG"
+"""Environment variable carrying the JSON :class:`ServeConfig` to worker processes."""
+
+DEFAULT_PORT = 8787
+
+DEFAULT_MAX_INPUT_BYTES = 1024 * 1024
+"""Largest request body (bytes): an artifact answers ``too_large`` for an input over 1 MiB (the
+ABI's input limit, docs/architecture.md), so a larger body could never be answered at tier-1."""
+
+
+@dataclass
+class ServeConfig:
+    """What ``auto serve`` is given (plain data: it crosses to worker processes).
+
+    Attributes:
+        artifacts: artifact files.
+        store: a store whose artifacts are served (every generation) and where deopts are
+            captured, or None.
+        registry: a registry folder whose artifacts are served, or None.
+        trust_keys: trusted public-key files (empty: no signature check).
+        reference: ``module:function`` answering declined calls, or None.
+        fuel, memory_bytes, timeout_ms: the sandbox limits of every call (None: the defaults).
+        max_input_bytes: largest request body.
+        host, port, workers: where and how to listen.
+        cwd: the folder a reference module is imported from.
+    """
+
+    artifacts: list[str] = field(default_factory=list)
+    store: str | None = None
+    registry: str | None = None
+    trust_keys: list[str] = field(default_factory=list)
+    reference: str | None = None
+    fuel: int | None = None
+    memory_bytes: int | None = None
+    timeout_ms: float | None = None
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    workers: int = 1
+    cwd: str | None = None
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls) -> "ServeConfig":
+        """The configuration in :data:`CONFIG_ENV`.
+
+        Raises:
+            ArgumentError: the variable is missing or not a configuration.
+        """
+        raw = os.environ.get(CONFIG_ENV)
+        if not raw:
+            raise ArgumentError(f"{CONFIG_ENV} is not set")
+        try:
+            return cls(**json.loads(raw))
+        except (ValueError, TypeError) as e:
+            raise ArgumentError(f"{CONFIG_ENV} is not a serve configuration: {e}") from None
+
+    def limits(self) -> Limits:
+        base = Limits()
+        return Limits(fuel=self.fuel if self.fuel is not None else base.fuel,
+                      memory_bytes=self.memory_bytes if self.memory_bytes is not None else base.memory_bytes,
+                      timeout_ms=self.timeout_ms if self.timeout_ms is not None else base.timeout_ms)
+
+
+def load_reference(spec: str, cwd: str | None = None) -> Callable[[dict[str, Any]], Any]:
+    """``module:function`` as a reference ``f(input) -> answer`` calling ``function(**input)``.
+
+    Raises:
+        ArgumentError: not ``module:function``, or it cannot be imported, or is not callable.
+    """
+    mod, _, fn = spec.partition(":")
+    if not mod or not fn:
+        raise ArgumentError(f"--reference must be module:function, got {spec!r}")
+    where = cwd or os.getcwd()
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    try:
+        f = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as e:
+        raise ArgumentError(f"cannot load reference {spec!r}: {e}") from None
+    if not callable(f):
+        raise ArgumentError(f"reference {spec!r} is not callable")
+    return lambda inp: f(**inp)
+
+
+def load_artifacts(config: ServeConfig) -> list[Artifact]:
+    """Every artifact the configuration names, loaded under its limits and trust policy (an
+    artifact named twice is loaded once).
+
+    Raises:
+        ArtifactError (incl. UntrustedArtifact), StoreError, ArgumentError: one could not be
+            loaded; nothing is served then.
+    """
+    trust = TrustPolicy.from_files(config.trust_keys) if config.trust_keys else None
+    limits = config.limits()
+    out: dict[str, Artifact] = {}
+    reg = Registry(config.registry) if config.registry else None
+    for path in config.artifacts:
+        art = Artifact.load(path, limits=limits, trust=trust)
+        out.setdefault(art.id, art)
+    if reg is not None:
+        for aid in reg.ids():
+            if aid not in out:
+                out[aid] = Artifact.load(reg.path(aid), expected_id=aid, limits=limits, trust=trust,
+                                         signatures=reg.signatures(aid))
+    if config.store:
+        if not Path(config.store).is_file():
+            raise ArgumentError(f"--store {config.store}: no such store")
+        with Store(config.store) as st:
+            for row in st.artifacts():
+                if row.id in out:
+                    continue
+                sigs = reg.signatures(row.id) if reg is not None and reg.path(row.id).exists() else []
+                out[row.id] = Artifact.load(row.wasm, expected_id=row.id, limits=limits, trust=trust,
+                                            signatures=sigs if trust is not None else None)
+    return list(out.values())
+
+
+def _result(res: Any) -> dict[str, Any]:
+    return {"answer": res.answer, "tier": res.tier, "reason": res.reason, "score": res.score, "p_value": res.p_value,
+            "latency_us": res.latency_us, "generation": res.generation, "artifact_id": res.artifact_id}
+
+
+def _error(status: int, etype: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"type": etype, "message": message}, **extra}, status_code=status)
+
+
+class ArtifactService:
+    """The artifacts one worker serves, and the app (:attr:`app`).
+
+    Raises:
+        see :func:`load_artifacts` and :func:`load_reference`.
+    """
+
+    def __init__(self, config: ServeConfig, artifacts: list[Artifact] | None = None) -> None:
+        self.config = config
+        arts = load_artifacts(config) if artifacts is None else artifacts
+        self.reference = load_reference(config.reference, config.cwd) if config.reference else None
+        self._store = Store(config.store) if (config.store and self.reference is not None) else None
+        capture = self._store.add_witness if self._store is not None else None
+        self.tiered: dict[str, TieredTask] = {a.id: TieredTask(a, reference=None, capture=capture) for a in arts}
+        self.artifacts: dict[str, Artifact] = {a.id: a for a in arts}
+        self.latest: dict[str, str] = {}
+        for a in sorted(arts, key=lambda a: (a.generation or 0, a.id)):
+            self.latest[a.task] = a.id
+        self.app = Starlette(routes=[
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/artifacts", self.list, methods=["GET"]),
+            Route("/v1/artifacts/{aid}", self.describe, methods=["GET"]),
+            Route("/v1/artifacts/{aid}/run", self.run_artifact, methods=["POST"]),
+            Route("/v1/tasks/{task:path}/run", self.run_task, methods=["POST"]),
+        ])
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    async def health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "artifacts": len(self.artifacts), "pid": os.getpid()})
+
+    async def list(self, request: Request) -> JSONResponse:
+        rows = [{"id": a.id, "task": a.task, "generation": a.generation, "compiled_as": a.manifest.get("compiled_as"),
+                 "bytes": a.size_bytes, "signed_by": a.signed_by, "guard": a.guard.method}
+                for a in sorted(self.artifacts.values(), key=lambda a: (a.task, a.generation or 0, a.id))]
+        return JSONResponse({"artifacts": rows})
+
+    def _find(self, aid: str) -> Artifact | None:
+        if aid in self.artifacts:
+            return self.artifacts[aid]
+        hexpart = aid.split(":", 1)[-1].lower()
+        hits = [a for i, a in self.artifacts.items() if len(hexpart) >= 12 and i.split(":", 1)[1].startswith(hexpart)]
+        return hits[0] if len(hits) == 1 else None
+
+    async def describe(self, request: Request) -> JSONResponse:
+        art = self._find(request.path_params["aid"])
+        if art is None:
+            return _error(404, "not_found", f"no artifact {request.path_params['aid']} is served here")
+        return JSONResponse(art.describe())
+
+    async def run_artifact(self, request: Request) -> JSONResponse:
+        art = self._find(request.path_params["aid"])
+        if art is None:
+            return _error(404, "not_found", f"no artifact {request.path_params['aid']} is served here")
+        return await self._run(request, art)
+
+    async def run_task(self, request: Request) -> JSONResponse:
+        aid = self.latest.get(request.path_params["task"])
+        if aid is None:
+            return _error(404, "not_found", f"no artifact of task {request.path_params['task']!r} is served here")
+        return await self._run(request, self.artifacts[aid])
+
+    async def _read(self, request: Request) -> tuple[Any, JSONResponse | None]:
+        limit = self.config.max_input_bytes
+        try:
+            if int(request.headers.get("content-length", "0") or 0) > limit:
+                return None, _error(413, "too_large", f"the input is over {limit} bytes")
+        except ValueError:
+            pass
+        chunks, size = [], 0
+        async for c in request.stream():
+            size += len(c)
+            if size > limit:
+                return None, _error(413, "too_large", f"the input is over {limit} bytes")
+            chunks.append(c)
+        try:
+            obj = json.loads(b"".join(chunks))
+        except ValueError as e:
+            return None, _error(400, "bad_json", f"the body is not JSON: {e}")
+        if not isinstance(obj, dict):
+            return None, _error(400, "wrong_type", "the body must be a JSON object (the task's named arguments)")
+        return obj, None
+
+    async def _run(self, request: Request, art: Artifact) -> JSONResponse:
+        obj, err = await self._read(request)
+        if err is not None:
+            return err
+        tt = self.tiered[art.id]
+        t0 = time.perf_counter()
+        res = tt.decide(obj)
+        if res.tier != "declined":
+            return JSONResponse(_result(res))
+        if self.reference is None:
+            if res.reason.startswith("input-schema:"):
+                return _error(422, "input_schema", res.reason, **_result(res))
+            return JSONResponse({"error": {"type": "declined", "reason": res.reason, "message":
+                                           f"the guard declined and no reference is configured: {res.reason}"},
+                                 **_result(res)}, status_code=409)
+        try:
+            answer = await run_in_threadpool(self.reference, obj)
+        except Exception as e:  # noqa: BLE001 - the user's reference failing is one clear error
+            return _error(502, "reference_failed", f"the reference {self.config.reference} raised "
+                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        latency = (time.perf_counter() - t0) * 1e6
+        tt.capture_deopt(obj, answer, res, latency)
+        out = _result(res)
+        out.update({"answer": answer, "tier": "tier-0", "latency_us": latency})
+        return JSONResponse(out)
+
+
+def create_app() -> Starlette:
+    """The app of one worker, from :data:`CONFIG_ENV` (uvicorn's factory for ``workers > 1``)."""
+    return ArtifactService(ServeConfig.from_env()).app
+

@@ -1,0 +1,38 @@
+"""Running ``auto serve``: one process, or ``workers`` processes under uvicorn's supervisor.
+
+The configuration is checked in the serving process first (every artifact loaded under its
+limits and trust policy, the reference imported), so a bad artifact, key or reference is one
+clear error before anything listens; worker processes then load the same configuration from
+:data:`auto.serve.app.CONFIG_ENV`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import uvicorn
+
+from auto.asgi import loop_and_parser, uvicorn_config
+from auto.serve.app import CONFIG_ENV, ArtifactService, ServeConfig, load_artifacts
+
+
+def run(config: ServeConfig) -> None:
+    """Serve until interrupted.
+
+    Raises:
+        ArtifactError, ArgumentError, StoreError: the configuration cannot be served (see
+            :func:`auto.serve.app.load_artifacts`).
+    """
+    arts = load_artifacts(config)
+    if config.workers <= 1:
+        service = ArtifactService(config, arts)
+        try:
+            uvicorn.Server(uvicorn_config(service.app, config.host, config.port)).run()
+        finally:
+            service.close()
+        return
+    ArtifactService(config, arts).close()  # the reference imports and the store opens here too
+    os.environ[CONFIG_ENV] = config.to_env()
+    loop, http = loop_and_parser()
+    uvicorn.run("auto.serve.app:create_app", factory=True, host=config.host, port=config.port, workers=config.workers,
+                loop=loop, http=http, log_level="warning", access_log=False)

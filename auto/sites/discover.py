@@ -1,0 +1,240 @@
+"""Finding model-call sites in recorded model-call spans, and reading a site's witnesses.
+
+:func:`discover` groups the recorded chat-completion requests (``llm`` spans named
+``chat.completions`` whose input has a ``messages`` list; spans marked ``auto.opaque`` are not
+model calls Auto understands) in three steps:
+
+1. by ``(enclosing task, span name, request shape)`` (:func:`auto.record.template.shape_digest`):
+   requests that differ in the model, in any output-affecting parameter or in message structure
+   are never one site;
+2. by the text of their system and developer messages when those take between 2 and
+   :data:`SPLIT_MAX` distinct values (a different system prompt is a different call site);
+3. within each group, every text leaf is aligned across the requests (:func:`auto.sites.align.align`):
+   leaves that never varied are the site's fixed text, the others are cut into slots.
+
+Each group is one :class:`~auto.sites.site.Site`; each of its requests is one observation with
+input = its slot values and output = :func:`auto.sites.answer.site_answer` of the response. The
+census (:func:`census_view`) and the compiler (:func:`read_site`) see sites this way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from auto.canonical import digest
+from auto.record.template import request_leaves, request_skeleton
+from auto.sites.align import SLOT, align
+from auto.sites.answer import site_answer
+from auto.sites.site import Site, site_id, slot_names
+from auto.store import Witness
+
+MODEL_CALL_SPANS = ("chat.completions",)
+"""Span names of the model calls that sites are found for."""
+
+SPLIT_ROLES = ("system", "developer")
+"""Roles whose message text, when it takes few values, tells call sites apart."""
+
+SPLIT_MAX = 8
+"""A system or developer message with at most this many distinct texts splits its group."""
+
+
+def _get(span: Any, key: str, default: Any = None) -> Any:
+    if isinstance(span, Mapping):
+        return span.get(key, default)
+    return getattr(span, key, default)
+
+
+def _obj(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def is_model_call(span: Any) -> bool:
+    """Whether a span is a recorded chat-completion request that sites are found for."""
+    if _get(span, "kind") != "llm" or _get(span, "name") not in MODEL_CALL_SPANS:
+        return False
+    body = _obj(_get(span, "input"))
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return False
+    attrs = _obj(_get(span, "attributes")) or {}
+    return not (isinstance(attrs, dict) and attrs.get("auto.opaque"))
+
+
+@dataclass
+class Discovery:
+    """What :func:`discover` found.
+
+    Attributes:
+        sites: site id → :class:`Site`, ordered by id.
+        members: site id → indices (into the spans given) of its requests, in the given order.
+        inputs: span index → the slot values of that request.
+    """
+
+    sites: dict[str, Site] = field(default_factory=dict)
+    members: dict[str, list[int]] = field(default_factory=dict)
+    inputs: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def site_of(self, index: int) -> str | None:
+        """The site id of the span at ``index`` (None: not a model call)."""
+        for sid, idx in self.members.items():
+            if index in idx:
+                return sid
+        return None
+
+
+def _role(skeleton: dict, path: str) -> Any:
+    head = path.split(".", 1)[0]
+    msgs = skeleton.get("messages") or []
+    if head.isdigit() and int(head) < len(msgs) and isinstance(msgs[int(head)], dict):
+        return msgs[int(head)].get("role")
+    return None
+
+
+def discover(spans: Iterable[Any]) -> Discovery:
+    """Find the model-call sites of ``spans`` (see the module docstring).
+
+    Args:
+        spans: span rows (mappings or objects with ``kind``, ``name``, ``task``, ``input``;
+            JSON columns may be text). Other spans are ignored.
+
+    Returns:
+        A :class:`Discovery` (deterministic: the same spans in any order give the same sites).
+    """
+    groups: dict[tuple[str, str, str], list[tuple[int, dict, dict[str, str]]]] = defaultdict(list)
+    skeletons: dict[str, dict] = {}
+    for i, span in enumerate(spans):
+        if not is_model_call(span):
+            continue
+        body = _obj(_get(span, "input"))
+        sk = request_skeleton(body)
+        shape = digest(sk)
+        skeletons.setdefault(shape, sk)
+        groups[(_get(span, "task") or "", _get(span, "name"), shape)].append((i, body, dict(request_leaves(body["messages"]))))
+    out = Discovery()
+    found: list[tuple[str, Site, list[int], dict[int, dict[str, str]]]] = []
+    for (task, name, shape), members in sorted(groups.items()):
+        skeleton = skeletons[shape]
+        paths = list(members[0][2])
+        split = []
+        for p in paths:
+            if _role(skeleton, p) in SPLIT_ROLES:
+                n = len({m[2].get(p) for m in members})
+                if 2 <= n <= SPLIT_MAX:
+                    split.append(p)
+        parts: dict[tuple, list] = defaultdict(list)
+        for m in members:
+            parts[tuple(m[2].get(p) for p in split)].append(m)
+        for _key, part in sorted(parts.items(), key=lambda kv: json.dumps(kv[0])):
+            leaves = {p: align([m[2][p] for m in part]) for p in paths}
+            fixed = {p: t[0] for p, t in leaves.items() if len(t) == 1 and t[0] is not SLOT}
+            sid = site_id(task or None, name, shape, fixed)
+            site = Site(id=sid, task=task or None, name=name, shape=shape, skeleton=skeleton, leaves=leaves,
+                        slots=slot_names(skeleton, leaves), requests=len(part), fixed=fixed)
+            inputs = {}
+            for idx, body, _leaves in part:
+                got = site.extract(body, shape=shape)
+                if got is None:  # pragma: no cover - align checks every value fits
+                    raise AssertionError(f"site {sid}: a recorded request does not fit its own template")
+                inputs[idx] = got
+            found.append((sid, site, [m[0] for m in part], inputs))
+    for sid, site, idx, inputs in sorted(found, key=lambda f: f[0]):
+        out.sites[sid] = site
+        out.members[sid] = idx
+        out.inputs.update(inputs)
+    return out
+
+
+def census_view(spans: Iterable[Any]) -> tuple[list[Any], dict[str, Site]]:
+    """``spans`` as the census sees them: every model call re-keyed to its site (``site`` = the
+    site id, ``input`` = its slot values, ``output`` = its site answer); other spans unchanged.
+
+    Returns:
+        ``(spans, sites by id)``.
+    """
+    rows = list(spans)
+    d = discover(rows)
+    site_of = {i: sid for sid, idx in d.members.items() for i in idx}
+    out = []
+    for i, span in enumerate(rows):
+        sid = site_of.get(i)
+        if sid is None:
+            out.append(span)
+            continue
+        row = dict(span) if isinstance(span, Mapping) else {k: _get(span, k) for k in (
+            "span_id", "trace_id", "name", "kind", "task", "status", "started_ns", "attributes")}
+        row["site"] = sid
+        row["input"] = d.inputs[i]
+        row["output"] = site_answer(_obj(_get(span, "output")))
+        out.append(row)
+    return out, d.sites
+
+
+@dataclass(frozen=True)
+class SiteWitnesses:
+    """A site as the compiler reads it from a store.
+
+    Attributes:
+        site: the :class:`Site`.
+        witnesses: :class:`auto.store.Witness` records of its successful model calls (input = slot
+            values, output = site answer), ordered by start time.
+        digest: the digest of all of the site's span digests (failed calls included), ordered by
+            ``(started_ns, span_id)`` as :meth:`auto.store.Store.digest` orders a task's.
+        reference_model: the model its recorded responses name (``simulated: <name>`` when the
+            recorder marked it simulated), or None.
+    """
+
+    site: Site
+    witnesses: list[Witness]
+    digest: str
+    reference_model: str | None
+
+
+def read_site(store: Any, sid: str) -> SiteWitnesses | None:
+    """The site ``sid`` of a store with its witnesses (:class:`SiteWitnesses`), or None when the
+    store holds no such site.
+
+    When the site's latest stored generation was compiled with a template that still fits every
+    recorded request of the site, that template is kept (so the next generation has the same
+    input fields and the ratchet can compare the two on the same live inputs); otherwise the
+    freshly aligned one is used.
+    """
+    spans = store.spans(kind="llm")
+    d = discover(spans)
+    site = d.sites.get(sid)
+    if site is None:
+        return None
+    members = [spans[i] for i in d.members[sid]]
+    latest = store.latest_artifact(sid)
+    if latest is not None and isinstance(latest.manifest.get("site"), dict):
+        try:
+            prev = Site.from_manifest(latest.manifest["site"])
+        except ValueError:
+            prev = None
+        if prev is not None and prev.id == sid and prev.slots != site.slots:
+            kept = [prev.extract(_obj(s.get("input"))) for s in members]
+            if all(k is not None for k in kept):
+                site = Site(id=sid, task=site.task, name=site.name, shape=site.shape, skeleton=site.skeleton,
+                            leaves=prev.leaves, slots=prev.slots, requests=site.requests, fixed=site.fixed)
+                d.inputs.update(zip(d.members[sid], kept))
+    witnesses = []
+    model = None
+    for i in d.members[sid]:
+        s = spans[i]
+        a = s.get("attributes") or {}
+        name = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
+        if model is None and name:
+            model = f"simulated: {name}" if a.get("auto.reference_model.simulated") else str(name)
+        if s.get("status") != "ok":
+            continue
+        witnesses.append(Witness(input=d.inputs[i], output=site_answer(s.get("output")), status="ok", error=None,
+                                 trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
+                                 digest=s.get("digest") or "", attributes=a))
+    ordered = sorted(members, key=lambda s: (s.get("started_ns") or 0, s.get("span_id") or ""))
+    return SiteWitnesses(site, witnesses, digest([s.get("digest") for s in ordered]), model)

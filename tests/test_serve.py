@@ -1,0 +1,160 @@
+"""``auto serve``: run by id, list, health, 409 for a declined guard without reference, the same
+limits as in process, several workers, trust keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+import uvicorn
+
+from auto.asgi import uvicorn_config
+from auto.serve import ArtifactService, ServeConfig
+from auto.signing import generate_keypair, load_private_key
+from auto.registry import Registry
+from auto.sites import Site
+
+from site_fixtures import compiled_site, label_of, site_words, ticket_call
+
+
+class Served:
+    """An ArtifactService on a background uvicorn thread."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.service = ArtifactService(config)
+        self.server = uvicorn.Server(uvicorn_config(self.service.app, "127.0.0.1", 0))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "Served":
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.service.close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    store, sid, out = compiled_site(folder)
+    tmpl = Site.from_manifest(out.manifest["site"])
+    w = site_words()[0]
+    return store, sid, out, tmpl.extract(ticket_call(w, "x")["input"]), label_of(w), tmpl
+
+
+REFERENCE = '''
+def label(ticket, customer):
+    return "from-reference"
+
+def broken(ticket, customer):
+    raise RuntimeError("the agent is down")
+'''
+
+
+def test_run_list_health_and_errors(site, tmp_path):
+    store, sid, out, inp, label, tmpl = site
+    with Served(ServeConfig(artifacts=[str(out.artifact_path)])) as s:
+        assert httpx2.get(s.url + "/health").json()["artifacts"] == 1
+        (row,) = httpx2.get(s.url + "/v1/artifacts").json()["artifacts"]
+        assert row["id"] == out.artifact_id and row["task"] == sid and row["signed_by"] is None
+        assert httpx2.get(s.url + f"/v1/artifacts/{out.artifact_id}").json()["manifest"]["site"]["id"] == sid
+        r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json=inp)
+        assert r.status_code == 200 and r.json()["tier"] == "tier-1" and r.json()["answer"] == label
+        by_prefix = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id[7:23]}/run", json=inp)
+        assert by_prefix.json()["answer"] == label
+        by_task = httpx2.post(s.url + f"/v1/tasks/{sid}/run", json=inp)
+        assert by_task.json()["artifact_id"] == out.artifact_id
+        unseen = {**inp, "ticket": "never seen"}
+        declined = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json=unseen)
+        assert declined.status_code == 409
+        body = declined.json()
+        assert body["error"]["type"] == "declined" and "unseen input" in body["error"]["reason"] and body["tier"] == "declined"
+        assert httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", content=b"{no").status_code == 400
+        assert httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json=[1]).status_code == 400
+        assert httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json={"x": 1}).status_code == 422
+        assert httpx2.post(s.url + "/v1/artifacts/sha256:" + "0" * 64 + "/run", json=inp).status_code == 404
+        assert httpx2.post(s.url + "/v1/tasks/nope/run", json=inp).status_code == 404
+        big = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", content=b"{" + b" " * (1024 * 1024 + 10) + b"}")
+        assert big.status_code == 413
+
+
+def test_reference_answers_declined_calls_and_is_captured(site, tmp_path, monkeypatch):
+    store, sid, out, inp, label, _ = site
+    (tmp_path / "myref.py").write_text(REFERENCE)
+    cfg = ServeConfig(store=str(store), reference="myref:label", cwd=str(tmp_path))
+    with Served(cfg) as s:
+        r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json={**inp, "ticket": "new one"})
+        assert r.status_code == 200 and r.json()["tier"] == "tier-0" and r.json()["answer"] == "from-reference"
+    from auto.store import Store
+
+    with Store(store) as st:
+        caps = [w for w in st.witnesses(sid) if w.attributes.get("auto.source") == "capture"]
+    assert caps and caps[-1].output == "from-reference"
+    cfg = ServeConfig(artifacts=[str(out.artifact_path)], reference="myref:broken", cwd=str(tmp_path))
+    with Served(cfg) as s:
+        r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json={**inp, "ticket": "new one"})
+        assert r.status_code == 502 and "the agent is down" in r.json()["error"]["message"]
+
+
+def test_same_limits_as_in_process(site):
+    store, sid, out, inp, label, _ = site
+    with Served(ServeConfig(artifacts=[str(out.artifact_path)], fuel=10)) as s:  # far too little fuel
+        r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json=inp)
+        assert r.status_code == 409 and r.json()["reason"] == "limit: fuel"
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def test_cli_workers_and_trust(site, tmp_path):
+    store, sid, out, inp, label, _ = site
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "auto.cli", "serve", str(out.artifact_path), "--port", str(port),
+                             "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        pids = set()
+        while time.time() < deadline and len(pids) < 2:
+            try:
+                with httpx2.Client() as c:  # a new connection each time: the kernel spreads them over workers
+                    pids.add(c.get(url + "/health").json()["pid"])
+                    assert c.post(url + f"/v1/artifacts/{out.artifact_id}/run", json=inp).json()["answer"] == label
+            except httpx2.TransportError:
+                time.sleep(0.1)
+        assert len(pids) == 2, pids
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+    # a trust key and an unsigned artifact: one line, exit 1, nothing listens
+    _, pub, _ = generate_keypair(tmp_path / "k")
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", str(out.artifact_path), "--port", str(_free_port()),
+                        "--trust-key", str(pub)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "UntrustedArtifact" in p.stderr and "unsigned" in p.stderr and "Traceback" not in p.stderr
+    reg = Registry(tmp_path / "reg")
+    reg.add(out.wasm, key=load_private_key(tmp_path / "k.key"))
+    with Served(ServeConfig(registry=str(reg.root), trust_keys=[str(pub)])) as s:
+        (row,) = httpx2.get(s.url + "/v1/artifacts").json()["artifacts"]
+        assert row["signed_by"] is not None
+    nothing = subprocess.run([sys.executable, "-m", "auto.cli", "serve"], capture_output=True, text=True, timeout=60)
+    assert nothing.returncode == 2 and "nothing to serve" in nothing.stderr
