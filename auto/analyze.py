@@ -31,22 +31,24 @@ Two ways in, one result:
   module folds the grouped rows (:func:`census_from_rows`), so memory is bounded by the number
   of sites — and, with ``with_inputs``, by the inputs reported — not by the number of spans.
   Inputs are compared as stored values (content digests of their canonical JSON). Model-call
-  spans (kind ``llm``) are the exception: finding their sites aligns every recorded request of
-  a call site, so they are read (only they) and counted in memory
-  (:func:`census`), and the two censuses are joined (:func:`join`).
+  spans (kind ``llm``) are grouped by distinct request and response instead, their sites found
+  over the distinct requests (:func:`census_model_calls`), and the two censuses are joined
+  (:func:`join`).
 
 When outputs tie for the modal one, the earliest-recorded wins (then the smaller canonical JSON).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from auto.canonical import canonical_json
 from auto.errors import ArgumentError
-from auto.sites import census_view
+from auto.sites import census_view, discover, site_answer
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -377,11 +379,68 @@ def join(a: Census, b: Census) -> Census:
     return Census(sites=sorted([*a.sites, *b.sites], key=lambda s: s.site))
 
 
+def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]], dict[Hashable, str]],
+                       with_inputs: bool = False) -> Census:
+    """The census of model-call spans from the database's rows grouped by distinct request
+    (:func:`auto.store.store.model_call_census_sql`): sites are found over the distinct requests
+    (:func:`auto.sites.discover` depends only on which requests were recorded, not how often),
+    each row's request becomes its slot values and its response its site answer, and the rows
+    are folded as :func:`census_from_rows` folds them. Requests that are not model calls
+    Auto understands stay under their recorded site with the whole request as input, as in
+    :func:`census`. Memory grows with the distinct requests and responses, not with the spans.
+
+    Args:
+        rows: ``(site, task, name, input_id, status, output_id, n, first_ns, spans)``.
+        resolve: ``resolve(ids) -> {id: canonical JSON text}`` of payload ids.
+        with_inputs: collect the per-input rows.
+
+    Raises:
+        StoreError, IntegrityError: from ``resolve``.
+    """
+    rows = list(rows)
+    requests = sorted({(r[1] or "", r[2] or "", r[3]) for r in rows}, key=repr)
+    ids = sorted({i for _t, _n, i in requests if i is not None} | {r[5] for r in rows if r[5] is not None}, key=repr)
+    texts: dict[Hashable, str] = {}
+    for k in range(0, len(ids), 20_000):
+        texts.update(resolve(ids[k:k + 20_000]))
+
+    def text(i: Any) -> str:
+        return "null" if i is None else texts[i]
+
+    found = discover([{"kind": MODEL_CALL_KIND, "task": t or None, "name": n, "input": json.loads(text(i))}
+                      for t, n, i in requests])
+    index = {req: k for k, req in enumerate(requests)}
+    site_of = {k: sid for sid, members in found.members.items() for k in members}
+    answers: dict[Any, str] = {}
+
+    def answer(i: Any) -> str:
+        if i not in answers:
+            answers[i] = canonical_json(site_answer(json.loads(text(i))))
+        return answers[i]
+
+    out: list[tuple] = []
+    spans_of: dict[str, int] = defaultdict(int)
+    for site, task, name, input_id, status, output_id, n, first_ns, spans in rows:
+        k = index[(task or "", name or "", input_id)]
+        sid = site_of.get(k)
+        if sid is None:
+            out.append((site, task, MODEL_CALL_KIND, text(input_id), status, text(output_id), n, first_ns))
+        else:
+            spans_of[sid] += int(spans)
+            out.append((sid, task, MODEL_CALL_KIND, canonical_json(found.inputs[k]), status, answer(output_id), n, first_ns))
+    out.sort(key=lambda r: (r[0], r[3]))
+    c = census_from_rows(out, lambda xs: {x: x for x in xs}, with_inputs)
+    for sc in c.sites:
+        if sc.site in found.sites:
+            sc.model_call = dataclasses.replace(found.sites[sc.site], requests=spans_of[sc.site]).describe()
+    return c
+
+
 def census_store(store: Any, task: str | None = None, with_inputs: bool = False) -> Census:
-    """The census of a store (:class:`auto.store.Store`): every span but the model calls
-    aggregated in its database (memory bounded by the sites, and with ``with_inputs`` the
-    inputs, reported), the model calls (kind ``llm``, only they read) counted per
-    model-call site in memory (:func:`census`; memory grows with the model-call spans).
+    """The census of a store (:class:`auto.store.Store`), aggregated in its database: every span
+    but the model calls grouped by site, input and output (memory bounded by the sites, and with
+    ``with_inputs`` the inputs, reported), the model calls (kind ``llm``) grouped by distinct
+    request and response, then counted per model-call site (:func:`census_model_calls`).
 
     Args:
         store: the store (SQLite or PostgreSQL).
@@ -393,14 +452,8 @@ def census_store(store: Any, task: str | None = None, with_inputs: bool = False)
     """
     grouped = census_from_rows(store.census_rows(task, exclude_kind=MODEL_CALL_KIND),
                                store.payload_texts if with_inputs else None, with_inputs)
-    calls = store.spans(kind=MODEL_CALL_KIND, task=task)
-    if not calls:
-        return grouped
-    in_memory = census(calls)
-    if not with_inputs:
-        for sc in in_memory.sites:
-            sc.inputs = None
-    return join(grouped, in_memory)
+    calls = census_model_calls(store.model_call_rows(MODEL_CALL_KIND, task), store.payload_texts, with_inputs)
+    return join(grouped, calls)
 
 
 def render_table(c: Census) -> str:

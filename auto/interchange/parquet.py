@@ -185,9 +185,8 @@ def _duckdb() -> Any:
 def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inputs: bool = False,
                    threads: int | None = None) -> Any:
     """The census over an ``auto.parquet/1`` export, computed by DuckDB: the same SQL and the
-    same folding as the store's (:func:`auto.analyze.census_store`), so the same results; the
-    model calls (kind ``llm``) are read back as span records and counted per model-call site
-    in memory, as the store's census counts them.
+    same folding as the store's (:func:`auto.analyze.census_store`, model calls per model-call
+    site included), so the same results.
 
     Args:
         folder: the export folder.
@@ -199,8 +198,8 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
         InterchangeError: a file is missing, truncated or of another layout (one line naming it),
             or DuckDB cannot read a row group.
     """
-    from auto.analyze import MODEL_CALL_KIND, census, census_from_rows, join
-    from auto.store.store import census_params, census_sql
+    from auto.analyze import MODEL_CALL_KIND, census_from_rows, census_model_calls, join
+    from auto.store.store import census_params, census_sql, model_call_census_sql
 
     d = check_layout(folder)
     duckdb = _duckdb()
@@ -216,9 +215,9 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
         params = census_params(task, MODEL_CALL_KIND)
         where = d / "spans.parquet"
 
-        def rows() -> Iterator[tuple]:
+        def rows(sql: str) -> Iterator[tuple]:
             try:
-                cur = con.execute(census_sql(task is not None, True), params)
+                cur = con.execute(sql, params)
                 while True:
                     batch = cur.fetchmany(10_000)
                     if not batch:
@@ -227,65 +226,30 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
             except duckdb.Error as exc:
                 raise InterchangeError(f"{where}: {str(exc).splitlines()[0]}") from None
 
-        resolve = None
-        if with_inputs:
-            pfile = str(d / "payloads.parquet").replace("'", "''")
-            side = con.cursor()  # the census result streams on the main cursor meanwhile
+        pfile = str(d / "payloads.parquet").replace("'", "''")
+        side = con.cursor()  # the census result streams on the main cursor meanwhile
 
-            def resolve(ids: list[Any]) -> dict[Any, str]:
-                out: dict[Any, str] = {}
-                for k in range(0, len(ids), 50_000):
-                    chunk = ids[k:k + 50_000]
-                    try:
-                        got = side.execute(f"SELECT digest, json FROM read_parquet('{pfile}') WHERE digest IN "
-                                          f"({','.join('?' * len(chunk))})", chunk).fetchall()
-                    except duckdb.Error as exc:
-                        raise InterchangeError(f"{d / 'payloads.parquet'}: {str(exc).splitlines()[0]}") from None
-                    out.update(dict(got))
-                missing = [i for i in ids if i not in out]
-                if missing:
-                    raise InterchangeError(f"{d / 'payloads.parquet'}: payload {missing[0]} is missing")
-                return out
+        def resolve(ids: list[Any]) -> dict[Any, str]:
+            out: dict[Any, str] = {}
+            for k in range(0, len(ids), 50_000):
+                chunk = ids[k:k + 50_000]
+                try:
+                    got = side.execute(f"SELECT digest, json FROM read_parquet('{pfile}') WHERE digest IN "
+                                       f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                except duckdb.Error as exc:
+                    raise InterchangeError(f"{d / 'payloads.parquet'}: {str(exc).splitlines()[0]}") from None
+                out.update(dict(got))
+            missing = [i for i in ids if i not in out]
+            if missing:
+                raise InterchangeError(f"{d / 'payloads.parquet'}: payload {missing[0]} is missing")
+            return out
 
-        grouped = census_from_rows(rows(), resolve, with_inputs)
-        calls = _model_calls(con, d, task, MODEL_CALL_KIND)
-        if not calls:
-            return grouped
-        in_memory = census(calls)
-        if not with_inputs:
-            for sc in in_memory.sites:
-                sc.inputs = None
-        return join(grouped, in_memory)
+        grouped = census_from_rows(rows(census_sql(task is not None, True)), resolve if with_inputs else None,
+                                   with_inputs)
+        calls = census_model_calls(rows(model_call_census_sql(task is not None)), resolve, with_inputs)
+        return join(grouped, calls)
     finally:
         con.close()
-
-
-def _model_calls(con: Any, d: Path, task: str | None, kind: str) -> list[dict]:
-    """The export's spans of ``kind`` as span records (JSON fields decoded from ``payloads.parquet``),
-    ordered by ``(started_ns, span_id)`` as :meth:`auto.store.Store.spans` orders them."""
-    duckdb = _duckdb()
-    pfile = str(d / "payloads.parquet").replace("'", "''")
-    cols = ("input", "output", "error", "attributes")
-    joins = " ".join(f"LEFT JOIN read_parquet('{pfile}') AS p_{c} ON p_{c}.digest = s.{c}_digest" for c in cols)
-    sql = (f"SELECT s.span_id, s.trace_id, s.name, s.kind, s.task, s.site, s.started_ns, s.ended_ns, s.status, "
-           f"{', '.join(f'p_{c}.json' for c in cols)}, {', '.join(f's.{c}_digest' for c in cols)} "
-           f"FROM spans_all AS s {joins} WHERE s.kind = ?" + (" AND s.task = ?" if task else "")
-           + " ORDER BY s.started_ns, s.span_id")
-    spans_file = str(d / "spans.parquet").replace("'", "''")
-    try:
-        con.execute(f"CREATE OR REPLACE VIEW spans_all AS SELECT * FROM read_parquet('{spans_file}')")
-        rows = con.execute(sql, [kind, task] if task else [kind]).fetchall()
-    except duckdb.Error as exc:
-        raise InterchangeError(f"{d / 'spans.parquet'}: {str(exc).splitlines()[0]}") from None
-    out = []
-    for r in rows:
-        rec = dict(zip(("span_id", "trace_id", "name", "kind", "task", "site", "started_ns", "ended_ns", "status"), r[:9]))
-        for c, text, dg in zip(cols, r[9:13], r[13:17]):
-            if dg is not None and text is None:
-                raise InterchangeError(f"{d / 'payloads.parquet'}: payload {dg} of span {rec['span_id']} is missing")
-            rec[c] = None if text is None else json.loads(text)
-        out.append(rec)
-    return out
 
 
 __all__ = ["FORMAT", "InterchangeError", "census_parquet", "check_layout", "export_parquet"]

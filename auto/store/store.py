@@ -73,27 +73,36 @@ WITH retried AS (
   WHERE attempt > 0 AND logical_call_id IS NOT NULL {and_task}
 ),
 obs AS (
-  SELECT {site} AS site, task, kind, input_id, status, output_id, started_ns AS first_ns
+  SELECT {site} AS site, task, kind, name, input_id, status, output_id, started_ns AS first_ns, 1 AS attempts
   FROM spans
   WHERE (logical_call_id IS NULL OR logical_call_id NOT IN (SELECT lid FROM retried)) {and_task}
   UNION ALL
-  SELECT site, task, kind, input_id, status, output_id, first_ns FROM (
-    SELECT {site} AS site, task, kind, input_id, status, output_id,
+  SELECT site, task, kind, name, input_id, status, output_id, first_ns, attempts FROM (
+    SELECT {site} AS site, task, kind, name, input_id, status, output_id,
            MIN(started_ns) OVER (PARTITION BY {site}, logical_call_id) AS first_ns,
+           COUNT(*) OVER (PARTITION BY {site}, logical_call_id) AS attempts,
            ROW_NUMBER() OVER (PARTITION BY {site}, logical_call_id
                               ORDER BY attempt DESC, started_ns DESC, span_id DESC) AS rn
     FROM spans WHERE logical_call_id IN (SELECT lid FROM retried) {and_task}
   ) AS last_attempts WHERE rn = 1
 )
-SELECT site, task, kind, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns
-FROM obs
-GROUP BY site, input_id, task, kind, status, output_id
-ORDER BY site, input_id
+{final}
 """
 """The census in the database: one row per (site, task, kind, input, status, output) with its
 number of logical observations (SDK retries of one model call, sharing ``auto.logical_call_id``,
 count once: the last attempt by ``(auto.attempt, started_ns, span_id)``) and the first start time
 among them; ordered by site, then input. The same SQL runs on SQLite, PostgreSQL and DuckDB."""
+
+_CENSUS_FINAL = """SELECT site, task, kind, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns
+FROM obs
+GROUP BY site, input_id, task, kind, status, output_id
+ORDER BY site, input_id"""
+
+_MODEL_CALL_FINAL = """SELECT site, task, name, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns,
+       SUM(attempts) AS spans
+FROM obs
+GROUP BY site, task, name, input_id, status, output_id
+ORDER BY task, name, input_id, site"""
 
 
 def local_path(location: str | os.PathLike) -> str:
@@ -114,7 +123,18 @@ def census_sql(task: bool, exclude_kind: bool = False) -> str:
     """:data:`_CENSUS_SQL` with or without the ``task = ?`` and ``kind <> ?`` filters (each
     placeholder three times: :func:`census_params`)."""
     conds = ("AND task = ? " if task else "") + ("AND kind <> ?" if exclude_kind else "")
-    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds)
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_CENSUS_FINAL)
+
+
+def model_call_census_sql(task: bool) -> str:
+    """The census's observations of one span kind (``kind = ?``; ``task = ?`` first when
+    ``task``: :func:`census_params`), grouped by distinct request instead of by site: one row
+    ``(site, task, name, input_id, status, output_id, n, first_ns, spans)`` per recorded site key,
+    task, span name, request, status and response (``spans``: the spans of those ``n`` logical
+    observations, retried attempts included), ordered by task, name, then request (what
+    :func:`auto.analyze.census_model_calls` folds into model-call sites)."""
+    conds = ("AND task = ? " if task else "") + "AND kind = ?"
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_MODEL_CALL_FINAL)
 
 
 def census_params(task: str | None, exclude_kind: str | None = None) -> list[Any]:
@@ -611,6 +631,11 @@ class Store:
         ``exclude_kind``: leave out the spans of that kind."""
         sql = census_sql(task is not None, exclude_kind is not None)
         return self._stream(sql, census_params(task, exclude_kind), size=10_000)
+
+    def model_call_rows(self, kind: str, task: str | None = None) -> Iterator[tuple]:
+        """The census's observations of the spans of ``kind``, grouped by distinct request
+        (:func:`model_call_census_sql`), streamed; payload ids resolve through :meth:`payload_texts`."""
+        return self._stream(model_call_census_sql(task is not None), census_params(task, kind), size=10_000)
 
 
     # -- eval runs -----------------------------------------------------------------------
