@@ -237,3 +237,46 @@ def test_journaled_batches_of_a_dead_writer_are_replayed_at_open(tmp_path):
         assert st.replayed == 3 and sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in batch)
         assert st.verify().ok
     assert not any(journal_dir(local_path(str(p))).iterdir())
+
+
+def _site_spans() -> list[dict]:
+    """Model calls of two call sites (two system prompts) with repeats, a divergent and a failed
+    input, SDK retries of one call, and an llm span that is no chat completion."""
+    from site_fixtures import WORDS, chat_span, label_of, ticket_messages
+
+    spans, t = [], 0
+    for rep in range(2):
+        for w in WORDS:
+            for system in ("You sort tickets. Answer with one label.", "You route tickets. Answer with one team."):
+                msgs = [{"role": "system", "content": system}, ticket_messages(w)[1]]
+                out = label_of(w) if not (w == "crash" and rep) else "other"
+                s = chat_span(msgs, out, task="sorter", status="error" if (w == "login" and rep) else "ok")
+                t += 10
+                s["started_ns"], s["ended_ns"] = t, t + 1
+                spans.append(s)
+    lid = "call-1"
+    for attempt in range(3):
+        s = chat_span(ticket_messages("upload"), "bug", task="sorter", status="ok" if attempt == 2 else "error")
+        t += 10
+        s["started_ns"], s["ended_ns"] = t, t + 1
+        s["attributes"] = {**s["attributes"], "auto.logical_call_id": lid, "auto.attempt": attempt}
+        spans.append(s)
+    for k in range(3):
+        t += 10
+        spans.append({**chat_span(ticket_messages("x"), "y", task="sorter"), "name": "embeddings.create",
+                      "input": {"input": f"text {k % 2}"}, "started_ns": t, "ended_ns": t + 1})
+    return spans
+
+
+def test_the_database_census_of_model_call_sites_equals_the_census_of_records(tmp_path):
+    spans = _site_spans()
+    with Store(tmp_path / "s.db") as st:
+        st.ingest(spans)
+        got = census_store(st, with_inputs=True).to_dict(True)
+        want = census(st.spans()).to_dict(True)
+        assert census_store(st, task="sorter").to_dict() == census(st.spans(task="sorter")).to_dict()
+    assert got == want
+    sites = {s["site"]: s for s in got["sites"]}
+    assert sum(1 for s in sites if s.startswith("site:")) == 2  # the system prompts split the call site
+    assert any(s["model_call"]["requests"] == 27 for s in got["sites"] if s.get("model_call"))  # retries counted
+    assert "sorter/embeddings.create" in sites or any(s["kind"] == "llm" and not s.get("model_call") for s in got["sites"])
