@@ -263,7 +263,7 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
 @click.option("--store", "store_path", required=True, type=StoreLocation(), help="Trace store (SQLite file or postgresql:// URI).")
 @click.option("--task", default=None, help="Task to compile.")
 @click.option("--site", "site", default=None, help="Model-call site to compile (an id auto census lists, or a unique prefix).")
-@click.option("--all", "all_tasks", is_flag=True, help="Compile every task of the store, in parallel on Ray (see --workers).")
+@click.option("--all", "all_tasks", is_flag=True, help="Compile every task and model-call site of the store, in parallel on Ray (see --workers).")
 @click.option("--workers", type=click.IntRange(min=0), default=None,
               help="With --all: CPUs of the local Ray cluster (default: all cores); 0 compiles serially without Ray.")
 @click.option("--address", default=None, help="With --all: an existing Ray cluster (e.g. ray://head:10001) instead of a local one.")
@@ -287,7 +287,7 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
     A site's input is its slots (auto census lists them); its artifact carries the site's template.
 
     \b
-    --all compiles every task (results as a JSON list on stdout, one line per task on stderr);
+    --all compiles every task and model-call site (results as a JSON list on stdout, one line each on stderr);
     exit 1 if any compile failed with an error, 3 if any was refused, else 0.
     """
     from auto.verify import Contract

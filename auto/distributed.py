@@ -1,6 +1,7 @@
 """Compile fan-out: every compilable task of a store, compiled in parallel on a Ray cluster.
 
 ``auto compile --store S --all`` builds one :class:`CompileJob` per task that has witnesses and
+per model-call site (:mod:`auto.sites`), and
 runs :func:`compile_job` for each — serially (``workers=0``), on a local Ray cluster started for
 the run (the default: ``workers`` CPUs, one compile per CPU), or on an existing cluster
 (``address``, e.g. ``ray://head:10001`` or ``auto`` inside a cluster). Each job opens the store
@@ -98,8 +99,12 @@ def compile_job(job: CompileJob) -> dict[str, Any]:
 
 
 def compilable_tasks(store: Any) -> list[str]:
-    """The tasks of ``store`` with at least one task span, sorted by name."""
-    return sorted(store.tasks())
+    """The tasks of ``store`` with at least one task span, then its model-call sites (``site:<hex>``
+    ids, found as the census finds them: :func:`auto.analyze.census_model_calls`), sorted by name."""
+    from auto.analyze import MODEL_CALL_KIND, census_model_calls
+
+    sites = census_model_calls(store.model_call_rows(MODEL_CALL_KIND), store.payload_texts).sites
+    return sorted({*store.tasks(), *(s.site for s in sites if s.model_call is not None)})
 
 
 def _ray() -> Any:

@@ -50,6 +50,24 @@ def test_serial_compile_all_reports_every_task(tmp_path):
     assert bad.returncode == 2 and "--all" in bad.stderr
 
 
+def test_compile_all_compiles_model_call_sites_too(tmp_path):
+    from site_fixtures import label_of, site_words, ticket_call
+
+    from auto.distributed import compilable_tasks
+
+    _store(tmp_path / "s.db")
+    with Store(tmp_path / "s.db") as st:
+        st.ingest([ticket_call(w, label_of(w)) for w in site_words() for _ in range(2)])
+        names = compilable_tasks(st)
+    sites = [n for n in names if n.startswith("site:")]
+    assert len(sites) == 1 and {"task0", "task1", "task2"} <= set(names)
+    res = compile_all(str(tmp_path / "s.db"), out_dir=tmp_path / "out", workers=0)
+    assert [r["task"] for r in res] == sorted(names)
+    (site,) = [r for r in res if r["task"] == sites[0]]
+    assert site["verdict"] == "pass", site
+    assert Path(site["artifact_path"]).name == artifact_name(sites[0], 1)
+
+
 ray = pytest.importorskip("ray", reason="auto[distributed] (Ray) is not installed")
 
 
