@@ -1,7 +1,9 @@
 # Two commands a new user needs: `make demo` (the main job) and `make test` (the tests).
 # `.venv` holds all three distributions of this checkout, editable: auto-runtime (runtime/),
-# auto (the compiler and CLI) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds
-# the runtime alone, as a deploy host installs it.
+# auto (the compiler and CLI, with the extras its tests exercise: postgres, interchange,
+# distributed) and auto-bench (bench/, adds `auto bench`); `.venv-runtime` holds the runtime
+# alone, as a deploy host installs it. `make test` starts a PostgreSQL server for the store's
+# tests when AUTO_TEST_POSTGRES names none (.ci/postgres.sh; AUTO_TEST_POSTGRES=none skips them).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,7 +15,7 @@ OUT ?= out/triage
 $(VENV)/.installed: pyproject.toml runtime/pyproject.toml bench/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e runtime -e ".[test]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	$(BIN)/python -m pip install -q -e runtime -e ".[test,postgres,interchange,distributed]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	touch $@
 
 # The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).
@@ -31,8 +33,15 @@ demo: $(VENV)/.installed
 
 test: test-runtime test-compiler test-bench
 
+# The PostgreSQL store's tests need a server: AUTO_TEST_POSTGRES names one, else .ci/postgres.sh
+# installs PostgreSQL (Debian, as root) when missing and starts a throwaway one on loopback;
+# AUTO_TEST_POSTGRES=none skips those tests.
 test-compiler: $(VENV)/.installed
-	$(BIN)/python -m pytest -q tests
+	@dsn="$${AUTO_TEST_POSTGRES:-}"; \
+	if [ -z "$$dsn" ]; then \
+	  dsn="$$(bash .ci/postgres.sh)" || { echo "make test: could not start PostgreSQL for the store tests (.ci/postgres.sh needs root to install and run it); set AUTO_TEST_POSTGRES to a server's URI, or AUTO_TEST_POSTGRES=none to skip those tests" >&2; exit 1; }; \
+	fi; \
+	AUTO_TEST_POSTGRES="$$dsn" $(BIN)/python -m pytest -q tests
 
 test-bench: $(VENV)/.installed
 	$(BIN)/python -m pytest -q bench/tests

@@ -7,8 +7,9 @@ bootstrap stays cheap)::
     @auto.tool("name")                       # mark a tool the agent calls
     with auto.recording("traces.sqlite"):    # record tasks and their model calls into a store
         ...
-    auto.Store(path)                         # the trace store (SQLite)
-    auto.census(store.spans())               # the determinism census -> Census
+    auto.Store(path or "postgresql://...")   # the trace store (SQLite file or PostgreSQL)
+    auto.census_store(store)                 # the determinism census, in the database -> Census
+    auto.census(store.spans())               # the same over span records in memory
     auto.Contract(task=..., ...)             # what the gate checks
     auto.compile_task(store, task, contract=None, ...) -> CompileOutcome   # one generation
     served = auto.ratchet(triage, store="traces.sqlite")   # serve + learn from every deopt
@@ -21,11 +22,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["CompileOutcome", "Contract", "Ratchet", "Store", "census", "compile_task", "ratchet", "recording",
+__all__ = ["CompileOutcome", "Contract", "Ratchet", "Store", "census", "census_store", "compile_task", "ratchet", "recording",
            "start_recording", "stop_recording", "task", "tool"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auto.analyze import census
+    from auto.analyze import census, census_store
     from auto.compile import CompileOutcome, compile_task
     from auto.ratchet import Ratchet, ratchet
     from auto.record import recording, start_recording, stop_recording, tool
@@ -50,7 +51,7 @@ def __getattr__(name: str) -> Any:
         if name == "ratchet":
             globals()[name] = module
             return module
-    elif name == "census":
+    elif name in ("census", "census_store"):
         from auto import analyze as module
     elif name == "Store":
         from auto import store as module

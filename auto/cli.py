@@ -20,13 +20,14 @@ errors of :mod:`auto.errors` and get the same messages and exit codes as the bui
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -147,12 +148,37 @@ class _AutoGroup(click.Group):
             sys.exit(EXIT_INTERRUPTED)
 
 
+class StoreLocation(click.ParamType):
+    """``--store``: an SQLite file path or a ``postgresql://`` URI (libpq connection string).
+
+    With ``exists``, a path must name an existing file (a URI is checked when it is opened)."""
+
+    name = "store"
+
+    def __init__(self, exists: bool = True) -> None:
+        self.exists = exists
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        from auto.store.postgres import is_dsn
+
+        text = str(value)
+        if is_dsn(text):
+            return text
+        p = Path(text)
+        if p.is_dir():
+            self.fail(f"{text!r} is a directory, not a store (a file path or a postgresql:// URI)", param, ctx)
+        if self.exists and not p.exists():
+            self.fail(f"store {text!r} does not exist (a file path or a postgresql:// URI)", param, ctx)
+        return text
+
+
 def _existing_store(path: str) -> Any:
     """Open a store a read-mostly command needs to exist already (an empty file is not a store)."""
     from auto.errors import NotAStore
     from auto.store import Store
+    from auto.store.postgres import is_dsn
 
-    if Path(path).stat().st_size == 0:
+    if not is_dsn(path) and Path(path).stat().st_size == 0:
         raise NotAStore(f"{path} is an empty file, not an Auto store (nothing was changed)")
     return Store(path)
 
@@ -179,7 +205,8 @@ def main() -> None:
 
 # ---------------------------------------------------------------------------------------- record
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="SQLite trace store to record into.")
+@click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
+              help="Trace store to record into: an SQLite file (created if missing) or a postgresql:// URI.")
 @click.option("--task", default=None, help="Task name for model calls made outside any @auto.task.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(store_path: str, task: str | None, command: tuple[str, ...]) -> None:
@@ -192,25 +219,40 @@ def record(store_path: str, task: str | None, command: tuple[str, ...]) -> None:
     if not cmd:
         raise UsageError("no command given after --")
     code = run_recorded(cmd, store=store_path, task=task)
-    say(f"recorded into {store_path} (child exit code {code})")
+    from auto.store.postgres import is_dsn, redact
+
+    say(f"recorded into {redact(store_path) if is_dsn(store_path) else store_path} (child exit code {code})")
     sys.exit(code)
 
 
 # ---------------------------------------------------------------------------------------- census
 @main.command()
-@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Trace store.")
+@click.option("--store", "store_path", default=None, type=StoreLocation(), help="Trace store (SQLite file or postgresql:// URI).")
+@click.option("--parquet", "parquet_dir", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Instead of a store: an `auto store export --format parquet` folder (census by DuckDB).")
 @click.option("--task", default=None, help="Only this task's sites.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output on stdout.")
 @click.option("--inputs", "with_inputs", is_flag=True, help="With --json: include per-input rows.")
-def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) -> None:
-    """The determinism census: per site and distinct input, were the answers the same?"""
-    from auto.analyze import census as run_census
-    from auto.analyze import render_table
+def census(store_path: str | None, parquet_dir: str | None, task: str | None, as_json: bool, with_inputs: bool) -> None:
+    """The determinism census: per site and distinct input, were the answers the same?
+
+    \b
+    Aggregated in the database (memory bounded by the sites, and with --inputs the inputs,
+    reported; not by the spans); --parquet runs the same census on DuckDB over an export.
+    """
+    from auto.analyze import census_store, render_table
 
     if with_inputs and not as_json:
         raise UsageError("--inputs applies to --json output")
-    with _existing_store(store_path) as store:
-        c = run_census(store.spans(task=task))
+    if (store_path is None) == (parquet_dir is None):
+        raise UsageError("give exactly one of --store and --parquet")
+    if parquet_dir is not None:
+        from auto.interchange.parquet import census_parquet
+
+        c = census_parquet(parquet_dir, task=task, with_inputs=with_inputs)
+    else:
+        with _existing_store(store_path) as store:
+            c = census_store(store, task=task, with_inputs=with_inputs)
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
     else:
@@ -219,15 +261,22 @@ def census(store_path: str, task: str | None, as_json: bool, with_inputs: bool) 
 
 # --------------------------------------------------------------------------------------- compile
 @main.command(name="compile")
-@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False), help="Trace store.")
+@click.option("--store", "store_path", required=True, type=StoreLocation(), help="Trace store (SQLite file or postgresql:// URI).")
 @click.option("--task", default=None, help="Task to compile.")
 @click.option("--site", "site", default=None, help="Model-call site to compile (an id auto census lists, or a unique prefix).")
+@click.option("--all", "all_tasks", is_flag=True, help="Compile every task and model-call site of the store, in parallel on Ray (see --workers).")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="With --all: CPUs of the local Ray cluster (default: all cores); 0 compiles serially without Ray.")
+@click.option("--address", default=None, help="With --all: an existing Ray cluster (e.g. ray://head:10001) instead of a local one.")
+@click.option("--out-dir", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="With --all: folder for the artifacts (default: the current folder).")
 @click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Contract TOML (defaults derived from the task).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None, help="Where to write the .wasm (default: TASK.genN.wasm).")
 @click.option("--no-memo", is_flag=True, help="Specialist only: no exact-match table in front, no memo fallback when the specialist is refused.")
 @click.option("--no-program", is_flag=True, help="Skip the program rung (DSL synthesis); start at the specialist.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
-def compile_cmd(store_path: str, task: str | None, site: str | None, contract_path: str | None, out_path: str | None,
+def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: bool, workers: int | None,
+                address: str | None, out_dir: str | None, contract_path: str | None, out_path: str | None,
                 no_memo: bool, no_program: bool, as_json: bool) -> None:
     """Synthesize or distill, verify and emit one generation of a TASK or model-call SITE as a .wasm artifact (exit 3 if refused).
 
@@ -237,37 +286,95 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, contract_pa
     exact-match table); if the specialist fails its gate, an exact-match memo of the witnessed
     inputs (it answers only what was witnessed); otherwise a refusal naming each rung's reason.
     A site's input is its slots (auto census lists them); its artifact carries the site's template.
+
+    \b
+    --all compiles every task and model-call site (results as a JSON list on stdout, one line each on stderr);
+    exit 1 if any compile failed with an error, 3 if any was refused, else 0.
     """
-    from auto.compile import compile_task
-    from auto.store.lock import CompileLock
     from auto.verify import Contract
 
+    if all_tasks:
+        if task or site or out_path:
+            raise UsageError("--all compiles every task: leave out --task, --site and --out (use --out-dir)")
+        with _compile_lock(store_path):
+            _compile_all(store_path, workers, address, out_dir, contract_path, no_memo, no_program)
+        return
+    if workers is not None or address or out_dir:
+        raise UsageError("--workers, --address and --out-dir apply to --all")
     if (task is None) == (site is None):
-        raise UsageError("give exactly one of --task NAME or --site ID")
+        raise UsageError("give exactly one of --task NAME or --site ID (or --all)")
+    from auto.compile import compile_task
+
     with _existing_store(store_path) as store:
         if site is not None:
-            task = _resolve_site(store, store_path, site)
-        else:
+            task = _resolve_site(store, store.location, site)
+        elif not store.has_task(task):
             tasks = store.tasks()
-            if task not in tasks:
-                raise UsageError(f"no task {task!r} in {store_path} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
+            raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
-        lock = CompileLock(store_path)
-        if not lock.acquire():
-            say(f"waiting for another compile of {store_path} to finish (one compile at a time takes a generation number)")
-            lock.acquire(blocking=True)
-        try:
+        with _compile_lock(store_path):
             outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
                                    programs=not no_program, progress=say)
-        finally:
-            lock.release()
     if as_json:
         _emit_json(outcome.summary())
     else:
         click.echo(outcome.artifact_path)
     say(f"compiled {task} generation {outcome.generation}: {outcome.reason}")
     say(f"artifact {outcome.artifact_id} ({outcome.artifact_bytes} bytes), eval run {outcome.eval_run_id}")
+
+
+@contextlib.contextmanager
+def _compile_lock(store_path: str) -> Iterator[None]:
+    """Hold the store's compile lock (:class:`auto.store.lock.CompileLock`), waiting for it with
+    one line on stderr: one compile at a time takes a store's next generation numbers."""
+    from auto.store import local_path
+    from auto.store.lock import CompileLock
+
+    lock = CompileLock(local_path(store_path))
+    if not lock.acquire():
+        say("waiting for another compile of this store to finish (one compile at a time takes a generation number)")
+        lock.acquire(blocking=True)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _compile_all(store_path: str, workers: int | None, address: str | None, out_dir: str | None,
+                 contract_path: str | None, no_memo: bool, no_program: bool) -> None:
+    from auto.distributed import compile_all
+    from auto.verify import Contract
+
+    contract = None
+    if contract_path:  # its fields apply to every task (a task named in the file is ignored)
+        import tomllib
+
+        try:
+            data = tomllib.loads(Path(contract_path).read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
+            raise UsageError(f"--contract {contract_path}: {e}") from None
+        data = dict(data.get("contract", data))
+        data.pop("task", None)
+        contract = Contract(**{**data, "task": "*"}).model_dump()
+        contract.pop("task")
+    with _existing_store(store_path):
+        pass  # a bad store fails here, once, before any worker starts
+
+    def line(r: dict) -> None:
+        extra = f"generation {r.get('generation')}, {r.get('artifact_bytes')} bytes" if r["verdict"] == "pass" else r.get("reason", "")
+        say(f"{r['verdict']:<7} {r['task']}: {extra}")
+
+    results = compile_all(store_path, out_dir=out_dir or ".", workers=workers, address=address, contract=contract,
+                          memo=not no_memo, programs=not no_program, progress=line)
+    _emit_json(results)
+    verdicts = [r["verdict"] for r in results]
+    say(f"compiled {verdicts.count('pass')} of {len(results)} tasks ({verdicts.count('refuse')} refused, "
+        f"{verdicts.count('error')} errors)")
+    if "error" in verdicts:
+        sys.exit(EXIT_ERROR)
+    if "refuse" in verdicts:
+        sys.exit(EXIT_REFUSED)
 
 
 def _resolve_site(store: Any, store_path: str, ref: str) -> str:
@@ -720,18 +827,19 @@ def registry_verify(refs: tuple[str, ...], registry_dir: str | None, trust_keys:
 # ----------------------------------------------------------------------------------------- store
 @main.group()
 def store() -> None:
-    """Inspect and check a trace store."""
+    """Inspect, check, export and import a trace store (SQLite file or postgresql:// URI)."""
 
 
 @store.command(name="verify")
-@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False))
-def store_verify(store_path: str) -> None:
+@click.option("--store", "store_path", required=True, type=StoreLocation())
+@click.option("--task", default=None, help="Only this task's spans (through its index).")
+@click.option("--incremental", is_flag=True, help="Only spans added since the last incremental check of the same scope.")
+def store_verify(store_path: str, task: str | None, incremental: bool) -> None:
     """Re-derive every digest in the store; exit 1 on any mismatch."""
     import dataclasses
 
-
     with _existing_store(store_path) as st:
-        report = st.verify()
+        report = st.verify(task=task, incremental=incremental)
     _emit_json(dataclasses.asdict(report))
     report.raise_for_mismatch()
     say(f"store verified: {report.spans} spans, {report.traces} traces, {report.eval_runs} eval runs, "
@@ -739,20 +847,62 @@ def store_verify(store_path: str) -> None:
 
 
 @store.command(name="info")
-@click.option("--store", "store_path", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--store", "store_path", required=True, type=StoreLocation())
 def store_info(store_path: str) -> None:
-    """Counts of traces, spans, eval runs and artifacts; schema version; store digest."""
-
+    """Counts of traces, spans, payloads, eval runs and artifacts; schema version; bytes; store digest."""
     with _existing_store(store_path) as st:
+        counts = st.counts()
+        size = st.size_bytes()
         _emit_json({
             "schema_version": st.schema_version,
-            "traces": len(st.traces()),
-            "spans": len(st.spans()),
+            **counts,
             "tasks": st.tasks(),
-            "eval_runs": len(st.eval_runs()),
-            "artifacts": st.verify().artifacts,
+            "bytes": size,
+            "bytes_per_span": round(size / counts["spans"], 1) if counts["spans"] else None,
             "store_digest": st.digest(),
         })
+
+
+@store.command(name="export")
+@click.option("--store", "store_path", required=True, type=StoreLocation())
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default=None,
+              help="parquet: the auto.parquet/1 layout (spans, payloads, traces) into --out DIR.")
+@click.option("--otlp", "otlp_path", type=click.Path(dir_okay=False), default=None,
+              help="Write OpenTelemetry OTLP/JSON Lines (gen_ai.* attributes) to this file instead.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="With --format parquet: the folder.")
+def store_export(store_path: str, fmt: str | None, otlp_path: str | None, out_dir: str | None) -> None:
+    """Export the store: Parquet for analytics (DuckDB, `auto census --parquet`), OTLP for other tools."""
+    if (fmt is None) == (otlp_path is None):
+        raise UsageError("give one of --format parquet (with --out DIR) and --otlp FILE")
+    if fmt == "parquet" and not out_dir:
+        raise UsageError("--format parquet needs --out DIR")
+    with _existing_store(store_path) as st:
+        if otlp_path:
+            from auto.interchange.otlp import export_otlp
+
+            res = export_otlp(st, otlp_path)
+        else:
+            from auto.interchange.parquet import export_parquet
+
+            res = export_parquet(st, out_dir)
+    _emit_json(res)
+    say(f"exported {res['spans']} spans ({res['bytes']} bytes)")
+
+
+@store.command(name="import")
+@click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
+              help="Store to import into (created if missing).")
+@click.option("--otlp", "otlp_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="OpenTelemetry OTLP/JSON file (one request, or one per line) of GenAI spans.")
+def store_import(store_path: str, otlp_path: str) -> None:
+    """Import OpenTelemetry GenAI spans (OTLP/JSON) so other instrumentation's traces become witnesses."""
+    from auto.interchange.otlp import import_otlp
+    from auto.store import Store
+
+    with Store(store_path) as st:
+        res = import_otlp(st, otlp_path)
+    _emit_json(res)
+    say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,17 +4,18 @@
 Eight recorder processes (``--workers``) record into one store at once: each runs tasks with a
 tool span and a model call to the simulated reference model on loopback (plain, streamed, or a
 stream the caller breaks out of). Every span a worker opens, and every span whose write was
-committed, is appended to the worker's log (``o <span id>`` / ``w <span id>``, one ``write(2)`` per
+committed or journaled (the recorder's journal is replayed at the next open when its writer
+died), is appended to the worker's log (``o <span id>`` / ``w <span id>``, one ``write(2)`` per
 line, so the log survives ``kill -9``). The harness kills a random worker every 0.5–3 s
 (``SIGKILL``; a worker still importing is waited for until it records) and starts a new one, for
 ``--minutes`` counted from when the first workers record; at the end every worker is killed.
 
 What must hold (the report's ``ok``):
 
-* no span that a worker saw committed is missing from the store, and every stored span was
+* no span that a worker saw journaled or committed is missing from the store, and every stored span was
   opened by a worker;
 * the spans lost at each kill are exactly the spans open at that kill (opened, not yet
-  committed), less those committed in the instant between the commit and its log line
+  journaled), less those journaled in the instant between the write and its log line
   (``committed_unlogged``, at most one per kill);
 * the store verifies (every digest, the row counters, the triggers).
 
@@ -47,12 +48,13 @@ TICKETS = ["I was charged twice for my subscription", "The app crashes on startu
 
 
 def worker_main(store: str, log_path: str, base_url: str, seed: int) -> None:
-    """Record tasks into ``store`` until killed, logging opened and committed span ids."""
+    """Record tasks into ``store`` until killed, logging opened and journaled or committed span ids."""
     import openai
 
     import auto
     from auto.record.core import SpanScope
     from auto.record.model_call import Attempt
+    from auto.store.journal import Journal
 
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -85,6 +87,13 @@ def worker_main(store: str, log_path: str, base_url: str, seed: int) -> None:
         return res
 
     rec.store.ingest = logged_ingest  # type: ignore[method-assign]
+    orig_append = Journal.append
+
+    def logged_append(self, spans, traces):  # type: ignore[no-untyped-def]
+        orig_append(self, spans, traces)  # durable from here: replayed at the next open if the writer dies
+        log("w", [s["span_id"] for s in spans])
+
+    Journal.append = logged_append  # type: ignore[method-assign]
     client = openai.OpenAI(base_url=base_url, api_key="sk-soak-not-a-key", max_retries=2)
     rng = random.Random(seed)
 

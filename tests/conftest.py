@@ -65,3 +65,44 @@ def triage_artifact(tmp_path_factory, triage_store) -> tuple[Path, object]:
     with Store(triage_store) as st:
         outcome = compile_task(st, "triage", out_path=out)
     return out, outcome
+
+
+@pytest.fixture
+def pg_dsn():
+    """A fresh PostgreSQL database for one test (dropped after), on the server named by
+    ``AUTO_TEST_POSTGRES`` (a role that may create databases; ``bash .ci/postgres.sh`` starts one,
+    and ``make test`` runs it). Skipped with ``AUTO_TEST_POSTGRES=none``, and without it except in
+    CI (``CI`` set), where a missing server fails the test."""
+    admin = os.environ.get("AUTO_TEST_POSTGRES")
+    if admin == "none":
+        pytest.skip("AUTO_TEST_POSTGRES=none: the PostgreSQL store's tests are skipped")
+    if not admin:
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the PostgreSQL tests: AUTO_TEST_POSTGRES is not set (.ci/run starts a server)")
+        pytest.skip("no PostgreSQL server for the tests: set AUTO_TEST_POSTGRES (bash .ci/postgres.sh starts one)")
+    import psycopg
+    from urllib.parse import urlsplit, urlunsplit
+
+    name = "auto_test_" + os.urandom(6).hex()
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(admin)
+    yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def store_blob(path) -> bytes:
+    """Every byte a store keeps about its content: its files (the database, WAL, journal folder)
+    and, since payloads are compressed, the decoded text of every payload — what a test that a
+    secret never reaches the disk must search."""
+    import glob
+
+    from auto.store import Store
+
+    files = [Path(f) for f in glob.glob(str(path) + "*")]
+    files = [q for f in files for q in ([f] if f.is_file() else f.rglob("*")) if q.is_file()]
+    blob = b"".join(f.read_bytes() for f in files)
+    with Store(path) as st:
+        texts = [t for batch in st.iter_payloads() for _i, _d, t in batch]
+    return blob + "\n".join(texts).encode("utf-8")

@@ -208,7 +208,7 @@ def test_store_verify_detects_tampering(triage_store, tmp_path):
     con.execute("DROP TRIGGER IF EXISTS spans_no_update")
     for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():
         con.execute(f"DROP TRIGGER {name}")
-    con.execute("UPDATE spans SET output = '\"tampered\"' WHERE rowid = (SELECT min(rowid) FROM spans WHERE kind = 'task')")
+    con.execute("UPDATE spans SET task = 'tampered' WHERE seq = (SELECT min(seq) FROM spans WHERE kind = 'task')")
     con.commit()
     con.close()
     p = auto("store", "verify", "--store", str(copy), check_code=1)

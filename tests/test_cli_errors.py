@@ -98,22 +98,27 @@ def test_record_into_a_sound_store_still_runs_the_child(sound_store, tmp_path):
     assert marker.exists()
 
 
-def test_census_on_a_span_whose_json_was_changed_is_one_line(sound_store, tmp_path):
+def test_reading_a_span_whose_json_was_changed_is_one_line(sound_store, tmp_path):
     bad = tmp_path / "json.sqlite"
     shutil.copy(sound_store, bad)
     con = sqlite3.connect(bad)
     for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         con.execute(f"DROP TRIGGER {name}")
-    (sid,) = con.execute("SELECT span_id FROM spans ORDER BY started_ns LIMIT 1 OFFSET 4").fetchone()
-    con.execute("UPDATE spans SET output = '{not json' WHERE span_id = ?", [sid])
+    (sid, pid) = con.execute("SELECT span_id, output_id FROM spans WHERE kind = 'task' "
+                             "ORDER BY started_ns LIMIT 1 OFFSET 4").fetchone()
+    # the span's output payload, rewritten behind the store's back (shared by every span with that output)
+    con.execute("UPDATE payloads SET codec = 0, body = CAST('{not json' AS BLOB) WHERE id = ?", [pid])
     con.commit()
     con.close()
-    line = one_clear_line(auto("census", "--store", str(bad), code=1), "IntegrityError", sid, "'output'", "not JSON")
+    # the census groups by payload and never parses it; a command that reads the spans names the row
+    line = one_clear_line(auto("store", "export", "--store", str(bad), "--otlp", str(tmp_path / "x.jsonl"), code=1),
+                          "IntegrityError", "'output'", "not JSON")
     assert "auto store verify" in line
-    # verify reports the row among its mismatches instead of stopping at it
+    # verify reports the payload and every span using it among its mismatches instead of stopping at it
     p = auto("store", "verify", "--store", str(bad), code=1)
     report = json.loads(p.stdout)
-    assert any(m["id"] == sid and m["derived"].startswith("<unreadable") for m in report["mismatches"])
+    assert any(m["table"] == "payloads" and m["id"] == pid for m in report["mismatches"])
+    assert any(m["id"] == sid for m in report["mismatches"])
 
 
 # ----------------------------------------------------------------------------- --reference

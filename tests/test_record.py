@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import glob
 import json
 import os
 import socket
@@ -23,6 +22,7 @@ from auto.record import openai_hook, pricing, run_recorded
 from auto.record.template import template_messages
 from bench.sim import SimServer
 from auto.store import Store
+from conftest import store_blob
 
 REPO = Path(__file__).resolve().parents[1]
 API_KEY = "sk-test-3f9a1c77e2b04d5a9c1e0b8d6f2a4c6e"
@@ -358,7 +358,7 @@ def test_no_api_key_or_authorization_in_store(sim, store_path):
             c.chat.completions.create(model="auto-sim-1", messages=msgs(f"my key is {key}"))
             for _ in c.chat.completions.create(model="auto-sim-1", messages=msgs("stream"), stream=True):
                 pass
-    blob = b"".join(Path(f).read_bytes() for f in glob.glob(str(store_path) + "*"))
+    blob = store_blob(store_path)  # the files and every decoded payload
     assert key.encode() not in blob
     assert b"NEVERSTORE" not in blob
     with Store(store_path) as st:
@@ -465,7 +465,7 @@ def test_getenv_records_only_a_digest(store_path, monkeypatch):
     with Store(store_path) as st:
         (w,) = st.witnesses("env")
         assert w.attributes["auto.env_reads"]["AUTO_TEST_SECRET_SETTING"].startswith("sha256:")
-    blob = b"".join(Path(f).read_bytes() for f in glob.glob(str(store_path) + "*"))
+    blob = store_blob(store_path)  # the files and every decoded payload
     assert b"hunter2-value" not in blob
 
 

@@ -3,14 +3,13 @@ writes (task spans included), counted in the span's attributes, and never learne
 
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 
 import pytest
 
 import auto
 from auto.compile.witnesses import WitnessSet, is_redacted
-from auto.record.redact import REDACTED, Redactor, is_secret_name
+from auto.record.redact import REDACTED, Redactor, is_secret_name, may_hold_pattern, pattern_secrets
 from auto.store import Store, Witness
 from openai_mock import client, completion
 
@@ -31,7 +30,9 @@ BEARER = "Bearer abcdef0123456789abcdef0123456789"
 
 
 def _blob(path: Path) -> bytes:
-    return b"".join(Path(f).read_bytes() for f in glob.glob(str(path) + "*"))
+    from conftest import store_blob
+
+    return store_blob(path)
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
@@ -39,6 +40,39 @@ def test_each_well_known_format_is_redacted_by_pattern(name):
     secret = FORMATS[name]
     text, n = Redactor().redact_text(f"please use {secret} for the deploy")
     assert secret not in text and n == 1 and text == f"please use {REDACTED} for the deploy"
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_the_span_fast_path_misses_no_format_after_clean_strings(name):
+    """A string remembered as clean never hides a secret in another string of the next span."""
+    r = Redactor()
+    system = "You are a helpful triage assistant; answer in JSON with a label and a reason."
+    clean = {"name": "triage", "input": {"messages": [{"role": "system", "content": system}]}, "output": "ok"}
+    assert r.redact_span(clean) is clean and r.redact_span(clean) is clean
+    dirty = {"name": "triage", "input": {"messages": [{"role": "system", "content": system},
+                                                      {"role": "user", "content": f"key {FORMATS[name]} here"}]},
+             "output": "ok"}
+    out = r.redact_span(dirty)
+    assert FORMATS[name] not in str(out) and out["attributes"]["auto.redacted"] == ["input"]
+
+
+def test_the_combined_pattern_finds_what_the_patterns_find():
+    texts = [f"use {v} now" for v in FORMATS.values()] + [
+        f"header: {BEARER}", "db at https://bob:hunter2secret@db.example/x",
+        "hooks at https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",
+        "The app crashes on startup; sha256:" + "ab" * 32, "plain words and nothing else in them at all"]
+    for t in texts:
+        assert may_hold_pattern(t) == bool(pattern_secrets(t)), t
+
+
+def test_an_environment_secret_set_after_a_write_is_redacted(monkeypatch):
+    r = Redactor()
+    span = {"name": "s", "input": {"note": "value Zq81xW0pLm29Nc47 in a prompt"}, "output": None}
+    assert r.redact_span(span) is span
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "Zq81xW0pLm29Nc47")
+    assert r.redact_span(span)["input"] == {"note": f"value {REDACTED} in a prompt"}
+    monkeypatch.delenv("LATE_SERVICE_TOKEN")
+    assert r.redact_span(span) is span
 
 
 def test_bearer_tokens_and_url_passwords_keep_their_context():

@@ -133,7 +133,7 @@ def test_immutable_insert_only(tmp_path):
             st.ingest([dict(s, status="error")])
     con = sqlite3.connect(p)
     with pytest.raises(sqlite3.DatabaseError, match="immutable"):
-        con.execute("UPDATE spans SET output = '\"bug\"'")
+        con.execute("UPDATE spans SET status = 'error'")
     with pytest.raises(sqlite3.DatabaseError, match="immutable"):
         con.execute("DELETE FROM spans")
     con.close()
@@ -151,7 +151,7 @@ def test_verify_catches_tampered_row(tmp_path):
         rep.raise_for_mismatch()  # no-op
     con = sqlite3.connect(p)
     con.execute("DROP TRIGGER spans_no_update")
-    con.execute("UPDATE spans SET output = '\"bug\"' WHERE span_id = ?", [spans[1]["span_id"]])
+    con.execute("UPDATE spans SET status = 'error' WHERE span_id = ?", [spans[1]["span_id"]])
     con.commit()
     con.close()
     with Store(p) as st:

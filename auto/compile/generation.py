@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from auto.canonical import digest
 from auto.compile.context import RungContext
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import fuel_per_call, latency_summary
@@ -90,6 +91,17 @@ def reference_model_label(store: Any, task: str) -> str:
     return "unknown (no model-call spans recorded)"
 
 
+def witness_set_digest(store: Any, task: str, witnesses: Sequence[Any]) -> str:
+    """The digest naming the witnesses a generation was compiled from (``digest`` of their span
+    digests in read order), recorded in the store (:meth:`auto.store.Store.put_witness_set`)
+    so the list can be read back from it; a manifest cites the digest, not one trace id per
+    witness."""
+    put = getattr(store, "put_witness_set", None)
+    if put is not None:
+        return put(task, list(witnesses))
+    return digest([getattr(w, "digest", "") for w in witnesses])
+
+
 def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, code: bytes, candidate: Any, *,
                     guard: dict[str, Any], parity: dict[str, Any], eval_runs: list[str], reason: str,
                     witnesses: Sequence[Any], store_digest: str | None, distinct_inputs: int, fuel_inputs: Sequence[dict[str, Any]],
@@ -107,7 +119,8 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
         guard, parity: the manifest's guard entry and parity figures.
         eval_runs: eval run ids to cite, the gate's last.
         reason: the gate's verdict.
-        witnesses: every witness the compile read (provenance).
+        witnesses: every witness the compile read (provenance: the manifest cites their set's
+            digest, :func:`witness_set_digest`).
         store_digest: the task's store digest read with them (None: read it now).
         distinct_inputs: how many distinct inputs the candidate was built from.
         fuel_inputs: inputs fuel is measured on.
@@ -125,7 +138,7 @@ def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, 
     t0 = time.perf_counter()
     store = ctx.store
     provenance = {
-        "trace_ids": sorted({w.trace_id for w in witnesses}),
+        "witness_set": {"digest": witness_set_digest(store, ctx.task, witnesses), "n": len(witnesses)},
         "store_digest": store_digest or store.digest(ctx.task),
         "witnesses": len(witnesses),
         "distinct_inputs": distinct_inputs,

@@ -1,7 +1,9 @@
 """The compile ladder: program → specialist → memo → refusal.
 
 :func:`compile_task` compiles one generation of a task from the witnesses in a store. It checks
-the store's integrity once, reads the task's witnesses once (:class:`~auto.compile.witnesses.WitnessSet`),
+the integrity of the task's rows added since the last check (the cost follows the task, not the
+store: :meth:`auto.store.Store.verify` with ``task`` and ``incremental``), reads the task's
+witnesses once through the task index (:class:`~auto.compile.witnesses.WitnessSet`),
 and tries the rungs in order; each rung has one signature (:data:`Rung`): it takes the witnesses,
 the contract and the :class:`~auto.compile.context.RungContext`, and returns the emitted
 generation or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is
@@ -96,7 +98,8 @@ def compile_task(
     Raises:
         GateRefused: every rung refused (the last rung's eval run is attached; the reason cites
             each rung's refusal).
-        IntegrityError: a stored digest does not match its content (``auto store verify``).
+        IntegrityError: a stored digest of the task's rows does not match its content
+            (``auto store verify`` checks the whole store).
         ArgumentError: an unknown rung name.
         CodegenError: lowering failed (a rung that cannot build a candidate, ``CompileError``, is
             a refusal and the ladder goes on).
@@ -106,7 +109,9 @@ def compile_task(
     if unknown or not names:
         raise ArgumentError(f"unknown rung(s) {unknown or names!r}; the rungs are {', '.join(RUNGS)}")
     contract = contract or Contract.default_for(task)
-    store.verify().raise_for_mismatch()  # never compile from a store whose content no longer matches its digests
+    # never compile from rows whose content no longer matches their digests: the task's rows,
+    # through its index, those added since the last check (the rest of the store is not read)
+    store.verify(task=task, incremental=True).raise_for_mismatch()
     ws = WitnessSet.read(store, task)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),

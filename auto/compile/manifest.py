@@ -77,8 +77,9 @@ class ManifestDraft:
         Args:
             contract: the :class:`auto.verify.Contract` the gate checked (id and fields recorded).
             eval_runs: the eval run ids the manifest cites (the gate's last).
-            provenance: ``{"trace_ids", "store_digest", "witnesses", "distinct_inputs",
-                "reference_model"}``.
+            provenance: ``{"witness_set": {"digest", "n"}, "store_digest", "witnesses",
+                "distinct_inputs", "reference_model"}`` (the set's members stay in the store:
+                :meth:`auto.store.Store.witness_set`).
             parity: agreement figures per split, from the eval run.
             guard: the guard entry the runtime builds the guard from.
             fuel_per_call: :func:`auto.compile.measure.fuel_per_call`'s summary, or None.

@@ -111,15 +111,16 @@ class WitnessSet:
     @classmethod
     def of(cls, task: str, witnesses: Sequence[Any], store_digest: str | None = None, *,
            site: dict[str, Any] | None = None, reference_model: str | None = None) -> "WitnessSet":
-        """Group ``witnesses`` (objects with ``.input`` and ``.output``) by distinct input,
-        leaving out the redacted ones (:func:`is_redacted`)."""
+        """Group ``witnesses`` (objects with ``.input`` and ``.output``, and optionally their
+        canonical texts ``.input_text`` / ``.output_text`` as a store hands them out) by
+        distinct input, leaving out the redacted ones (:func:`is_redacted`)."""
         kept = [w for w in witnesses if not is_redacted(w)]
         redacted, witnesses = len(witnesses) - len(kept), kept
         groups: dict[str, list[str]] = defaultdict(list)
         inputs: dict[str, dict[str, Any]] = {}
         for w in witnesses:
-            key = canonical_json(w.input)
-            groups[key].append(canonical_json(w.output))
+            key = getattr(w, "input_text", None) or canonical_json(w.input)
+            groups[key].append(getattr(w, "output_text", None) or canonical_json(w.output))
             inputs[key] = w.input
         items: list[Item] = []
         overall = Counter(o for outs in groups.values() for o in outs)

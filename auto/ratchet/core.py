@@ -62,7 +62,7 @@ from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult
 from auto.record import openai_hook
 from auto.record.core import Recorder, activate, active_recorder, deactivate
 from auto.record.core import task as task_span
-from auto.store import Store
+from auto.store import Store, local_path
 from auto.store.lock import CompileLock
 from auto.verify import Contract
 
@@ -109,8 +109,9 @@ class Ratchet:
     Args:
         reference: the task's reference implementation, ``reference(input_obj) -> answer``
             (``input_obj`` is the dict of the task's named arguments; the answer must be JSON).
-        store: path of the store file (created if missing); it must be a file a child process can
-            open (the compile runs there).
+        store: path of the store file (created if missing) or a ``postgresql://`` URI; a child
+            process must be able to open it (the compile runs there). The compile lock and the
+            artifacts live beside it (:func:`auto.store.local_path`).
         task: the task name (the compilation unit's name in the store).
         contract: the gate's contract (default :meth:`Contract.default_for`).
         audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
@@ -206,7 +207,7 @@ class Ratchet:
             self._recorded_reference = recorded_reference
             openai_hook.instrument()
         self._state_lock = threading.RLock()
-        self._compile_lock = CompileLock(self.store_path)
+        self._compile_lock = CompileLock(local_path(self.store_path))
         self._lock_busy_logged = False
         self._compiling: threading.Thread | None = None
         self._closed = False
@@ -477,7 +478,7 @@ class Ratchet:
             # a table refresh while no generation answers new inputs: the memo rung alone (cheap)
             table_only = trigger["kind"] == "memo" and not self._installed_answers_new_inputs()
             req = CompileRequest(store_path=self.store_path, task=self.task, contract=self.contract.model_dump(),
-                                 generation=generation, out_path=default_out_path(self.store_path, self.task, generation),
+                                 generation=generation, out_path=default_out_path(local_path(self.store_path), self.task, generation),
                                  reference_model=self.reference_model, programs=self.programs,
                                  rungs=["memo"] if table_only else None)
             res = run_compile(req, timeout_s=self.compile_timeout_s, mode=self.worker)

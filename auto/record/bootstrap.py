@@ -4,7 +4,7 @@
 directory holds a ``sitecustomize.py`` which Python imports at start-up (unless run with ``-S``,
 ``-I`` or ``-E``). It reads
 
-* ``AUTO_RECORD_STORE`` — the store path (absolute), and
+* ``AUTO_RECORD_STORE`` — the store path (absolute) or ``postgresql://`` URI, and
 * ``AUTO_RECORD_TASK`` — optional: model calls made outside any ``@auto.task`` are grouped
   under one task span named T per process (otherwise they are top-level ``llm`` spans),
 
@@ -59,8 +59,10 @@ def recording_env(store: str, task: str | None = None, base: dict | None = None)
     """The environment for a recorded child: ``base`` (default ``os.environ``) plus the
     ``AUTO_RECORD_*`` variables and a ``PYTHONPATH`` of bootstrap dir + existing entries + the
     directory that holds the ``auto`` package (last, so the child can import it)."""
+    from auto.store.postgres import is_dsn
+
     env = dict(os.environ if base is None else base)
-    env[ENV_STORE] = os.path.abspath(store)
+    env[ENV_STORE] = store if is_dsn(store) else os.path.abspath(store)  # a postgresql:// URI as given
     if task:
         env[ENV_TASK] = task
     else:

@@ -9,8 +9,11 @@ Model of a recording:
   the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
   its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
   nesting across a thread pool, submit ``contextvars.copy_context().run``.)
-* A span is written when it **ends**, each in its own short transaction, so a killed process
-  loses only its open spans. A trace row is written when its root span ends.
+* A span is written when it **ends**, in a short transaction of its own or batched with others
+  that ended meanwhile, by a background writer (:mod:`auto.record.writer`: off the agent's call
+  path; flushed at stop and before any read through the same store), so a killed process loses
+  only its open spans and the few that were still queued. A trace row is written when its root
+  span ends.
 
 Tool use (linked spans): a model call whose response asks for tool calls registers them on its
 scope (:meth:`SpanScope.request_tools`); a ``tool`` span opened below that scope with the same
@@ -48,7 +51,9 @@ from auto.canonical import canonical_json, digest
 from auto.errors import ArgumentError, RecordError
 from auto.record.latency import CallLatency, LatencyTally
 from auto.record.redact import Redactor
-from auto.store import Store, new_span_id, new_trace_id
+from auto.record.writer import SpanWriter
+from auto.store import Store, local_path, new_span_id, new_trace_id
+from auto.store.journal import Journal, journal_dir
 
 log = logging.getLogger("auto.record")
 
@@ -123,17 +128,26 @@ class Recorder:
         process_scope: with ``task=T``, the per-process task span that groups model calls made
             outside any ``@auto.task`` (closed by :meth:`finish`).
         written: spans written; write_errors: failed writes (logged, counted, reported at stop).
+        sync: spans are written in the thread that ended them (``sync=True`` or
+            ``AUTO_RECORD_SYNC=1``) instead of by the background writer (the default).
         open_streams: model-call attempts whose response stream is still open.
         redactor: redacts secrets from every span and trace before it is written
             (:class:`~auto.record.redact.Redactor`).
     """
 
-    def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None):
+    def __init__(self, store: Store | str | os.PathLike, task: str | None = None, owns_store: bool | None = None,
+                 sync: bool | None = None):
         self.store = store if isinstance(store, Store) else Store(store)
         self.owns_store = (not isinstance(store, Store)) if owns_store is None else owns_store
         self.written = 0
         self.write_errors: list[str] = []
         self._lock = threading.Lock()
+        self.sync = os.environ.get("AUTO_RECORD_SYNC") == "1" if sync is None else sync
+        self._writer: SpanWriter | None = None
+        if not self.sync:  # spans are written off the agent's call path (auto.record.writer)
+            self._writer = SpanWriter(self.store, self._count_written, self._count_failed,
+                                      journal=Journal(journal_dir(local_path(self.store.location))))
+            self.store.add_read_barrier(self._writer.flush)
         self.open_streams: set = set()  # attempts whose response stream is still open
         self.redactor = Redactor()
         self.process_scope: SpanScope | None = None
@@ -142,19 +156,34 @@ class Recorder:
                                                 attributes={"auto.scope": "process", "process.pid": os.getpid()})
 
     def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
-        """Redact, then ingest one batch (one short transaction); failures are logged and counted,
+        """Redact, then ingest one batch (one short transaction, all or nothing): queued for
+        the background writer, or in this thread with ``sync``; failures are logged and counted,
         not raised (a span that cannot be redacted is not written)."""
         try:
             spans = [self.redactor.redact_span(s) for s in spans]
             traces = [self.redactor.redact_span(t) for t in traces]
+            if self._writer is not None:  # journaled here (redacted: no secret reaches the disk)
+                self._writer.submit(spans, traces)
+                return
             self.store.ingest(spans, traces)
-            with self._lock:
-                self.written += len(spans)
+            self._count_written(len(spans))
         except Exception as exc:  # recording must not break the agent
-            msg = f"{type(exc).__name__}: {exc}"
-            with self._lock:
-                self.write_errors.append(msg)
-            log.error("auto: could not record %d span(s): %s", len(spans), msg)
+            self._count_failed(len(spans), exc)
+
+    def _count_written(self, n: int) -> None:
+        with self._lock:
+            self.written += n
+
+    def _count_failed(self, n: int, exc: BaseException) -> None:
+        msg = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.write_errors.append(msg)
+        log.error("auto: could not record %d span(s): %s", n, msg)
+
+    def flush(self) -> None:
+        """Wait until every span ended so far is written (or its failure counted)."""
+        if self._writer is not None:
+            self._writer.flush()
 
     def current_scope(self) -> "SpanScope | None":
         """The innermost open scope of this context, else the process scope (or None)."""
@@ -174,6 +203,9 @@ class Recorder:
                 scope.finish_error(error)
             else:
                 scope.finish_ok(None)
+        if self._writer is not None:  # everything ended is written before the recording stops
+            self._writer.close()
+            self.store.remove_read_barrier(self._writer.flush)
 
 
 def active_recorder() -> Recorder | None:

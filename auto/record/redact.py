@@ -30,6 +30,7 @@ headers (:data:`DIGEST_HEADERS`) are kept as a digest of their value (:func:`san
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -83,18 +84,38 @@ PATTERNS = (
 MIN_PATTERN_TEXT = 16
 """Texts shorter than this are not scanned by pattern (no recognised format is that short)."""
 
+CLEAN_CACHE = 8_000_000
+"""Characters (in all) of the strings a :class:`Redactor` remembers as free of any pattern match
+(then it forgets them at once); a string longer than 1/16 of this is scanned every time."""
 
+
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether an environment variable's name says it holds a secret (:data:`SECRET_NAME_ENDINGS`)."""
+    """Whether an environment variable's name says it holds a secret (:data:`SECRET_NAME_ENDINGS`;
+    cached per name: it is asked for every variable at every write)."""
     parts = re.split(r"[^A-Z0-9]+", name.upper())
     return any(p.endswith(SECRET_NAME_ENDINGS) for p in parts if p)
 
 
+_ENV_CACHE: tuple[Any, frozenset[str]] | None = None
+
+
 def env_secrets(environ: Any = None) -> set[str]:
     """The values (≥ :data:`MIN_ENV_SECRET_LEN` characters) of the secret-named environment
-    variables of ``environ`` (default ``os.environ``)."""
-    env = os.environ if environ is None else environ
-    return {v for k, v in list(env.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
+    variables of ``environ`` (default ``os.environ``; its result is reused while the process
+    environment is unchanged: compared by its raw items, which costs no decoding)."""
+    global _ENV_CACHE
+    if environ is None:
+        raw = getattr(os.environ, "_data", None)
+        key = tuple(raw.items()) if isinstance(raw, dict) else None
+        cached = _ENV_CACHE
+        if key is not None and cached is not None and cached[0] == key:
+            return set(cached[1])
+        found = {v for k, v in list(os.environ.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
+        if key is not None:
+            _ENV_CACHE = (key, frozenset(found))
+        return found
+    return {v for k, v in list(environ.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
 
 
 def sanitize_headers(headers: Any) -> dict[str, str]:
@@ -154,6 +175,54 @@ def _secret_of(m: re.Match) -> str:
     return max(groups, key=len) if groups else m.group(0)
 
 
+_ANY_PATTERN: tuple[re.Pattern | None, tuple[re.Pattern, ...]] | None = None
+
+_UNSAFE_TO_COMBINE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z_]|\(\?\(|\(\?[aiLmsux]*-")
+"""Pattern text that an alternation would change: numbered or named groups referred back to,
+conditionals, and flag groups turning flags off."""
+
+
+def any_pattern() -> tuple[re.Pattern | None, tuple[re.Pattern, ...]]:
+    """``(combined, rest)``: one regex that matches wherever one of the combinable patterns of
+    :data:`PATTERNS` and the plugins' patterns matches (an alternation of them, each with its own
+    flags scoped to it), and the patterns that cannot be combined (back-references, conditionals,
+    verbose patterns holding whitespace or ``#``), tried in turn. A text none of them matches has
+    no secret by pattern; one they match goes through :func:`pattern_secrets`."""
+    global _ANY_PATTERN
+    if _ANY_PATTERN is None:
+        parts, rest = [], []
+        for rx in (*PATTERNS, *plugin_patterns()):
+            p, flags = rx.pattern, ""
+            m = re.match(r"\(\?([aiLmsux]+)\)", p)
+            if m:
+                flags, p = m.group(1), p[m.end():]
+            if _UNSAFE_TO_COMBINE.search(p) or re.search(r"\(\?[aiLmsux]+\)", p) or (
+                    rx.flags & re.VERBOSE and re.search(r"[\s#]", p)) or "x" in flags:
+                rest.append(rx)
+                continue
+            for bit, letter in ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.MULTILINE, "m"), (re.VERBOSE, "x"),
+                                (re.ASCII, "a")):
+                if rx.flags & bit:
+                    flags += letter
+            flags = "".join(sorted(set(flags) - {"u", "L"}))
+            parts.append(f"(?{flags}:{p})" if flags else f"(?:{p})")
+        try:
+            combined = re.compile("|".join(parts)) if parts else None
+        except re.error:
+            combined, rest = None, [*PATTERNS, *plugin_patterns()]
+        _ANY_PATTERN = (combined, tuple(rest))
+    return _ANY_PATTERN
+
+
+def may_hold_pattern(text: str) -> bool:
+    """Whether a pattern of :data:`PATTERNS` or the plugins' matches somewhere in ``text`` (one
+    pass of the combined regex of :func:`any_pattern`, then the rest)."""
+    if len(text) < MIN_PATTERN_TEXT:
+        return False
+    combined, rest = any_pattern()
+    return bool(combined is not None and combined.search(text)) or any(rx.search(text) for rx in rest)
+
+
 def pattern_secrets(text: str) -> set[str]:
     """The substrings of ``text`` that have a well-known secret format (:data:`PATTERNS`, then
     the :data:`DETECT_SECRETS_PLUGINS`' patterns)."""
@@ -181,6 +250,8 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self.known: set[str] = set()
+        self._clean_strings: set[str] = set()
+        self._clean_chars = 0
         self.learn(secrets)
 
     def learn(self, secrets: Iterable[str]) -> None:
@@ -189,6 +260,25 @@ class Redactor:
         if new:
             with self._lock:
                 self.known |= new
+
+    def _clean(self, strings: list[str]) -> bool:
+        """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
+        clean are remembered (at most :data:`CLEAN_CACHE` characters in all, then forgotten at
+        once)."""
+        cache = self._clean_strings
+        for t in strings:
+            if len(t) < MIN_PATTERN_TEXT or t in cache:
+                continue
+            if may_hold_pattern(t) and pattern_secrets(t):
+                return False
+            if len(t) <= CLEAN_CACHE // 16:
+                with self._lock:
+                    if self._clean_chars + len(t) > CLEAN_CACHE:
+                        cache.clear()
+                        self._clean_chars = 0
+                    cache.add(t)
+                    self._clean_chars += len(t)
+        return True
 
     def values(self) -> list[str]:
         """Every secret value redacted now (learned + environment), longest first."""
@@ -235,8 +325,21 @@ class Redactor:
 
     def redact_span(self, span: dict) -> dict:
         """A copy of ``span`` with its secrets redacted; with any, ``attributes`` gets
-        ``auto.redactions`` (count) and ``auto.redacted`` (the fields that held them)."""
+        ``auto.redactions`` (count) and ``auto.redacted`` (the fields that held them).
+
+        Fast path (the usual case): when no secret value occurs in the span's strings (one
+        substring search each, over the strings joined by NUL) and no string has a pattern match
+        (:func:`pattern_secrets`, the same check the full path makes, string by string; a string
+        found clean is remembered, so the system prompt, the header values and the digests a
+        site repeats on every call are scanned once), ``span`` is returned as it is."""
         values = self.values()
+        strings: list[str] = []
+        for f in self.FIELDS:
+            if span.get(f) is not None:
+                _strings(span[f], strings)
+        joined = "\x00".join(strings)
+        if not any(v in joined for v in values) and self._clean(strings):
+            return span
         out = dict(span)
         total, fields = 0, []
         for f in self.FIELDS:
@@ -251,6 +354,20 @@ class Redactor:
             attrs["auto.redacted"] = sorted(fields)
             out["attributes"] = attrs
         return out
+
+
+def _strings(obj: Any, out: list[str]) -> None:
+    """Append every string of a JSON value (object keys included) to ``out``."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            out.extend(k for k in v if isinstance(k, str))
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
 
 
 def scrub(obj: Any, secrets: list[str]) -> Any:

@@ -1,17 +1,21 @@
-"""The trace store: one SQLite file (via sqlite-utils) holding traces, spans, eval runs, artifacts.
+"""The trace store: traces, spans (payloads stored once by digest), eval runs, artifacts, the
+ratchet's log — in one SQLite file (via sqlite-utils) or one PostgreSQL database.
 
 Public API::
 
-    Store(path)                     open (create, migrate) a store; see auto.store.store.Store
+    Store(path or postgresql:// URI)   open (create, migrate) a store; see auto.store.store.Store
+    is_dsn(location), local_path(location)      PostgreSQL URIs; where a store's local files go
     Witness, StoredArtifact, VerifyReport          the records it returns
     new_trace_id() / new_span_id()  fresh OpenTelemetry-shaped ids (32 / 16 hex digits)
     span_digest(span) / trace_digest(trace)        the content digests ingest stores
     SCHEMA_VERSION, SPAN_FIELDS, TRACE_FIELDS, BUSY_TIMEOUT_MS
 
 Modules: :mod:`auto.store.schema` (tables, migrations, row counters), :mod:`auto.store.normalize`
-(fields, ids, digests, checks, row form), :mod:`auto.store.connection` (WAL, busy retries,
-transactions, forks), :mod:`auto.store.records` (typed records), :mod:`auto.store.store` (the
-API and its guarantees).
+(fields, ids, digests, checks, row form), :mod:`auto.store.payloads` (content-addressed,
+compressed payloads), :mod:`auto.store.tx` and :mod:`auto.store.connection` (SQLite: WAL, busy
+retries, transactions, forks), :mod:`auto.store.postgres` and :mod:`auto.store.postgres_schema`
+(PostgreSQL), :mod:`auto.store.records` (typed records), :mod:`auto.store.store` (the API and its
+guarantees).
 """
 
 from auto.store.connection import BUSY_TIMEOUT_MS
@@ -27,10 +31,11 @@ from auto.store.normalize import (
 )
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_FORMAT
-from auto.store.store import Store
+from auto.store.postgres import is_dsn
+from auto.store.store import Store, local_path
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "MIGRATIONS", "SCHEMA_VERSION", "SPAN_FIELDS", "SPAN_KINDS", "STATUSES",
     "STORE_FORMAT", "Store", "StoredArtifact", "TRACE_FIELDS", "VerifyReport", "Witness",
-    "new_span_id", "new_trace_id", "span_digest", "trace_digest",
+    "is_dsn", "local_path", "new_span_id", "new_trace_id", "span_digest", "trace_digest",
 ]

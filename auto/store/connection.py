@@ -9,6 +9,10 @@
   (:mod:`auto.store.schema`).
 * **Threads and forks.** One connection guarded by a lock; a child process reopens the file on
   first use (a connection is never shared across processes).
+* **One interface for two databases.** :meth:`Connection.write` hands its function a
+  :class:`~auto.store.tx.SqliteTx` (``execute`` / ``executemany`` / ``query`` with ``?`` placeholders), and
+  :meth:`Connection.snapshot` a :class:`~auto.store.tx.Reader`; :class:`auto.store.postgres.PgConnection` offers
+  the same methods over PostgreSQL, so :class:`auto.store.Store` is written once.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import sqlite_utils
 
 from auto.errors import IngestError, NotAStore, StoreError
 from auto.store.schema import SCHEMA_VERSION, SQLITE_MAGIC, migrate, read_version
+from auto.store.tx import Reader, SqliteTx
 
 BUSY_TIMEOUT_MS = 30_000
 """SQLite ``busy_timeout`` and the deadline of the retry loop on ``SQLITE_BUSY`` (ms)."""
@@ -75,8 +80,11 @@ class Connection:
         StoreError: the file cannot be opened.
     """
 
+    dialect = "sqlite"
+
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
+        self.label = str(self.path)
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._db: sqlite_utils.Database | None = None
@@ -158,27 +166,24 @@ class Connection:
                 db.conn.execute("ROLLBACK")
             raise
 
-    def write(self, fn: Callable[[sqlite_utils.Database], Any]) -> Any:
-        """Run ``fn(db)`` inside one ``BEGIN IMMEDIATE`` transaction (retried on busy); all of it
-        is written or none."""
+    def write(self, fn: Callable[[SqliteTx], Any]) -> Any:
+        """Run ``fn(tx)`` inside one ``BEGIN IMMEDIATE`` transaction (retried on busy, so ``fn``
+        may run more than once and must start from scratch each time); all of it is written or
+        none."""
         with self._lock:
             db = self._database()
             try:
-                return retry_busy(lambda: self._transaction(db, fn))
+                return retry_busy(lambda: self._transaction(db, lambda d: fn(SqliteTx(d))))
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from None
 
-    def snapshot(self, fn: Callable[[Callable[..., list[dict]]], Any]) -> Any:
-        """Run ``fn(query)`` where every ``query(sql, params)`` reads one consistent snapshot of
-        the file (one read transaction: in WAL mode writers keep committing, and none of their
-        commits after the first read is seen). Retried on busy."""
+    def snapshot(self, fn: Callable[[Reader], Any]) -> Any:
+        """Run ``fn(reader)`` where every read of the :class:`Reader` sees one consistent
+        snapshot of the file (one read transaction: in WAL mode writers keep committing, and none
+        of their commits after the first read is seen). Retried on busy."""
         with self._lock:
             db = self._database()
-
-            def query(sql: str, params: Iterable[Any] = ()) -> list[dict]:
-                cur = db.execute(sql, list(params))
-                cols = [c[0] for c in cur.description]
-                return [dict(zip(cols, r)) for r in cur.fetchall()]
+            query = Reader(db.conn)
 
             def attempt() -> Any:
                 db.conn.execute("BEGIN")  # deferred: the snapshot is taken at the first read
@@ -217,3 +222,38 @@ class Connection:
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from None
+
+    def stream(self, sql: str, params: Iterable[Any] = (), size: int = 5000) -> Iterator[tuple]:
+        """Stream the rows of one query as tuples, in batches of ``size``, from a connection of
+        its own (one statement reads one snapshot in WAL mode); memory stays bounded by ``size``."""
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cur = retry_busy(lambda: conn.execute(sql, list(params)))
+            while True:
+                rows = cur.fetchmany(size)
+                if not rows:
+                    return
+                yield from rows
+        except sqlite3.Error as exc:
+            raise store_error(exc, self.path) from None
+        finally:
+            conn.close()
+
+    def trigger_names(self, query: Callable[..., list[dict]] | None = None) -> set[str]:
+        """Names of the triggers defined in the store (read through ``query`` when given: a
+        snapshot's reader)."""
+        q = query or self.read
+        return {r["name"] for r in q("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+
+    def size_bytes(self) -> int:
+        """Bytes the store occupies on disk (the file, its WAL and shared-memory index)."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total

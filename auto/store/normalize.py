@@ -5,8 +5,10 @@
 * Digests: a span's is :func:`auto.canonical.digest` over its content fields
   (:data:`SPAN_FIELDS`, JSON columns as parsed values), a trace's over :data:`TRACE_FIELDS`.
 * :func:`normalize_span` / :func:`normalize_trace` check one record and add its digest;
-  :func:`span_row` / :func:`span_from_row` (and the trace forms) convert to and from the JSON-text
-  columns of the tables.
+  :func:`normalize_span_texts` also returns the canonical JSON texts of its JSON fields (computed
+  once: the digest is assembled from them, :func:`span_text`, and the payloads store them);
+  :func:`span_rows` / :func:`span_from_row` convert a span to and from its ``spans`` row (payload
+  ids, :mod:`auto.store.payloads`); :func:`trace_row` / :func:`trace_from_row` the trace forms.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from json.encoder import encode_basestring as _encode_str
 from typing import Any, Callable
 
-from auto.canonical import canonical_json, digest
+from auto.canonical import canonical_json, digest, digest_bytes
 from auto.errors import IngestError, IntegrityError
 
 SPAN_FIELDS = (
@@ -31,7 +34,17 @@ TRACE_FIELDS = ("trace_id", "name", "started_ns", "ended_ns", "status", "attribu
 SPAN_KINDS = ("task", "llm", "tool")
 STATUSES = ("ok", "error")
 JSON_SPAN_COLUMNS = ("input", "output", "error", "attributes")
-"""Span columns stored as canonical JSON text."""
+"""Span fields whose values are JSON, stored as payloads (``<field>_id`` columns)."""
+
+SPAN_COLUMNS = (
+    "span_id", "trace_id", "parent_span_id", "name", "kind", "task", "site", "started_ns", "ended_ns", "status",
+    "input_id", "output_id", "error_id", "attributes_id", "logical_call_id", "attempt", "digest",
+)
+"""The ``spans`` columns a span is written as (``seq`` is assigned by the database)."""
+
+SPAN_SELECT = ", ".join(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
+"""The select list :func:`span_from_row` reads."""
+
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -136,6 +149,63 @@ def _with_digest(out: dict, given: dict, where: str, derive: Callable[[dict], st
     return out
 
 
+def _scalar_text(v: Any) -> str:
+    """Canonical JSON of a span's scalar field (fast paths for str / int / None)."""
+    if v is None:
+        return "null"
+    cls = v.__class__
+    if cls is str:
+        return _encode_str(v)
+    if cls is int:
+        return str(v)
+    return canonical_json(v)
+
+
+def span_text(span: dict, texts: dict[str, str | None]) -> str:
+    """The canonical JSON text of ``{f: span[f] for f in SPAN_FIELDS}``, assembled from the
+    canonical texts of its JSON fields (``texts[f]``; None = ``null``) without serializing them
+    again: canonical JSON of an object is its sorted ``"key":value`` pairs joined by ``,``."""
+    def j(f: str) -> str:
+        t = texts[f]
+        return "null" if t is None else t
+
+    g, st = span.get, _scalar_text
+    return (f'{{"attributes":{j("attributes")},"ended_ns":{st(g("ended_ns"))},"error":{j("error")},'
+            f'"input":{j("input")},"kind":{st(g("kind"))},"name":{st(g("name"))},"output":{j("output")},'
+            f'"parent_span_id":{st(g("parent_span_id"))},"site":{st(g("site"))},"span_id":{st(g("span_id"))},'
+            f'"started_ns":{st(g("started_ns"))},"status":{st(g("status"))},"task":{st(g("task"))},'
+            f'"trace_id":{st(g("trace_id"))}}}')
+
+
+def span_digest_of_texts(span: dict, texts: dict[str, str | None]) -> str:
+    """:func:`span_digest` computed through :func:`span_text` (the same value)."""
+    return digest_bytes(span_text(span, texts).encode("utf-8"))
+
+
+def json_texts(span: dict) -> dict[str, str | None]:
+    """Canonical JSON texts of the span's :data:`JSON_SPAN_COLUMNS` (None for JSON null).
+
+    Raises:
+        TypeError, ValueError: a value is not canonical JSON.
+    """
+    return {f: (None if span.get(f) is None else canonical_json(span[f])) for f in JSON_SPAN_COLUMNS}
+
+
+def normalize_span_texts(raw: Any) -> tuple[dict, dict[str, str | None]]:
+    """:func:`normalize_span`, plus the canonical texts of the JSON fields (:func:`json_texts`).
+
+    Raises:
+        IngestError: as :func:`normalize_span`.
+    """
+    given, out, where = _fields(raw, SPAN_FIELDS, "span_id", "span")
+    _check_span(out, where)
+    try:
+        texts = json_texts(out)
+    except (TypeError, ValueError) as exc:
+        raise IngestError(f"{where}: content is not canonical JSON: {exc}") from None
+    return _with_digest(out, given, where, lambda o: span_digest_of_texts(o, texts)), texts
+
+
 def normalize_span(raw: Any) -> dict:
     """The span's content fields plus its ``digest``, checked.
 
@@ -148,7 +218,12 @@ def normalize_span(raw: Any) -> dict:
             attributes that are not a dict, content that is not canonical JSON, or a supplied
             digest that does not match.
     """
-    given, out, where = _fields(raw, SPAN_FIELDS, "span_id", "span")
+    return normalize_span_texts(raw)[0]
+
+
+def _check_span(out: dict, where: str) -> None:
+    """Raise :class:`IngestError` when a span's ids, kind, status, name, task, site, times or
+    attributes are malformed (attributes None becomes ``{}``)."""
     if not isinstance(out["span_id"], str) or not _HEX16.match(out["span_id"]):
         raise IngestError(f"{where}: span_id must be 16 lowercase hex digits")
     _check_trace_id(out, where)
@@ -167,7 +242,6 @@ def normalize_span(raw: Any) -> dict:
     if out["kind"] == "task" and not out["task"]:
         raise IngestError(f"{where}: a task span needs its task name")
     _check_times_attributes(out, where, ended_nullable=False)
-    return _with_digest(out, given, where, span_digest)
 
 
 def normalize_trace(raw: Any) -> dict:
@@ -220,12 +294,68 @@ def dumps(value: Any) -> str | None:
     return None if value is None else canonical_json(value)
 
 
-def span_row(s: dict) -> dict:
-    """A normalized span as a ``spans`` row (JSON columns as canonical JSON text)."""
-    row = dict(s)
-    for f in JSON_SPAN_COLUMNS:
-        row[f] = dumps(s[f])
-    return row
+def site_key(span: dict) -> str:
+    """The census's site key of a span: its ``site``, else ``task/name`` (``-`` for a missing
+    part); the SQL census computes the same (:data:`SITE_KEY_SQL`)."""
+    site = span.get("site")
+    if site:
+        return site
+    return f"{span.get('task') or '-'}/{span.get('name') or '-'}"
+
+
+SITE_KEY_SQL = ("COALESCE(NULLIF(site, ''), COALESCE(NULLIF(task, ''), '-') || '/' || "
+                "COALESCE(NULLIF(name, ''), '-'))")
+""":func:`site_key` as an SQL expression over the ``spans`` columns (SQLite, PostgreSQL, DuckDB)."""
+
+
+def retry_columns(attributes: Any) -> tuple[str | None, int]:
+    """``(logical_call_id, attempt)`` the census reads, from a span's attributes: the SDK
+    retries of one model call share ``auto.logical_call_id`` (a string; falsy: none) and are
+    ordered by ``auto.attempt`` (an integer; anything else counts as 0)."""
+    if not isinstance(attributes, dict):
+        return None, 0
+    lid = attributes.get("auto.logical_call_id")
+    att = attributes.get("auto.attempt", 0)
+    if isinstance(att, bool) or not isinstance(att, (int, float)):
+        att = 0
+    return (str(lid) if lid else None), int(att)
+
+
+def payload_items(span: dict, texts: dict[str, str | None]) -> list[tuple[bytes | None, tuple[str, str]]]:
+    """``(canonical bytes or None, dictionary key)`` of the span's JSON fields in
+    :data:`JSON_SPAN_COLUMNS` order; the key ``(field, site key)`` picks the preset dictionary
+    (:mod:`auto.store.payloads`)."""
+    key = site_key(span)
+    return [(None if texts[f] is None else texts[f].encode("utf-8"), (f, key)) for f in JSON_SPAN_COLUMNS]
+
+
+def span_rows(tx: Any, writer: Any, prepared: list[tuple[dict, dict[str, str | None]]]) -> list[tuple]:
+    """The ``spans`` rows (:data:`SPAN_COLUMNS` order) of normalized spans with their texts,
+    storing their payloads through ``writer`` (a :class:`~auto.store.payloads.PayloadWriter`)
+    inside the transaction ``tx``."""
+    items = []
+    for s, texts in prepared:
+        items.extend(payload_items(s, texts))
+    ids = writer.store(tx, items)
+    k = len(JSON_SPAN_COLUMNS)
+    out = []
+    for i, (s, _texts) in enumerate(prepared):
+        attrs = s.get("attributes")
+        if isinstance(attrs, str):
+            attrs = _loads(attrs)
+        lid, attempt = retry_columns(attrs)
+        out.append((s["span_id"], s["trace_id"], s["parent_span_id"], s["name"], s["kind"], s["task"], s["site"],
+                    s["started_ns"], s["ended_ns"], s["status"], *ids[i * k:(i + 1) * k], lid, attempt, s["digest"]))
+    return out
+
+
+def legacy_span_texts(row: dict) -> dict[str, str | None]:
+    """The JSON texts of a version-1/2 ``spans`` row (JSON columns held canonical text;
+    attributes NULL meant ``{}``)."""
+    texts = {f: row.get(f) for f in JSON_SPAN_COLUMNS}
+    if texts["attributes"] is None:
+        texts["attributes"] = "{}"
+    return texts
 
 
 def trace_row(t: dict) -> dict:
@@ -233,18 +363,41 @@ def trace_row(t: dict) -> dict:
     return {**t, "attributes": dumps(t["attributes"])}
 
 
-def span_from_row(row: dict) -> dict:
-    """A ``spans`` row as a span dict (JSON columns parsed; attributes ``{}`` when NULL).
+def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | None = None) -> dict:
+    """A ``spans`` row (:data:`SPAN_SELECT` columns) as a span dict: the :data:`SPAN_FIELDS` and
+    ``digest``, JSON fields parsed from their payload ``texts`` (id -> canonical JSON).
+
+    ``parsed``, when given, caches parsed *scalar* payloads (strings, numbers) across rows: a
+    label shared by a million spans is parsed once; objects and lists are parsed per span, so no
+    two spans share a mutable value.
 
     Raises:
-        IntegrityError: a JSON column is not JSON.
+        IntegrityError: a payload is not JSON (changed outside Auto).
     """
-    out = dict(row)
+    out = {f: row[f] for f in SPAN_FIELDS if f not in JSON_SPAN_COLUMNS}
     for f in JSON_SPAN_COLUMNS:
-        out[f] = _loads(row.get(f), "spans", row.get("span_id"), f)
-    if out.get("attributes") is None:
+        pid = row[f"{f}_id"]
+        if pid is None:
+            out[f] = None
+        elif parsed is not None and pid in parsed:
+            out[f] = parsed[pid]
+        else:
+            t = texts[pid]
+            v = {} if t == "{}" else _loads(t, "spans", row.get("span_id"), f)
+            if parsed is not None and not isinstance(v, (dict, list)):
+                parsed[pid] = v
+            out[f] = v
+    if out["attributes"] is None:
         out["attributes"] = {}
+    out["digest"] = row["digest"]
     return out
+
+
+def span_text_of_row(row: dict, texts: dict[int, str]) -> str:
+    """The canonical JSON text a stored span's digest must be the digest of (from its row and
+    payload texts, without parsing them)."""
+    jt = {f: (None if row[f"{f}_id"] is None else texts[row[f"{f}_id"]]) for f in JSON_SPAN_COLUMNS}
+    return span_text(row, jt)
 
 
 def trace_from_row(row: dict) -> dict:

@@ -21,6 +21,9 @@ class Witness:
         started_ns: start time (ns since the epoch).
         digest: the span digest (provenance).
         attributes: the span attributes (``auto.*``, e.g. cost, llm call count).
+        seq: the span's insertion number in its store (None when not read from one).
+        input_text, output_text: the canonical JSON of ``input`` / ``output`` as stored (None
+            when not read from a store), so readers need not serialize them again.
     """
 
     input: dict
@@ -32,6 +35,9 @@ class Witness:
     started_ns: int
     digest: str = ""
     attributes: dict = field(default_factory=dict)
+    seq: int | None = None
+    input_text: str | None = field(default=None, repr=False, compare=False)
+    output_text: str | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,10 @@ class VerifyReport:
         ok: no mismatch was found.
         spans, traces, eval_runs, artifacts: how many rows were re-derived.
         mismatches: one dict per bad row: ``{"table", "id", "stored", "derived"}``.
-        store_digest: :meth:`Store.digest <auto.store.Store.digest>` at verification time.
+        store_digest: :meth:`Store.digest <auto.store.Store.digest>` (of the task, for a
+            task-scoped check) at verification time.
+        scope: ``"*"`` (the whole store) or ``"task:<name>"``.
+        since_seq: spans with ``seq`` above this were checked (0: all of the scope).
     """
 
     ok: bool
@@ -73,6 +82,8 @@ class VerifyReport:
     artifacts: int
     mismatches: list[dict]
     store_digest: str
+    scope: str = "*"
+    since_seq: int = 0
 
     def raise_for_mismatch(self) -> None:
         """Raise :class:`~auto.errors.IntegrityError` naming the first mismatches, if any."""

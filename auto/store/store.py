@@ -1,12 +1,19 @@
 """The Store API: ingest spans and traces, read witnesses, keep eval runs and artifacts, verify.
 
-Guarantees (over :mod:`auto.store.connection` and :mod:`auto.store.schema`):
+Guarantees (over :mod:`auto.store.connection` / :mod:`auto.store.postgres` and
+:mod:`auto.store.schema`):
 
+* **One API, two databases.** ``Store(path)`` opens an embedded SQLite file; ``Store(dsn)``
+  with a ``postgresql://`` URI opens a PostgreSQL database shared by many hosts
+  (:mod:`auto.store.postgres`). Same tables, migrations, immutability rules and digests.
 * **Digests at ingest.** Each span and trace is checked and digested on the way in
-  (:mod:`auto.store.normalize`); :meth:`Store.verify` re-derives every digest.
+  (:mod:`auto.store.normalize`); :meth:`Store.verify` re-derives every digest, or (with
+  ``task=`` and ``incremental=True``) those of one task's rows added since its last check.
+* **Payloads once.** A span's JSON values are stored once by content digest, compressed
+  (:mod:`auto.store.payloads`).
 * **Immutable traces and spans.** Insert-only: re-ingesting an id with the same content is a
-  no-op, with different content an :class:`~auto.errors.IngestError`; SQLite triggers refuse
-  ``UPDATE``/``DELETE`` on both tables, and row counters in ``meta`` reveal deleted rows.
+  no-op, with different content an :class:`~auto.errors.IngestError`; triggers refuse
+  ``UPDATE``/``DELETE`` on them, and row counters in ``meta`` reveal deleted rows.
 * **All-or-nothing batches.** :meth:`Store.ingest` validates and writes a batch in one
   transaction; a failing batch leaves nothing behind.
 
@@ -15,50 +22,214 @@ Times are integer nanoseconds since the Unix epoch (``time.time_ns()``).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
-import sqlite3
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-import sqlite_utils
+from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
 from auto.errors import IngestError, IntegrityError, StoreError
+from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
+    SITE_KEY_SQL,
+    SPAN_SELECT,
     dedupe,
     new_span_id,
     new_trace_id,
-    normalize_span,
+    normalize_span_texts,
     normalize_trace,
-    span_digest,
     span_from_row,
-    span_row,
+    span_rows,
+    span_text_of_row,
     trace_digest,
     trace_from_row,
     trace_row,
 )
+from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
+from auto.store.postgres import PgConnection, is_dsn
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import bump_counter, immutability_triggers
 
+log = logging.getLogger("auto.store")
+
+_BARRIERS: dict[str, list[Callable[[], Any]]] = {}
+"""Read barriers of this process by database (:meth:`Store.add_read_barrier`)."""
+_BARRIERS_LOCK = threading.Lock()
+
+_SPAN_INSERT = (
+    "INSERT INTO spans (span_id, trace_id, parent_span_id, name, kind, task, site, started_ns, ended_ns, status, "
+    "input_id, output_id, error_id, attributes_id, logical_call_id, attempt, digest) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_CENSUS_SQL = """
+WITH retried AS (
+  SELECT DISTINCT logical_call_id AS lid FROM spans
+  WHERE attempt > 0 AND logical_call_id IS NOT NULL {and_task}
+),
+obs AS (
+  SELECT {site} AS site, task, kind, name, input_id, status, output_id, started_ns AS first_ns, 1 AS attempts
+  FROM spans
+  WHERE (logical_call_id IS NULL OR logical_call_id NOT IN (SELECT lid FROM retried)) {and_task}
+  UNION ALL
+  SELECT site, task, kind, name, input_id, status, output_id, first_ns, attempts FROM (
+    SELECT {site} AS site, task, kind, name, input_id, status, output_id,
+           MIN(started_ns) OVER (PARTITION BY {site}, logical_call_id) AS first_ns,
+           COUNT(*) OVER (PARTITION BY {site}, logical_call_id) AS attempts,
+           ROW_NUMBER() OVER (PARTITION BY {site}, logical_call_id
+                              ORDER BY attempt DESC, started_ns DESC, span_id DESC) AS rn
+    FROM spans WHERE logical_call_id IN (SELECT lid FROM retried) {and_task}
+  ) AS last_attempts WHERE rn = 1
+)
+{final}
+"""
+"""The census in the database: one row per (site, task, kind, input, status, output) with its
+number of logical observations (SDK retries of one model call, sharing ``auto.logical_call_id``,
+count once: the last attempt by ``(auto.attempt, started_ns, span_id)``) and the first start time
+among them; ordered by site, then input. The same SQL runs on SQLite, PostgreSQL and DuckDB."""
+
+_CENSUS_FINAL = """SELECT site, task, kind, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns
+FROM obs
+GROUP BY site, input_id, task, kind, status, output_id
+ORDER BY site, input_id"""
+
+_MODEL_CALL_FINAL = """SELECT site, task, name, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns,
+       SUM(attempts) AS spans
+FROM obs
+GROUP BY site, task, name, input_id, status, output_id
+ORDER BY task, name, input_id, site"""
+
+
+def local_path(location: str | os.PathLike) -> str:
+    """Where files that belong with a store on this host go (a ratchet's compile lock and
+    artifact folder are ``<local_path>.compile.lock`` / ``<local_path>.artifacts``): an SQLite
+    store's own path; for a PostgreSQL store, ``$XDG_CACHE_HOME/auto/pg-<digest>`` (default
+    ``~/.cache/auto``), the digest taken over the URI without its password."""
+    if not is_dsn(location):
+        return str(location)
+    from auto.store.postgres import redact
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "auto"
+    base.mkdir(parents=True, exist_ok=True)
+    return str(base / ("pg-" + hashlib.sha256(redact(str(location)).encode("utf-8")).hexdigest()[:16]))
+
+
+def census_sql(task: bool, exclude_kind: bool = False) -> str:
+    """:data:`_CENSUS_SQL` with or without the ``task = ?`` and ``kind <> ?`` filters (each
+    placeholder three times: :func:`census_params`)."""
+    conds = ("AND task = ? " if task else "") + ("AND kind <> ?" if exclude_kind else "")
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_CENSUS_FINAL)
+
+
+def model_call_census_sql(task: bool) -> str:
+    """The census's observations of one span kind (``kind = ?``; ``task = ?`` first when
+    ``task``: :func:`census_params`), grouped by distinct request instead of by site: one row
+    ``(site, task, name, input_id, status, output_id, n, first_ns, spans)`` per recorded site key,
+    task, span name, request, status and response (``spans``: the spans of those ``n`` logical
+    observations, retried attempts included), ordered by task, name, then request (what
+    :func:`auto.analyze.census_model_calls` folds into model-call sites)."""
+    conds = ("AND task = ? " if task else "") + "AND kind = ?"
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_MODEL_CALL_FINAL)
+
+
+def census_params(task: str | None, exclude_kind: str | None = None) -> list[Any]:
+    """The parameters of :func:`census_sql` ``(task is not None, exclude_kind is not None)``."""
+    one = [v for v in (task, exclude_kind) if v is not None]
+    return one * 3
+
 
 class Store:
-    """An Auto trace store over one SQLite file (created if missing).
+    """An Auto trace store over one SQLite file (created if missing) or one PostgreSQL database.
 
-    Thread-safe (one connection guarded by a lock) and fork-aware (a child process reopens the
-    file on first use). Use as a context manager or call :meth:`close`.
+    Thread-safe (one connection guarded by a lock) and fork-aware (a child process reopens its
+    connection on first use). Use as a context manager or call :meth:`close`.
+
+    Args:
+        path: a file path (SQLite), or a ``postgresql://`` / ``postgres://`` URI (libpq
+            connection string; :mod:`auto.store.postgres`).
 
     Raises (from the constructor):
-        NotAStore: the file is not an SQLite database, or is one that holds other tables.
+        NotAStore: the file is not an SQLite database, or the database holds other tables.
         SchemaTooNew: ``meta.schema_version`` is newer than :data:`~auto.store.schema.SCHEMA_VERSION`.
-        StoreError: the file cannot be opened.
+        StoreError: the store cannot be opened (a PostgreSQL server that cannot be reached, or
+            psycopg not installed: ``pip install 'auto[postgres]'``).
     """
 
     def __init__(self, path: str | os.PathLike):
-        self._conn = Connection(path)
-        self.path: Path = self._conn.path
+        if is_dsn(path):
+            self._conn: Any = PgConnection(str(path))
+            self.path: Path | None = None
+        else:
+            self._conn = Connection(path)
+            self.path = self._conn.path
+        self.location: str = self._conn.label
+        """The file path, or the URI with its password removed."""
+        self.dialect: str = self._conn.dialect
+        """``"sqlite"`` or ``"postgresql"``."""
+        self._payloads = PayloadWriter()
+        self._texts = PayloadTexts(self._fetch_payloads)
+        self._local = threading.local()
+        self.replayed = journal.replay(journal.journal_dir(local_path(self.location)), self._replay_batch)
+        """Spans replayed at open from journals of writers that died (:mod:`auto.store.journal`)."""
+
+    def _replay_batch(self, spans: list[dict], traces: list[dict]) -> None:
+        try:
+            self.ingest(spans, traces)
+        except IngestError as exc:  # a batch the store refuses stays refused; the others go in
+            log.error("auto: a journaled batch of %d span(s) was refused at replay: %s", len(spans), exc)
+
+    # -- read barriers -------------------------------------------------------------------
+
+    def _barrier_key(self) -> str:
+        return self.location if self.dialect == "postgresql" else os.path.realpath(self.location)
+
+    def add_read_barrier(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` before every read through any store of this process open on the same
+        database (a recorder's background writer registers its ``flush``, so what was recorded
+        in this process is read back, through this store or another one opened on the file)."""
+        with _BARRIERS_LOCK:
+            _BARRIERS.setdefault(self._barrier_key(), []).append(fn)
+
+    def remove_read_barrier(self, fn: Callable[[], Any]) -> None:
+        """Undo :meth:`add_read_barrier` (no error when absent)."""
+        with _BARRIERS_LOCK:
+            fns = _BARRIERS.get(self._barrier_key(), [])
+            if fn in fns:
+                fns.remove(fn)
+            if not fns:
+                _BARRIERS.pop(self._barrier_key(), None)
+
+    def _barrier(self) -> None:
+        if _BARRIERS and not getattr(self._local, "busy", False):
+            with _BARRIERS_LOCK:
+                fns = list(_BARRIERS.get(self._barrier_key(), ()))
+            for fn in fns:
+                fn()
+
+    def _read(self, sql: str, params: Iterable[Any] = ()) -> list[dict]:
+        self._barrier()
+        return self._conn.read(sql, params)
+
+    def _snapshot(self, fn: Callable[[Any], Any]) -> Any:
+        self._barrier()
+
+        def run(q: Any) -> Any:
+            self._local.busy = True  # reads inside a snapshot never wait on a writer
+            try:
+                return fn(q)
+            finally:
+                self._local.busy = False
+
+        return self._conn.snapshot(run)
+
+    def _stream(self, sql: str, params: Iterable[Any] = (), size: int = 5000) -> Iterator[tuple]:
+        self._barrier()
+        return self._conn.stream(sql, params, size=size)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -71,7 +242,7 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
+        return f"Store({self.location!r})"
 
     def check(self) -> None:
         """Read every page of the file (SQLite ``quick_check``; linear in the file's size), so a
@@ -82,7 +253,7 @@ class Store:
         """
         problems = self._conn.quick_check()
         if problems:
-            raise StoreError(f"{self.path} is corrupt ({'; '.join(problems[:3])}); nothing was changed: restore it "
+            raise StoreError(f"{self.location} is corrupt ({'; '.join(problems[:3])}); nothing was changed: restore it "
                              f"from a copy or record into a new store")
 
     # -- meta ----------------------------------------------------------------------------
@@ -90,8 +261,13 @@ class Store:
     @property
     def schema_version(self) -> int:
         """``meta.schema_version`` of the open store."""
-        rows = self._conn.read("SELECT value FROM meta WHERE key = 'schema_version'")
+        rows = self._read("SELECT value FROM meta WHERE key = 'schema_version'")
         return int(rows[0]["value"])
+
+    def size_bytes(self) -> int:
+        """Bytes the store occupies (SQLite: the file with its WAL; PostgreSQL: its tables,
+        indexes and TOAST)."""
+        return self._conn.size_bytes()
 
     # -- ingest --------------------------------------------------------------------------
 
@@ -110,26 +286,38 @@ class Store:
         Raises:
             IngestError: a record is malformed, not canonical JSON, or re-uses an existing id
                 with different content. Nothing of the batch is written.
+            StoreError: the database failed (PostgreSQL: unreachable past the retry deadline).
         """
-        ns = dedupe([normalize_span(s) for s in spans], "span_id", "span")
+        prepared = [normalize_span_texts(s) for s in spans]
+        kept = {id(s) for s in dedupe([s for s, _ in prepared], "span_id", "span")}
+        prepared = [p for p in prepared if id(p[0]) in kept]
         nt = dedupe([normalize_trace(t) for t in traces], "trace_id", "trace")
 
-        def write(db: sqlite_utils.Database) -> dict:
-            new_spans = self._new_rows(db, "spans", "span_id", ns)
-            new_traces = self._new_rows(db, "traces", "trace_id", nt)
+        def write(tx: Any) -> dict:
+            self._payloads.begin()
+            tx.lock_ingest()  # PostgreSQL: one ingest at a time, so seq order is commit order
+            new_ids = {s["span_id"] for s in self._new_rows(tx, "spans", "span_id", [s for s, _ in prepared])}
+            new_spans = [p for p in prepared if p[0]["span_id"] in new_ids]
+            new_traces = self._new_rows(tx, "traces", "trace_id", nt)
             if new_spans:
-                db["spans"].insert_all([span_row(s) for s in new_spans], pk="span_id")
-                bump_counter(db, "span_count", len(new_spans))
+                bump_counter(tx, "span_count", len(new_spans))
+                tx.executemany(_SPAN_INSERT, span_rows(tx, self._payloads, new_spans))
             if new_traces:
-                db["traces"].insert_all([trace_row(t) for t in new_traces], pk="trace_id")
-                bump_counter(db, "trace_count", len(new_traces))
-            unchanged = len(ns) - len(new_spans) + len(nt) - len(new_traces)
+                bump_counter(tx, "trace_count", len(new_traces))
+                rows = [trace_row(t) for t in new_traces]
+                tx.executemany("INSERT INTO traces (trace_id, name, started_ns, ended_ns, status, attributes, digest) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               [(r["trace_id"], r["name"], r["started_ns"], r["ended_ns"], r["status"],
+                                 r["attributes"], r["digest"]) for r in rows])
+            unchanged = len(prepared) - len(new_spans) + len(nt) - len(new_traces)
             return {"spans": len(new_spans), "traces": len(new_traces), "unchanged": unchanged}
 
-        return self._conn.write(write)  # an integrity violation becomes IngestError
+        result = self._conn.write(write)  # an integrity violation becomes IngestError
+        self._payloads.commit()
+        return result
 
     @staticmethod
-    def _new_rows(db: sqlite_utils.Database, table: str, key: str, items: list[dict]) -> list[dict]:
+    def _new_rows(tx: Any, table: str, key: str, items: list[dict]) -> list[dict]:
         if not items:
             return []
         existing: dict[str, str] = {}
@@ -137,7 +325,7 @@ class Store:
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             q = f"SELECT {key}, digest FROM {table} WHERE {key} IN ({','.join('?' * len(chunk))})"
-            existing.update({r[0]: r[1] for r in db.execute(q, chunk).fetchall()})
+            existing.update({r[0]: r[1] for r in tx.query(q, chunk)})
         out = []
         for it in items:
             d = existing.get(it[key])
@@ -220,6 +408,37 @@ class Store:
 
     # -- reading -------------------------------------------------------------------------
 
+    def _fetch_payloads(self, ids: list[int]) -> list[tuple]:
+        out: list[tuple] = []
+        for k in range(0, len(ids), 500):
+            chunk = ids[k:k + 500]
+            rows = self._read(f"SELECT id, codec, dict_id, body FROM payloads WHERE id IN "
+                                   f"({','.join('?' * len(chunk))})", chunk)
+            out.extend((r["id"], r["codec"], r["dict_id"], r["body"]) for r in rows)
+        return out
+
+    def payload_texts(self, ids: Iterable[int | None]) -> dict[int, str]:
+        """``{payload id: canonical JSON text}`` of the given ids (None skipped).
+
+        Raises:
+            IntegrityError: a payload is missing or does not decode (``auto store verify``).
+        """
+        try:
+            return self._texts.texts(ids)
+        except ValueError as exc:
+            raise IntegrityError(f"{self.location}: {exc}") from None
+
+    def _spans_of(self, rows: list[dict], with_texts: bool = False) -> list[dict]:
+        ids = [r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")]
+        texts = self.payload_texts(ids)
+        parsed: dict[int, Any] = {}
+        out = [span_from_row(r, texts, parsed) for r in rows]
+        if with_texts:  # the canonical input/output texts, for readers that key on them
+            for r, s in zip(rows, out):
+                s["_input_text"] = None if r["input_id"] is None else texts[r["input_id"]]
+                s["_output_text"] = "null" if r["output_id"] is None else texts[r["output_id"]]
+        return out
+
     def spans(self, trace_id: str | None = None, task: str | None = None, kind: str | None = None) -> list[dict]:
         """Spans as dicts (JSON columns parsed), ordered by ``(started_ns, span_id)``.
 
@@ -231,19 +450,104 @@ class Store:
             if val is not None:
                 where.append(f"{col} = ?")
                 params.append(val)
-        sql = "SELECT * FROM spans" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = f"SELECT {SPAN_SELECT} FROM spans" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY started_ns, span_id"
-        return [span_from_row(r) for r in self._conn.read(sql, params)]
+        return self._spans_of(self._read(sql, params))
+
+    def iter_spans(self, task: str | None = None, batch: int = 2000) -> Iterator[dict]:
+        """Every span (of ``task``, when given) as a dict, in insertion order, streamed: memory
+        stays bounded by ``batch`` spans."""
+        sql = f"SELECT {SPAN_SELECT} FROM spans" + (" WHERE task = ?" if task else "") + " ORDER BY seq"
+        cols = [c.strip() for c in SPAN_SELECT.split(",")]
+        buf: list[dict] = []
+        for row in self._stream(sql, [task] if task else [], size=batch):
+            buf.append(dict(zip(cols, row)))
+            if len(buf) >= batch:
+                yield from self._spans_of(buf)
+                buf = []
+        if buf:
+            yield from self._spans_of(buf)
+
+    def iter_span_rows(self, batch: int = 5000) -> Iterator[list[dict]]:
+        """The ``spans`` rows as stored (payload ids, ``seq``, ``logical_call_id``, ``attempt``),
+        in insertion order, in batches of ``batch`` (for export)."""
+        cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")], "logical_call_id", "attempt"]
+        buf: list[dict] = []
+        for row in self._stream(f"SELECT {', '.join(cols)} FROM spans ORDER BY seq", [], size=batch):
+            buf.append(dict(zip(cols, row)))
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+
+    def iter_export_rows(self, batch: int = 100_000) -> Iterator[list[tuple]]:
+        """The spans as the Parquet layout lists them (:data:`auto.interchange.parquet.SPAN_COLUMNS`:
+        payload ids replaced by ``sha256:<hex>`` digests, computed in the database), in insertion
+        order, in batches of ``batch`` tuples."""
+        hexd = ("CASE WHEN {0}.digest IS NULL THEN NULL ELSE 'sha256:' || lower(hex({0}.digest)) END"
+                if self.dialect == "sqlite" else "'sha256:' || encode({0}.digest, 'hex')")  # no payload: null
+        cols = ("s.seq, s.span_id, s.trace_id, s.parent_span_id, s.name, s.kind, s.task, s.site, s.started_ns, "
+                "s.ended_ns, s.status, " + ", ".join(hexd.format(a) for a in ("pi", "po", "pe", "pa"))
+                + ", s.logical_call_id, s.attempt, s.digest")
+        sql = (f"SELECT {cols} FROM spans s LEFT JOIN payloads pi ON pi.id = s.input_id "
+               "LEFT JOIN payloads po ON po.id = s.output_id LEFT JOIN payloads pe ON pe.id = s.error_id "
+               "LEFT JOIN payloads pa ON pa.id = s.attributes_id ORDER BY s.seq")
+        buf: list[tuple] = []
+        for row in self._stream(sql, [], size=batch):
+            buf.append(row)
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+
+    def iter_payloads(self, batch: int = 5000) -> Iterator[list[tuple[int, str, str]]]:
+        """Every payload as ``(id, "sha256:<hex>", canonical JSON text)``, in id order, in
+        batches (for export). Raises IntegrityError on a payload that does not decode."""
+        buf: list[tuple] = []
+        for row in self._stream("SELECT id, digest FROM payloads ORDER BY id", [], size=batch):
+            buf.append(row)
+            if len(buf) >= batch:
+                yield self._payload_batch(buf)
+                buf = []
+        if buf:
+            yield self._payload_batch(buf)
+
+    def payload_digests(self, ids: Iterable[int]) -> dict[int, str]:
+        """``{payload id: "sha256:<hex>"}`` of the given ids."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        for k in range(0, len(ids), 500):
+            chunk = ids[k:k + 500]
+            for r in self._read(f"SELECT id, digest FROM payloads WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[r["id"]] = "sha256:" + bytes(r["digest"]).hex()
+        return out
+
+    def _payload_batch(self, rows: list[tuple]) -> list[tuple[int, str, str]]:
+        texts = self.payload_texts([r[0] for r in rows])
+        return [(r[0], "sha256:" + bytes(r[1]).hex(), texts[r[0]]) for r in rows]
 
     def traces(self) -> list[dict]:
         """All traces as dicts, ordered by ``(started_ns, trace_id)``."""
-        rows = self._conn.read("SELECT * FROM traces ORDER BY started_ns, trace_id")
+        rows = self._read("SELECT * FROM traces ORDER BY started_ns, trace_id")
         return [trace_from_row(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table: ``{"spans", "traces", "payloads", "eval_runs", "artifacts"}``."""
+        out = {}
+        for t in ("spans", "traces", "payloads", "eval_runs", "artifacts"):
+            out[t] = int(self._read(f"SELECT count(*) AS n FROM {t}")[0]["n"])
+        return out
 
     def tasks(self) -> dict[str, int]:
         """``{task name: number of task spans}`` over the whole store."""
-        rows = self._conn.read("SELECT task, count(*) AS n FROM spans WHERE kind = 'task' GROUP BY task ORDER BY task")
+        rows = self._read("SELECT task, count(*) AS n FROM spans WHERE kind = 'task' GROUP BY task ORDER BY task")
         return {r["task"]: r["n"] for r in rows}
+
+    def has_task(self, task: str) -> bool:
+        """Whether any task span of ``task`` is stored (one index probe)."""
+        return bool(self._read("SELECT 1 AS one FROM spans WHERE task = ? AND kind = 'task' LIMIT 1", [task]))
 
     def witnesses(self, task: str, include_errors: bool = False) -> list[Witness]:
         """The task spans of ``task`` as :class:`Witness` records, ordered by start time.
@@ -251,35 +555,88 @@ class Store:
         By default only successful executions (status ``ok``: a *witness* in the architecture's
         words); ``include_errors=True`` adds failed ones (``output`` None, ``error`` set).
         """
-        return self._witness_rows(self._conn.read(self._witness_sql(include_errors), [task]))
+        return self._witness_rows(self._read(self._witness_sql(include_errors), [task]))
 
     def task_witnesses(self, task: str) -> tuple[list[Witness], str]:
-        """``(witnesses, store digest of the task)`` read from one snapshot, so the digest a
-        compile records is the digest of exactly the witnesses it read (recorders may commit
-        meanwhile)."""
+        """``(witnesses, store digest of the task)`` read from one snapshot through the task
+        index, so the digest a compile records is the digest of exactly the witnesses it read
+        (recorders may commit meanwhile)."""
         dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
-        rows, digests = self._conn.snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
+        rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
         return self._witness_rows(rows), digest([r["digest"] for r in digests])
 
     @staticmethod
     def _witness_sql(include_errors: bool) -> str:
-        sql = "SELECT * FROM spans WHERE kind = 'task' AND task = ?"
+        sql = f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ?"
         if not include_errors:
             sql += " AND status = 'ok'"
         return sql + " ORDER BY started_ns, span_id"
 
-    @staticmethod
-    def _witness_rows(rows: list[dict]) -> list[Witness]:
+    def _witness_rows(self, rows: list[dict]) -> list[Witness]:
         out = []
-        for r in rows:
-            s = span_from_row(r)
+        for r, s in zip(rows, self._spans_of(rows, with_texts=True)):
+            is_obj = isinstance(s["input"], dict)
             out.append(Witness(
-                input=s["input"] if isinstance(s["input"], dict) else {},
+                input=s["input"] if is_obj else {},
                 output=s["output"], status=s["status"], error=s["error"],
                 trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
-                digest=s["digest"], attributes=s["attributes"],
+                digest=s["digest"], attributes=s["attributes"], seq=r["seq"],
+                input_text=s["_input_text"] if is_obj else "{}", output_text=s["_output_text"],
             ))
         return out
+
+    # -- witness sets --------------------------------------------------------------------
+
+    def put_witness_set(self, task: str, witnesses: list[Witness]) -> str:
+        """Record the set of witnesses a compile read; returns its digest
+        (``digest([witness digests in read order])``), which a manifest cites instead of one
+        trace id per witness. The row names the task and the last ``seq`` read: the set is the
+        task's successful task spans up to it (spans are insert-only and ``seq`` is commit
+        order). Storing the same set twice is a no-op.
+
+        Raises:
+            ArgumentError-free: an empty list is recorded as an empty set.
+        """
+        wdigest = digest([w.digest for w in witnesses])
+        through = max((w.seq for w in witnesses if w.seq is not None), default=0)
+        self._conn.write(lambda tx: tx.execute(
+            "INSERT INTO witness_sets (digest, task, n, through_seq, created_ns) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (digest) DO NOTHING", [wdigest, task, len(witnesses), int(through), time.time_ns()]))
+        return wdigest
+
+    def witness_set(self, set_digest: str) -> list[Witness] | None:
+        """The witnesses of a recorded set (None when no set has that digest).
+
+        Raises:
+            IntegrityError: the rows read no longer have the recorded digest.
+        """
+        rows = self._read("SELECT task, n, through_seq FROM witness_sets WHERE digest = ?", [set_digest])
+        if not rows:
+            return None
+        r = rows[0]
+        sql = (f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
+               "AND seq <= ? ORDER BY started_ns, span_id")
+        ws = self._witness_rows(self._read(sql, [r["task"], r["through_seq"]]))
+        if len(ws) != r["n"] or digest([w.digest for w in ws]) != set_digest:
+            raise IntegrityError(f"witness set {set_digest} of task {r['task']!r}: the stored spans no longer match it")
+        return ws
+
+    # -- the census ----------------------------------------------------------------------
+
+    def census_rows(self, task: str | None = None, exclude_kind: str | None = None) -> Iterator[tuple]:
+        """The census's grouped rows, streamed from the database (:data:`_CENSUS_SQL`):
+        ``(site, task, kind, input_id, status, output_id, n, first_ns)`` ordered by site, then
+        input id; payload ids resolve through :meth:`payload_texts`. Memory is bounded by the
+        database's sort, not by the number of spans. ``task``: only that task's spans;
+        ``exclude_kind``: leave out the spans of that kind."""
+        sql = census_sql(task is not None, exclude_kind is not None)
+        return self._stream(sql, census_params(task, exclude_kind), size=10_000)
+
+    def model_call_rows(self, kind: str, task: str | None = None) -> Iterator[tuple]:
+        """The census's observations of the spans of ``kind``, grouped by distinct request
+        (:func:`model_call_census_sql`), streamed; payload ids resolve through :meth:`payload_texts`."""
+        return self._stream(model_call_census_sql(task is not None), census_params(task, kind), size=10_000)
+
 
     # -- eval runs -----------------------------------------------------------------------
 
@@ -298,24 +655,22 @@ class Store:
             rid = digest(record)
         except (TypeError, ValueError) as exc:
             raise IngestError(f"eval run is not canonical JSON: {exc}") from None
-        row = {"id": rid, "task": record.get("task"), "created_ns": time.time_ns(),
-               "verdict": None if record.get("verdict") is None else str(record.get("verdict")),
-               "record": canonical_json(record)}
-        self._conn.write(lambda db: db.execute(
-            "INSERT OR IGNORE INTO eval_runs (id, task, created_ns, verdict, record) VALUES (?, ?, ?, ?, ?)",
-            [row["id"], row["task"], row["created_ns"], row["verdict"], row["record"]],
-        ))
+        verdict = None if record.get("verdict") is None else str(record.get("verdict"))
+        text = canonical_json(record)
+        self._conn.write(lambda tx: tx.execute(
+            "INSERT INTO eval_runs (id, task, created_ns, verdict, record) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING", [rid, record.get("task"), time.time_ns(), verdict, text]))
         return rid
 
     def get_eval_run(self, id: str) -> dict | None:
         """The record stored under ``id``, or ``None``."""
-        rows = self._conn.read("SELECT record FROM eval_runs WHERE id = ?", [id])
+        rows = self._read("SELECT record FROM eval_runs WHERE id = ?", [id])
         return json.loads(rows[0]["record"]) if rows else None
 
     def eval_runs(self, task: str | None = None) -> list[dict]:
         """Eval-run rows ``{id, task, created_ns, verdict, record}`` (record parsed), oldest first."""
         sql = "SELECT * FROM eval_runs" + (" WHERE task = ?" if task else "") + " ORDER BY created_ns, id"
-        rows = self._conn.read(sql, [task] if task else [])
+        rows = self._read(sql, [task] if task else [])
         return [{**r, "record": json.loads(r["record"])} for r in rows]
 
     # -- artifacts -----------------------------------------------------------------------
@@ -324,21 +679,19 @@ class Store:
         """Store an artifact; returns its id ``"sha256:<hex>"`` of ``wasm`` (idempotent)."""
         aid = digest_bytes(bytes(wasm))
         man = canonical_json(manifest)
-        self._conn.write(lambda db: db.execute(
-            "INSERT OR IGNORE INTO artifacts (id, task, generation, created_ns, manifest, wasm) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            [aid, task, int(generation), time.time_ns(), man, sqlite3.Binary(bytes(wasm))],
-        ))
+        self._conn.write(lambda tx: tx.execute(
+            "INSERT INTO artifacts (id, task, generation, created_ns, manifest, wasm) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING", [aid, task, int(generation), time.time_ns(), man, bytes(wasm)]))
         return aid
 
     def get_artifact(self, id: str) -> StoredArtifact | None:
         """The artifact stored under ``id``, or ``None``."""
-        rows = self._conn.read("SELECT * FROM artifacts WHERE id = ?", [id])
+        rows = self._read("SELECT * FROM artifacts WHERE id = ?", [id])
         return self._artifact(rows[0]) if rows else None
 
     def latest_artifact(self, task: str) -> StoredArtifact | None:
         """The artifact of ``task`` with the highest generation (latest stored on ties), or None."""
-        rows = self._conn.read(
+        rows = self._read(
             "SELECT * FROM artifacts WHERE task = ? ORDER BY generation DESC, created_ns DESC, id LIMIT 1", [task]
         )
         return self._artifact(rows[0]) if rows else None
@@ -373,20 +726,20 @@ class Store:
             text = canonical_json(detail or {})
         except (TypeError, ValueError) as exc:
             raise IngestError(f"ratchet event detail is not JSON: {exc}") from None
-        return self._conn.write(lambda db: db.execute(
+        return self._conn.write(lambda tx: tx.query(
             "INSERT INTO ratchet_events (task, kind, generation, artifact_id, created_ns, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?)", [task, kind, generation, artifact_id, time.time_ns(), text]).lastrowid)
+            "VALUES (?, ?, ?, ?, ?, ?) RETURNING id", [task, kind, generation, artifact_id, time.time_ns(), text])[0][0])
 
     def ratchet_events(self, task: str) -> list[dict]:
         """The ratchet log of ``task``, oldest first: ``{id, task, kind, generation,
         artifact_id, created_ns, detail}`` (detail parsed)."""
-        rows = self._conn.read("SELECT * FROM ratchet_events WHERE task = ? ORDER BY id", [task])
+        rows = self._read("SELECT * FROM ratchet_events WHERE task = ? ORDER BY id", [task])
         return [{**r, "detail": json.loads(r["detail"])} for r in rows]
 
     def installed_generation(self, task: str) -> tuple[int, str] | None:
         """``(generation, artifact id)`` the ratchet log says is installed now (the last
         ``install``, unless a later ``rollback`` took it out), or None."""
-        rows = self._conn.read(
+        rows = self._read(
             "SELECT kind, generation, artifact_id, detail FROM ratchet_events WHERE task = ? "
             "AND kind IN ('install', 'rollback') ORDER BY id DESC LIMIT 1", [task])
         if not rows or rows[0]["kind"] != "install" or rows[0]["artifact_id"] is None:
@@ -402,53 +755,151 @@ class Store:
         order, so two stores holding the same spans have the same digest.
         """
         sql = "SELECT digest FROM spans" + (" WHERE task = ?" if task else "") + " ORDER BY started_ns, span_id"
-        rows = self._conn.read(sql, [task] if task else [])
+        rows = self._read(sql, [task] if task else [])
         return digest([r["digest"] for r in rows])
 
-    def verify(self) -> VerifyReport:
-        """Re-derive every stored digest (spans, traces, eval-run ids, artifact ids).
+    def verify(self, task: str | None = None, *, incremental: bool = False) -> VerifyReport:
+        """Re-derive stored digests from one snapshot.
+
+        * ``verify()``: every digest — spans (and the payloads they reference), traces, eval-run
+          ids, artifact ids — plus the row counters and the immutability triggers.
+        * ``verify(task=T)``: the spans of task ``T`` only (read through the task index) and
+          their payloads, plus the counters and triggers.
+        * ``incremental=True`` (with or without ``task``): only spans added since the last
+          incremental check of the same scope passed (``meta`` key ``verified_through:<scope>``
+          holds the last ``seq`` checked); a passing check moves it forward. Spans are
+          insert-only, so what passed once can change only behind the store's back, by dropping a
+          trigger — which every check looks for — or by editing the file; ``auto store verify``
+          (the full check) re-derives everything.
 
         Returns a :class:`VerifyReport`; ``report.ok`` is False on any mismatch (the CLI exits
         non-zero), and ``report.raise_for_mismatch()`` raises :class:`IntegrityError`.
         """
+        scope = f"task:{task}" if task is not None else "*"
+        wm_key = f"verified_through:{scope}"
+        since = 0
+        if incremental:
+            rows = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
+            since = int(rows[0]["value"]) if rows else 0
+        full = task is None and not incremental
         mismatches: list[dict] = []
 
-        def check(table: str, key: str, stored: str, derive: Callable[[], str]) -> None:
+        def check(table: str, key: Any, stored: str, derive: Callable[[], str]) -> None:
             try:
                 d = derive()
-            except (TypeError, ValueError, IntegrityError) as exc:
+            except (TypeError, ValueError, KeyError, IntegrityError) as exc:
                 d = f"<unreadable: {exc}>"
             if d != stored:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
 
-        def read_all(q: Callable[..., list[dict]]) -> tuple[list[dict], ...]:
-            return (q("SELECT * FROM spans ORDER BY started_ns, span_id"), q("SELECT * FROM traces"),
-                    q("SELECT id, record FROM eval_runs"), q("SELECT id, wasm FROM artifacts"),
-                    q("SELECT key, value FROM meta"), q("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
+        def run(q: Any) -> dict:
+            cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")]]
+            where, params = ["seq > ?"], [since]
+            if task is not None:
+                where.append("task = ?")
+                params.append(task)
+            sql = f"SELECT {', '.join(cols)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
+            n_spans, last_seq, batch = 0, since, []
+            payloads_ok = LRU(200_000)
+
+            def flush(batch: list[dict]) -> None:
+                ids = {r[c] for r in batch for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+                texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
+                texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
+                sha = hashlib.sha256
+                for r in batch:
+                    try:
+                        d = "sha256:" + sha(span_text_of_row(r, texts).encode("utf-8")).hexdigest()
+                    except (TypeError, ValueError, KeyError) as exc:
+                        d = f"<unreadable: {exc}>"
+                    if d != r["digest"]:
+                        mismatches.append({"table": "spans", "id": r["span_id"], "stored": r["digest"], "derived": d})
+
+            for row in q.iter(sql, params):
+                r = dict(zip(cols, row))
+                batch.append(r)
+                n_spans += 1
+                last_seq = max(last_seq, r["seq"])
+                if len(batch) >= 2000:
+                    flush(batch)
+                    batch = []
+            if batch:
+                flush(batch)
+            n_traces = n_evals = n_arts = 0
+            if full:
+                for r in q.iter("SELECT trace_id, name, started_ns, ended_ns, status, attributes, digest FROM traces"):
+                    t = dict(zip(("trace_id", "name", "started_ns", "ended_ns", "status", "attributes", "digest"), r))
+                    n_traces += 1
+                    check("traces", t["trace_id"], t["digest"], lambda t=t: trace_digest(trace_from_row(t)))
+                for rid, rec in q.iter("SELECT id, record FROM eval_runs"):
+                    n_evals += 1
+                    check("eval_runs", rid, rid, lambda rec=rec: digest(json.loads(rec)))
+                for aid, wasm in q.iter("SELECT id, wasm FROM artifacts"):
+                    n_arts += 1
+                    check("artifacts", aid, aid, lambda wasm=wasm: digest_bytes(bytes(wasm)))
+            meta = {r["key"]: r["value"] for r in q("SELECT key, value FROM meta")}
+            present = {t: int(q(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in ("spans", "traces")}
+            for key, table in (("span_count", "spans"), ("trace_count", "traces")):
+                if key in meta and int(meta[key]) != present[table]:
+                    mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
+                                       "derived": f"{present[table]} rows present"})
+            triggers = self._conn.trigger_names(q)
+            for table, _op, name in immutability_triggers():
+                if name not in triggers:
+                    mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
+                                       "derived": "missing (rows may have been changed)"})
+            dsql = "SELECT digest FROM spans" + (" WHERE task = ?" if task is not None else "") + \
+                " ORDER BY started_ns, span_id"
+            sd = digest([r[0] for r in q.iter(dsql, [task] if task is not None else [])])
+            return {"spans": n_spans, "traces": n_traces, "eval_runs": n_evals, "artifacts": n_arts,
+                    "store_digest": sd, "last_seq": last_seq}
 
         # one snapshot: a recorder committing meanwhile can never look like a deleted row
-        spans, traces, evals, arts, meta_rows, trigger_rows = self._conn.snapshot(read_all)
-        meta = {r["key"]: r["value"] for r in meta_rows}
-        for r in spans:
-            check("spans", r["span_id"], r["digest"], lambda r=r: span_digest(span_from_row(r)))
-        for r in traces:
-            check("traces", r["trace_id"], r["digest"], lambda r=r: trace_digest(trace_from_row(r)))
-        for r in evals:
-            check("eval_runs", r["id"], r["id"], lambda r=r: digest(json.loads(r["record"])))
-        for r in arts:
-            check("artifacts", r["id"], r["id"], lambda r=r: digest_bytes(bytes(r["wasm"])))
-        # rows deleted behind the store's back: the counters kept at ingest no longer match
-        for key, table, n in (("span_count", "spans", len(spans)), ("trace_count", "traces", len(traces))):
-            if key in meta and int(meta[key]) != n:
-                mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
-                                   "derived": f"{n} rows present"})
-        triggers = {r["name"] for r in trigger_rows}
-        for table, _op, name in immutability_triggers():
-            if name not in triggers:
-                mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
-                                   "derived": "missing (rows may have been changed)"})
-        return VerifyReport(
-            ok=not mismatches, spans=len(spans), traces=len(traces), eval_runs=len(evals),
-            artifacts=len(arts), mismatches=mismatches,
-            store_digest=digest([r["digest"] for r in spans]),
-        )
+        res = self._snapshot(run)
+        ok = not mismatches
+        if ok and incremental and res["last_seq"] > since:
+            self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(res["last_seq"])))
+        return VerifyReport(ok=ok, spans=res["spans"], traces=res["traces"], eval_runs=res["eval_runs"],
+                            artifacts=res["artifacts"], mismatches=mismatches, store_digest=res["store_digest"],
+                            scope=scope, since_seq=since)
+
+    @staticmethod
+    def _set_meta(tx: Any, key: str, value: str) -> None:
+        if tx.query("SELECT value FROM meta WHERE key = ?", [key]):
+            tx.execute("UPDATE meta SET value = ? WHERE key = ?", [value, key])
+        else:
+            tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, value])
+
+    def _verified_texts(self, q: Any, ids: list[int], mismatches: list[dict], ok: LRU) -> dict[int, str]:
+        """Texts of payloads ``ids`` read in the snapshot ``q``, each checked against its digest
+        (a mismatch is appended; its text is still returned so the spans using it are checked)."""
+        texts: dict[int, str] = {}
+        rows: dict[int, tuple] = {}
+        for k in range(0, len(ids), 500):
+            chunk = ids[k:k + 500]
+            for r in q(f"SELECT id, digest, codec, dict_id, body FROM payloads WHERE id IN "
+                       f"({','.join('?' * len(chunk))})", chunk):
+                rows[r["id"]] = (r["digest"], r["codec"], r["dict_id"], r["body"])
+        need_dicts = {r[2] for r in rows.values() if r[1] == DEFLATE_DICT and r[2] is not None}
+        dicts = self._verified_texts(q, list(need_dicts), mismatches, LRU(1)) if need_dicts else {}
+        for i in ids:
+            r = rows.get(i)
+            if r is None:
+                mismatches.append({"table": "payloads", "id": i, "stored": "referenced by a span",
+                                   "derived": "missing"})
+                continue
+            try:
+                zd = dicts[r[2]].encode("utf-8") if r[1] == DEFLATE_DICT else None
+                raw = decode(r[1], r[3], zd)
+            except (ValueError, KeyError) as exc:
+                mismatches.append({"table": "payloads", "id": i, "stored": "sha256:" + bytes(r[0]).hex(),
+                                   "derived": f"<unreadable: {exc}>"})
+                continue
+            d = hashlib.sha256(raw).digest()
+            if d != bytes(r[0]):
+                mismatches.append({"table": "payloads", "id": i, "stored": "sha256:" + bytes(r[0]).hex(),
+                                   "derived": "sha256:" + d.hex()})
+            else:
+                ok.put(i, True)
+            texts[i] = raw.decode("utf-8", "replace")
+        return texts

@@ -24,16 +24,18 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from auto_runtime import Artifact
+from auto_runtime.artifact import MAX_ARTIFACT_BYTES
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
+from auto.compile.batching import chunked
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
 from auto.compile.witnesses import WitnessSet, input_schema
 from auto.emit import emit
-from auto.errors import CompileError, RungRefused
+from auto.errors import CompileError, MemoryLimitExceeded, RungRefused
 from auto.verify import Contract, clopper_pearson, run_memo_gate
 
 NAME = "memo"
@@ -45,6 +47,9 @@ EXACT_MATCH_GUARD = {
 
 PROBE_LIMIT = 50
 """At most this many probes are made from the witnessed inputs."""
+
+MANIFEST_HEADROOM = 256 * 1024
+"""Bytes kept free for the manifest below the runtime's artifact cap when sizing a table."""
 
 
 def probes_for(inputs: Sequence[dict[str, Any]], seen: set[str], limit: int = PROBE_LIMIT) -> list[dict[str, Any]]:
@@ -115,24 +120,36 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
         the refusals it went through).
 
     Raises:
-        RungRefused: a gate check failed (eval run stored). CompileError: no entries.
+        RungRefused: a gate check failed, or the table would exceed the runtime's artifact cap
+            (:data:`~auto_runtime.artifact.MAX_ARTIFACT_BYTES`; eval run stored).
+        CompileError: no entries.
     """
     if not entries:
         raise CompileError(f"no witnessed inputs to tabulate for task {ctx.task!r}")
     timings: dict[str, float] = {}
+    cap = MAX_ARTIFACT_BYTES - MANIFEST_HEADROOM
     t0 = time.perf_counter()
+    payload = sum(len(canonical_json(e[0])) + len(canonical_json(e[1])) for e in entries)
+    if payload > cap:  # the table's bytes alone would not fit: refuse before building it
+        raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
     table = TableModel(entries)
     code = compile_model(table)
     timings["codegen"] = time.perf_counter() - t0
+    if len(code) > cap:
+        raise _too_large(ctx, contract, len(entries), len(code), "the compiled table takes", cap)
     answers = sorted({canonical_json(e[1]) for e in entries})
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="memo",
         interface={"input": input_schema([e[0] for e in entries]),
                    "output": {"enum": [json.loads(a) for a in answers]}},
         model={**table.manifest_model(), "code_digest": digest_bytes(code)})
-    art = Artifact.load(emit(code, draft.provisional()))
+    try:
+        art = Artifact.load(emit(code, draft.provisional()))
+    except MemoryLimitExceeded as exc:
+        raise _too_large(ctx, contract, len(entries), len(code), f"the table does not fit the sandbox ({exc});", cap) from None
     t0 = time.perf_counter()
-    record = run_memo_gate(contract=contract, run_batch=art.call_batch, reference_predict=lambda inp: table.predict(inp).answer,
+    record = run_memo_gate(contract=contract, run_batch=chunked(art.call_batch),
+                           reference_predict=lambda inp: table.predict(inp).answer,
                            witnessed=entries, probes=probes, candidate=draft.model, generation=ctx.generation, note=note)
     own_reason = record["reason"]
     if cited:
@@ -155,6 +172,15 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
                            eval_runs=[*cite, eval_id], reason=own_reason, witnesses=witnesses, store_digest=store_digest,
                            distinct_inputs=len(entries), fuel_inputs=[e[0] for e in entries], latency=lat,
                            timings=timings, model=table)
+
+
+def _too_large(ctx: RungContext, contract: Contract, entries: int, nbytes: int, what: str, cap: int) -> RungRefused:
+    """The refusal of a table too large for one artifact (eval run stored)."""
+    reason = (f"memo refused: a table of {entries} entries is too large for one artifact ({what} {nbytes} bytes; "
+              f"the runtime loads at most {MAX_ARTIFACT_BYTES} bytes, {cap} of them for the table)")
+    r = ctx.refuse(NAME, contract, reason, [{"name": "artifact-size", "entries": entries, "bytes": nbytes,
+                                               "cap_bytes": cap, "passed": False}])
+    return RungRefused(NAME, reason, r.eval_run_id)
 
 
 def compile_memo(store: Any, task: str, entries: list[tuple[dict[str, Any], Any]], *, probes: list[dict[str, Any]],

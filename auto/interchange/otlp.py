@@ -1,0 +1,543 @@
+"""OpenTelemetry spans in and out: OTLP/JSON with GenAI attributes.
+
+**The file.** OTLP/JSON is the JSON encoding of ``ExportTraceServiceRequest`` (OpenTelemetry
+protocol specification, "JSON Protobuf Encoding": ``resourceSpans[].scopeSpans[].spans[]``, ids
+as hex strings, 64-bit integers as decimal strings, attributes as ``{"key", "value": AnyValue}``).
+A file holds one such object, or one per line (JSON Lines, as the OpenTelemetry Collector's file
+exporter writes).
+
+**Import** (:func:`import_otlp`). Each span becomes an Auto span:
+
+* ``llm`` — ``gen_ai.operation.name`` is ``chat`` / ``text_completion`` / ``generate_content``
+  (GenAI semantic conventions); its input is the request in the shape the recorder writes
+  (``{"messages": [{"role", "content"}], "model", "temperature", …}``) from
+  ``gen_ai.input.messages`` + ``gen_ai.system_instructions`` (semantic conventions ≥ 1.37,
+  message parts of type ``text`` joined), else ``gen_ai.prompt``, else the ``gen_ai.*.message``
+  span events; its output ``{"content", "finish_reason", "tool_calls", "refusal"}`` from
+  ``gen_ai.output.messages``, ``gen_ai.completion`` or the ``gen_ai.choice`` event; its site is
+  computed as the recorder computes it (:mod:`auto.record.template`);
+* ``tool`` — ``execute_tool`` (input ``gen_ai.tool.call.arguments``, output
+  ``gen_ai.tool.call.result``);
+* ``task`` — ``invoke_agent`` (task ``gen_ai.agent.name``), input ``{"messages": […]}``;
+* spans exported by Auto (:func:`export_otlp`) carry ``auto.*`` attributes and come back exactly
+  (same content, same digests: the span digest travels as ``auto.span_digest`` and is checked);
+* any other span is skipped (counted).
+
+The task of a model call is ``auto.task``, else ``gen_ai.agent.name``, else its nearest
+``invoke_agent`` ancestor's. The file is read and checked completely before anything is written;
+a bad record fails the import with one line naming it (file, line, path of the span, span id),
+and nothing is written.
+
+**Export** (:func:`export_otlp`): every span of the store, one ``ExportTraceServiceRequest`` per
+trace batch per line, with ``gen_ai.*`` attributes for other tools and ``auto.*`` attributes
+(``auto.kind``, ``auto.task``, ``auto.site``, ``auto.input``, ``auto.output``, ``auto.error``,
+``auto.attributes`` as canonical JSON, ``auto.span_digest``) for a lossless round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from auto.canonical import canonical_json
+from auto.errors import IngestError
+from auto.interchange.parquet import InterchangeError
+from auto.record.template import site as site_of_call
+from auto.record.template import template_digest
+
+LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+"""``gen_ai.operation.name`` values imported as model calls."""
+
+REQUEST_PARAMS = {
+    "gen_ai.request.model": "model", "gen_ai.request.temperature": "temperature", "gen_ai.request.top_p": "top_p",
+    "gen_ai.request.max_tokens": "max_tokens", "gen_ai.request.seed": "seed",
+    "gen_ai.request.frequency_penalty": "frequency_penalty", "gen_ai.request.presence_penalty": "presence_penalty",
+    "gen_ai.request.stop_sequences": "stop",
+}
+"""GenAI request attributes -> the request body field the recorder keeps them under."""
+
+AUTO_KEYS = ("auto.kind", "auto.task", "auto.site", "auto.input", "auto.output", "auto.error", "auto.attributes",
+             "auto.span_digest")
+"""Attributes :func:`export_otlp` adds for a lossless round trip."""
+
+SPAN_KIND = {"llm": 3, "tool": 1, "task": 1}
+"""OTLP ``SpanKind`` per Auto kind (3 = CLIENT, 1 = INTERNAL)."""
+
+BATCH = 2000
+"""Spans ingested per transaction on import."""
+
+
+# ----------------------------------------------------------------------------- AnyValue
+
+
+def any_value(v: Any) -> dict:
+    """A JSON value as an OTLP ``AnyValue`` (ints as decimal strings, objects as ``kvlistValue``)."""
+    if v is None:
+        return {}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, str):
+        return {"stringValue": v}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [any_value(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": [{"key": k, "value": any_value(x)} for k, x in v.items()]}}
+    return {"stringValue": str(v)}
+
+
+def from_any_value(v: Any, where: str) -> Any:
+    """An OTLP ``AnyValue`` as a JSON value.
+
+    Raises:
+        InterchangeError: not an AnyValue object.
+    """
+    if not isinstance(v, dict):
+        raise InterchangeError(f"{where}: attribute value is not an AnyValue object")
+    if not v:
+        return None
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            raise InterchangeError(f"{where}: intValue {v['intValue']!r} is not an integer") from None
+    if "doubleValue" in v:
+        x = v["doubleValue"]
+        if isinstance(x, str):  # NaN / Infinity as strings: not JSON
+            raise InterchangeError(f"{where}: doubleValue {x!r} is not a finite number")
+        return float(x)
+    if "arrayValue" in v:
+        return [from_any_value(x, where) for x in (v["arrayValue"] or {}).get("values") or []]
+    if "kvlistValue" in v:
+        return attributes_of((v["kvlistValue"] or {}).get("values") or [], where)
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    raise InterchangeError(f"{where}: unknown AnyValue {sorted(v)}")
+
+
+def attributes_of(kvs: Any, where: str) -> dict:
+    """OTLP ``KeyValue`` list -> dict (a later key wins)."""
+    if not isinstance(kvs, list):
+        raise InterchangeError(f"{where}: attributes must be a list of KeyValue")
+    out = {}
+    for kv in kvs:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise InterchangeError(f"{where}: an attribute without a string key")
+        out[kv["key"]] = from_any_value(kv.get("value", {}), f"{where} attribute {kv['key']!r}")
+    return out
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_requests(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
+    """``(where, ExportTraceServiceRequest)`` of an OTLP/JSON file: the whole file as one JSON
+    object, else one object per non-empty line.
+
+    Raises:
+        InterchangeError: unreadable, not JSON (truncated?), or not an object with
+            ``resourceSpans`` — naming the file and line.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InterchangeError(f"{p}: cannot read: {exc}") from None
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict):
+        docs: Iterable[tuple[str, Any]] = [(f"{p}", whole)]
+    else:
+        def lines() -> Iterator[tuple[str, Any]]:
+            for n, line in enumerate(text.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield f"{p} line {n}", json.loads(line)
+                except ValueError as exc:
+                    raise InterchangeError(f"{p} line {n}: not JSON (truncated?): {exc}") from None
+        docs = lines()
+    for where, doc in docs:
+        if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
+            raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
+        yield where, doc
+
+
+def _hex(value: Any, n: int, what: str, where: str, nullable: bool = False) -> str | None:
+    if value in (None, "") and nullable:
+        return None
+    if not isinstance(value, str) or len(value) != n or any(c not in "0123456789abcdefABCDEF" for c in value):
+        raise InterchangeError(f"{where}: {what} must be {n} hex digits, got {value!r:.40}")
+    if set(value) == {"0"}:
+        if nullable:
+            return None
+        raise InterchangeError(f"{where}: {what} is all zeros (invalid in OTLP)")
+    return value.lower()
+
+
+def _ns(value: Any, what: str, where: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise InterchangeError(f"{where}: {what} must be an integer (ns), got {value!r:.40}") from None
+    if n < 0:
+        raise InterchangeError(f"{where}: {what} is negative")
+    return n
+
+
+def raw_spans(path: str | os.PathLike) -> Iterator[dict]:
+    """Every span of an OTLP/JSON file as ``{"where", "trace_id", "span_id", "parent_span_id",
+    "name", "started_ns", "ended_ns", "status", "status_message", "attributes", "events"}``.
+
+    Raises:
+        InterchangeError: a malformed record (named).
+    """
+    for where, doc in read_requests(path):
+        for i, rs in enumerate(doc["resourceSpans"]):
+            for j, ss in enumerate((rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []):
+                for k, sp in enumerate((ss or {}).get("spans") or []):
+                    w = f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
+                    if not isinstance(sp, dict):
+                        raise InterchangeError(f"{w}: not an object")
+                    sid = sp.get("spanId")
+                    w = f"{w} (span {sid})" if isinstance(sid, str) else w
+                    for key in ("traceId", "spanId", "name", "startTimeUnixNano"):
+                        if key not in sp:
+                            raise InterchangeError(f"{w}: missing {key}")
+                    status = sp.get("status") or {}
+                    code = status.get("code", 0)
+                    events = []
+                    for e in sp.get("events") or []:
+                        if not isinstance(e, dict):
+                            raise InterchangeError(f"{w}: an event is not an object")
+                        events.append({"name": e.get("name"), "attributes": attributes_of(e.get("attributes") or [], w)})
+                    if not isinstance(sp["name"], str) or not sp["name"]:
+                        raise InterchangeError(f"{w}: name must be a non-empty string")
+                    yield {
+                        "where": w,
+                        "trace_id": _hex(sp["traceId"], 32, "traceId", w),
+                        "span_id": _hex(sp["spanId"], 16, "spanId", w),
+                        "parent_span_id": _hex(sp.get("parentSpanId"), 16, "parentSpanId", w, nullable=True),
+                        "name": sp["name"],
+                        "started_ns": _ns(sp["startTimeUnixNano"], "startTimeUnixNano", w),
+                        "ended_ns": _ns(sp.get("endTimeUnixNano", sp["startTimeUnixNano"]), "endTimeUnixNano", w),
+                        "status": "error" if code in (2, "STATUS_CODE_ERROR") else "ok",
+                        "status_message": status.get("message"),
+                        "attributes": attributes_of(sp.get("attributes") or [], w),
+                        "events": events,
+                    }
+
+
+# ----------------------------------------------------------------------------- GenAI mapping
+
+
+def _loads_maybe(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _text_of_parts(msg: dict) -> Any:
+    """A semantic-conventions message's content: its text parts joined, else its parts."""
+    if "content" in msg and "parts" not in msg:
+        return msg["content"]
+    parts = msg.get("parts") or []
+    texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    if parts and len(texts) == len(parts):
+        return "".join(str(t) for t in texts)
+    return parts or None
+
+
+def _messages(attrs: dict, events: list[dict]) -> list[dict] | None:
+    msgs: list[dict] = []
+    sys_instr = _loads_maybe(attrs.get("gen_ai.system_instructions"))
+    if sys_instr:
+        content = _text_of_parts({"parts": sys_instr}) if isinstance(sys_instr, list) else sys_instr
+        msgs.append({"role": "system", "content": content})
+    raw = _loads_maybe(attrs.get("gen_ai.input.messages"))
+    if raw is None:
+        raw = _loads_maybe(attrs.get("gen_ai.prompt"))
+        if isinstance(raw, str):
+            raw = [{"role": "user", "content": raw}]
+    if isinstance(raw, list):
+        for m in raw:
+            if isinstance(m, dict):
+                msgs.append({"role": m.get("role") or "user", "content": _text_of_parts(m)})
+    if not msgs:
+        for e in events:
+            name = e.get("name") or ""
+            if name.startswith("gen_ai.") and name.endswith(".message"):
+                a = e["attributes"]
+                body = _loads_maybe(a.get("content", a.get("body")))
+                role = a.get("role") or name[len("gen_ai."):-len(".message")]
+                content = body.get("content") if isinstance(body, dict) else body
+                msgs.append({"role": role, "content": content})
+    return msgs or None
+
+
+def _output(attrs: dict, events: list[dict]) -> dict | None:
+    raw = _loads_maybe(attrs.get("gen_ai.output.messages"))
+    finish = attrs.get("gen_ai.response.finish_reasons")
+    finish = finish[0] if isinstance(finish, list) and finish else None
+    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+        m = raw[0]
+        return {"content": _text_of_parts(m), "finish_reason": m.get("finish_reason", finish), "refusal": None,
+                "tool_calls": None}
+    comp = _loads_maybe(attrs.get("gen_ai.completion"))
+    if comp is not None:
+        if isinstance(comp, list) and comp and isinstance(comp[0], dict):
+            comp = comp[0].get("content")
+        return {"content": comp, "finish_reason": finish, "refusal": None, "tool_calls": None}
+    for e in events:
+        if e.get("name") == "gen_ai.choice":
+            a = e["attributes"]
+            body = _loads_maybe(a.get("message", a.get("body")))
+            content = body.get("content") if isinstance(body, dict) else body
+            return {"content": content, "finish_reason": a.get("finish_reason", finish), "refusal": None,
+                    "tool_calls": None}
+    return None
+
+
+def _auto_json(attrs: dict, key: str, where: str) -> Any:
+    try:
+        return json.loads(attrs[key])
+    except (TypeError, ValueError):
+        raise InterchangeError(f"{where}: {key} is not JSON text") from None
+
+
+def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
+    """``(Auto spans, skipped)`` from :func:`raw_spans` records (all of one file, so tasks
+    and templates can follow parents).
+
+    Raises:
+        InterchangeError: a span exported by Auto whose ``auto.*`` attributes are not JSON.
+    """
+    by_id = {r["span_id"]: r for r in raws}
+
+    def kind_of(r: dict) -> str | None:
+        a = r["attributes"]
+        if a.get("auto.kind") in ("task", "llm", "tool"):
+            return a["auto.kind"]
+        op = a.get("gen_ai.operation.name")
+        if op in LLM_OPERATIONS:
+            return "llm"
+        if op == "execute_tool":
+            return "tool"
+        if op == "invoke_agent":
+            return "task"
+        return None
+
+    def agent_ancestor(r: dict) -> dict | None:
+        seen = set()
+        p = by_id.get(r["parent_span_id"]) if r["parent_span_id"] else None
+        while p is not None and p["span_id"] not in seen:
+            seen.add(p["span_id"])
+            if kind_of(p) == "task":
+                return p
+            p = by_id.get(p["parent_span_id"]) if p["parent_span_id"] else None
+        return None
+
+    out, skipped = [], 0
+    for r in raws:
+        kind = kind_of(r)
+        if kind is None:
+            skipped += 1
+            continue
+        a, w = r["attributes"], r["where"]
+        error = None
+        if r["status"] == "error":
+            error = {"type": str(a.get("error.type") or "otlp.error"), "message": str(r["status_message"] or "")}
+        if "auto.input" in a:  # exported by Auto: exact content back
+            span = {"input": _auto_json(a, "auto.input", w), "output": _auto_json(a, "auto.output", w),
+                    "error": _auto_json(a, "auto.error", w) if "auto.error" in a else error,
+                    "attributes": _auto_json(a, "auto.attributes", w) if "auto.attributes" in a else
+                    {k: v for k, v in a.items() if k not in AUTO_KEYS},
+                    "task": a.get("auto.task"), "site": a.get("auto.site")}
+        else:
+            anc = agent_ancestor(r)
+            task = a.get("auto.task") or a.get("gen_ai.agent.name") or \
+                (anc["attributes"].get("gen_ai.agent.name") or anc["name"] if anc else None)
+            attrs = {**a, "auto.source": "otlp"}
+            if kind == "llm":
+                body: dict[str, Any] = {"messages": _messages(a, r["events"]) or []}
+                for attr, field in REQUEST_PARAMS.items():
+                    if a.get(attr) is not None:
+                        body[field] = a[attr]
+                task_input = {}
+                if anc is not None:
+                    task_input = {"messages": _messages(anc["attributes"], anc["events"]) or []}
+                span = {"input": body, "output": None if error else _output(a, r["events"]), "error": error,
+                        "attributes": attrs, "task": task,
+                        "site": site_of_call(task, r["name"], template_digest(body["messages"], task_input))}
+            elif kind == "tool":
+                args = _loads_maybe(a.get("gen_ai.tool.call.arguments"))
+                span = {"input": {"name": a.get("gen_ai.tool.name") or r["name"], "arguments": args},
+                        "output": None if error else _loads_maybe(a.get("gen_ai.tool.call.result")),
+                        "error": error, "attributes": attrs, "task": task, "site": None}
+            else:
+                task = a.get("gen_ai.agent.name") or r["name"]
+                span = {"input": {"messages": _messages(a, r["events"]) or []},
+                        "output": None if error else (_output(a, r["events"]) or {}).get("content"),
+                        "error": error, "attributes": attrs, "task": task, "site": None}
+        if kind == "task" and not span.get("task"):
+            span["task"] = r["name"]
+        full = {"trace_id": r["trace_id"], "span_id": r["span_id"], "parent_span_id": r["parent_span_id"],
+                "name": r["name"], "kind": kind, "started_ns": r["started_ns"], "ended_ns": r["ended_ns"],
+                "status": r["status"], **span}
+        if isinstance(a.get("auto.span_digest"), str):
+            full["digest"] = a["auto.span_digest"]
+        full["_where"] = w
+        out.append(full)
+    return out, skipped
+
+
+def traces_of(spans: list[dict]) -> list[dict]:
+    """One trace row per trace id: named after its root span (no parent in the file), spanning
+    its spans' times, ``error`` when the root failed."""
+    by_trace: dict[str, list[dict]] = defaultdict(list)
+    for s in spans:
+        by_trace[s["trace_id"]].append(s)
+    out = []
+    for tid, ss in by_trace.items():
+        ids = {s["span_id"] for s in ss}
+        roots = [s for s in ss if not s["parent_span_id"] or s["parent_span_id"] not in ids] or ss
+        root = min(roots, key=lambda s: (s["started_ns"], s["span_id"]))
+        out.append({"trace_id": tid, "name": root["name"], "started_ns": min(s["started_ns"] for s in ss),
+                    "ended_ns": max(s["ended_ns"] for s in ss), "status": root["status"],
+                    "attributes": {"auto.source": "otlp"}})
+    return out
+
+
+def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> dict:
+    """Import the GenAI spans of an OTLP/JSON file into ``store``.
+
+    The whole file is parsed and checked first (nothing is written when a record is bad), then
+    spans are ingested in batches of :data:`BATCH` (re-importing the same file changes nothing:
+    ids and contents are equal) and trace rows last.
+
+    Returns:
+        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans}``.
+
+    Raises:
+        InterchangeError: a malformed or truncated record (one line naming it).
+        IngestError: a span does not pass the store's checks (named by its record), or collides
+            with a stored span of different content.
+    """
+    say = progress or (lambda _m: None)
+    spans, skipped = to_auto_spans(list(raw_spans(path)))
+    from auto.store.normalize import normalize_span  # check every span before writing any
+
+    for s in spans:
+        try:
+            normalize_span({k: v for k, v in s.items() if k != "_where"})
+        except IngestError as exc:
+            raise IngestError(f"{s['_where']}: {exc}") from None
+    traces = traces_of(spans)
+    totals = {"spans": 0, "traces": 0, "unchanged": 0, "skipped": skipped}
+    clean = [{k: v for k, v in s.items() if k != "_where"} for s in spans]
+    for k in range(0, len(clean), BATCH):
+        r = store.ingest(clean[k:k + BATCH])
+        totals["spans"] += r["spans"]
+        totals["unchanged"] += r["unchanged"]
+        say(f"  imported {min(k + BATCH, len(clean))} of {len(clean)} spans")
+    existing = {t["trace_id"] for t in store.traces()} if traces else set()
+    new_traces = [t for t in traces if t["trace_id"] not in existing]
+    if new_traces:
+        totals["traces"] = store.ingest([], new_traces)["traces"]
+    return totals
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def otlp_span(s: dict) -> dict:
+    """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span."""
+    a = dict(s.get("attributes") or {})
+    attrs: dict[str, Any] = {}
+    for k, v in a.items():
+        attrs[k] = v
+    op = {"llm": "chat", "tool": "execute_tool", "task": "invoke_agent"}[s["kind"]]
+    attrs.setdefault("gen_ai.operation.name", op)
+    if s["kind"] == "llm" and isinstance(s.get("input"), dict):
+        msgs = s["input"].get("messages")
+        if isinstance(msgs, list):
+            attrs["gen_ai.input.messages"] = canonical_json([
+                {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
+                if isinstance(m, dict) and isinstance(m.get("content"), str) else m for m in msgs])
+        out = s.get("output")
+        if isinstance(out, dict):
+            attrs["gen_ai.output.messages"] = canonical_json([{
+                "role": "assistant", "parts": [{"type": "text", "content": out.get("content")}],
+                "finish_reason": out.get("finish_reason")}])
+    if s["kind"] == "task" and s.get("task"):
+        attrs.setdefault("gen_ai.agent.name", s["task"])
+    attrs.update({
+        "auto.kind": s["kind"], "auto.input": canonical_json(s.get("input")), "auto.output": canonical_json(s.get("output")),
+        "auto.attributes": canonical_json(a), "auto.span_digest": s["digest"],
+    })
+    if s.get("task") is not None:
+        attrs["auto.task"] = s["task"]
+    if s.get("site") is not None:
+        attrs["auto.site"] = s["site"]
+    if s.get("error") is not None:
+        attrs["auto.error"] = canonical_json(s["error"])
+    span = {"traceId": s["trace_id"], "spanId": s["span_id"], "name": s["name"], "kind": SPAN_KIND[s["kind"]],
+            "startTimeUnixNano": str(s["started_ns"]), "endTimeUnixNano": str(s["ended_ns"]),
+            "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()],
+            "status": {"code": 2, "message": (s.get("error") or {}).get("message", "")} if s["status"] == "error"
+            else {"code": 0}}
+    if s.get("parent_span_id"):
+        span["parentSpanId"] = s["parent_span_id"]
+    return span
+
+
+def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
+    """Write every span of ``store`` to ``path`` as OTLP/JSON Lines (one
+    ``ExportTraceServiceRequest`` of up to ``batch`` spans per line), streamed; the file is
+    written under a temporary name and renamed, so a reader never sees half of it.
+
+    Returns:
+        ``{"spans", "lines", "bytes", "file"}``.
+    """
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    n = lines = 0
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "auto"}}]}
+    scope = {"name": "auto", "version": "1"}
+
+    def write(f: Any, spans: list[dict]) -> None:
+        doc = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}]}
+        f.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    with open(tmp, "w", encoding="utf-8") as f:
+        buf: list[dict] = []
+        for s in store.iter_spans():
+            buf.append(otlp_span(s))
+            n += 1
+            if len(buf) >= batch:
+                write(f, buf)
+                lines += 1
+                buf = []
+        if buf:
+            write(f, buf)
+            lines += 1
+    tmp.replace(p)
+    return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
+
+
+__all__ = ["any_value", "export_otlp", "from_any_value", "import_otlp", "otlp_span", "raw_spans", "to_auto_spans"]

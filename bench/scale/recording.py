@@ -1,0 +1,139 @@
+"""Recording overhead per call, beside bare calls in the same run.
+
+The triage agent calls the simulator (a separate process on loopback, so its work is not in the
+measured process) through the official ``openai`` client. Calls alternate in blocks of 20
+between bare (no recorder active) and recorded (inside one recording session per block, whose
+first, untimed call starts the writer), on the same tickets, so drift and load affect both alike. Reports p50/p95 of each and the difference of the medians (µs), for the
+default (journaled, background) writer and the synchronous one — as wall time, as the calling
+thread's CPU time (``thread_time``: the work added on the call path, less sensitive to other
+load on the machine) and as the process's CPU time per call with the writer's deferred work
+included (``process_time`` over each block, flushed at its end) — plus where a recorded call's time goes (cProfile of recorded calls, auto's own
+functions).
+
+    python -m bench.scale.recording --calls 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1)
+
+
+def _start_sim() -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen([sys.executable, "-m", "bench.sim", "--port", "0", "--error-rate", "0"],
+                         stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    return p, line.rsplit(" ", 1)[-1]
+
+
+def measure(calls: int, sync: bool, tickets: list[str]) -> dict:
+    import auto
+    from auto.record.session import start_recording, stop_recording
+    from auto.store import Store
+    from bench.triage import agent
+
+    d = tempfile.mkdtemp()
+    st = Store(os.path.join(d, "rec.sqlite"))
+    os.environ["AUTO_RECORD_SYNC"] = "1" if sync else "0"
+    bare, rec, bare_cpu, rec_cpu = [], [], [], []
+    block_cpu_bare = block_cpu_rec = 0
+    block = 20
+    cpu, tcpu = time.process_time_ns, time.thread_time_ns
+    for b in range(max(1, calls // block)):
+        c0 = cpu()
+        for i in range(block):
+            t = tickets[(b * block + i) % len(tickets)]
+            t0, u0 = time.perf_counter_ns(), tcpu()
+            agent.triage(t)
+            bare.append((time.perf_counter_ns() - t0) / 1000)
+            bare_cpu.append((tcpu() - u0) / 1000)
+        block_cpu_bare += cpu() - c0
+        r = start_recording(st)
+        agent.triage(tickets[b % len(tickets)])  # not timed: the session's first call starts its writer
+        c0 = cpu()
+        for i in range(block):
+            t = tickets[(b * block + i) % len(tickets)]
+            t0, u0 = time.perf_counter_ns(), tcpu()
+            agent.triage(t)
+            rec.append((time.perf_counter_ns() - t0) / 1000)
+            rec_cpu.append((tcpu() - u0) / 1000)
+        r.flush()  # the background writer's work on these calls counts too
+        block_cpu_rec += cpu() - c0
+        stop_recording(r)
+    nb = max(1, calls // block) * block
+    n = st.counts()["spans"]
+    st.close()
+    del auto
+    return {"writer": "sync" if sync else "journal+background", "calls": calls, "spans_written": n,
+            "bare_p50_us": _pct(bare, 0.5), "bare_p95_us": _pct(bare, 0.95),
+            "recorded_p50_us": _pct(rec, 0.5), "recorded_p95_us": _pct(rec, 0.95),
+            "overhead_p50_us": round(statistics.median(rec) - statistics.median(bare), 1),
+            "thread_cpu_bare_p50_us": _pct(bare_cpu, 0.5), "thread_cpu_recorded_p50_us": _pct(rec_cpu, 0.5),
+            "thread_cpu_overhead_p50_us": round(statistics.median(rec_cpu) - statistics.median(bare_cpu), 1),
+            "cpu_overhead_mean_us_with_writer": round((block_cpu_rec - block_cpu_bare) / nb / 1000, 1)}
+
+
+def profile(calls: int, tickets: list[str]) -> list[dict]:
+    import auto
+    from auto.store import Store
+    from bench.triage import agent
+
+    d = tempfile.mkdtemp()
+    os.environ["AUTO_RECORD_SYNC"] = "0"
+    pr = cProfile.Profile()
+    with Store(os.path.join(d, "p.sqlite")) as st, auto.recording(st):
+        pr.enable()
+        for i in range(calls):
+            agent.triage(tickets[i % len(tickets)])
+        pr.disable()
+    stats = pstats.Stats(pr).stats  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, fn), (_cc, _nc, tt, ct, _callers) in stats.items():
+        if "/auto/" in file and "/bench/" not in file:
+            rows.append({"function": f"{file.split('/auto/')[-1]}:{line}:{fn}", "cum_us_per_call": round(ct / calls * 1e6, 1),
+                         "own_us_per_call": round(tt / calls * 1e6, 1)})
+    rows.sort(key=lambda r: -r["own_us_per_call"])
+    return rows[:15]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args(argv)
+    from bench.triage import agent, corpus
+
+    sim, url = _start_sim()
+    try:
+        os.environ["OPENAI_BASE_URL"] = url
+        os.environ["OPENAI_API_KEY"] = "sk-bench-not-a-key"
+        agent.reset_client()
+        tickets = [t.ticket for t in corpus.default_corpus(seed=0)["train"]]
+        for t in tickets[:100]:
+            agent.triage(t)  # warm the client and the server
+        out = {"load_before": os.getloadavg()[0],
+               "default": measure(args.calls, False, tickets),
+               "sync": measure(args.calls // 2, True, tickets),
+               "profile_recorded": profile(min(500, args.calls), tickets),
+               "load_after": os.getloadavg()[0]}
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

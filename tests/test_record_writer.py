@@ -1,0 +1,96 @@
+"""The recorder's background writer: journaled before queued, batches isolated, read-your-writes;
+the redaction fast path still finds every secret."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from auto.errors import IngestError
+from auto.record.redact import REDACTED, Redactor
+from auto.record.writer import SpanWriter
+from auto.store import Store, local_path, new_span_id, new_trace_id
+from auto.store.journal import Journal, journal_dir
+
+
+def make_span(**over) -> dict:
+    s = {"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": "t", "kind": "task",
+         "task": "t", "site": None, "started_ns": time.time_ns(), "ended_ns": time.time_ns(), "status": "ok",
+         "input": {"x": 1}, "output": "y", "error": None, "attributes": {}}
+    s.update(over)
+    return s
+
+
+@pytest.mark.parametrize("secret", ["sk-live-abcdef123456", "tök-ën-ümlaut-秘密-42"])
+def test_redactor_fast_path_still_finds_secrets_anywhere(secret):
+    r = Redactor([secret])
+    clean = make_span(input={"a": [1, 2.5, None, True, {"b": "nothing here"}], "c": "plain"})
+    assert r.redact_span(clean) is clean  # nothing to redact: returned as it is, not walked
+    dirty = make_span(input={"a": [{"deep": f"Bearer {secret} trailing"}], f"key-{secret}": "v"})
+    out = r.redact_span(dirty)
+    assert out["input"]["a"][0]["deep"] == f"Bearer {REDACTED} trailing" and f"key-{REDACTED}" in out["input"]
+    assert secret not in repr(out) and out["attributes"]["auto.redacted"] == ["input"]
+    pem = make_span(output="-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----")
+    assert Redactor().redact_span(pem)["output"] == REDACTED  # by pattern, alone in its string
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    tok = make_span(attributes={"x": ["a", {"k": jwt}]})
+    assert jwt not in repr(Redactor().redact_span(tok))
+
+
+def test_writer_isolates_a_bad_batch_and_flushes_before_reads(tmp_path):
+    written, failed = [], []
+    with Store(tmp_path / "s.db") as st:
+        j = Journal(journal_dir(local_path(st.location)))
+        w = SpanWriter(st, written.append, lambda n, e: failed.append((n, type(e))), journal=j)
+        st.add_read_barrier(w.flush)
+        good = [make_span() for _ in range(5)]
+        dup = dict(good[0], status="error")  # the same span id with other content
+        w.submit(good[:3], [])
+        w.submit([dup], [])
+        w.submit(good[3:], [])
+        # a read through the store waits for what was submitted before it
+        assert sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in good)
+        assert sum(written) == 5 and failed == [(1, IngestError)]
+        assert j.bytes == 0  # everything journaled is committed (or reported): the journal is empty
+        w.close()
+        assert not j.path.exists()
+
+
+def test_recording_reads_back_what_it_wrote_before_stopping(tmp_path):
+    import auto
+
+    @auto.task("step")
+    def step(i: int) -> int:
+        return i + 1
+
+    with Store(tmp_path / "s.db") as st, auto.recording(st) as rec:
+        for i in range(20):
+            step(i)
+        assert len(st.witnesses("step")) == 20  # read-your-writes while recording
+        assert not rec.sync
+    assert not any(journal_dir(local_path(str(tmp_path / "s.db"))).glob("*.journal"))
+
+
+def test_a_database_failure_keeps_the_journal_for_replay(tmp_path):
+    from auto.errors import StoreError
+
+    p = tmp_path / "s.db"
+    Store(p).close()
+
+    class Down:
+        location = str(p)
+
+        def ingest(self, spans, traces):
+            raise StoreError("the PostgreSQL store is unreachable (simulated)")
+
+    failed = []
+    j = Journal(journal_dir(local_path(str(p))))
+    w = SpanWriter(Down(), lambda n: None, lambda n, e: failed.append(n), journal=j)
+    spans = [make_span() for _ in range(3)]
+    w.submit(spans, [])
+    w.flush()
+    w.close()
+    assert failed == [3] and j.path.exists() and j.path.stat().st_size > 0  # reported, and kept
+    with Store(p) as st:  # the next open replays it
+        assert st.replayed == 3 and sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in spans)
