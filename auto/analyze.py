@@ -7,8 +7,9 @@ observations, distinct outputs (canonical JSON) and errors, and classifies the i
 * ``witnessed-deterministic`` — seen ≥ 2 times, never errored, every output canonically equal;
 * ``divergent`` — seen ≥ 2 times with ≥ 2 distinct outputs (the modal output and its share are
   reported);
-* ``errored`` — seen ≥ 2 times, one distinct output, but at least one observation errored;
-* ``unwitnessed`` — seen once (no evidence either way).
+* ``errored`` — at most one distinct output, but at least one observation errored (a call seen
+  once that failed included: a failure is evidence, not its absence);
+* ``unwitnessed`` — seen once and answered (no evidence either way).
 
 SDK retries are attempts of one logical call: model-call spans sharing the attribute
 ``auto.logical_call_id`` count as one observation (the last attempt's status and output).
@@ -87,7 +88,7 @@ class InputCensus:
 def verdict_of(observations: int, errors: int, distinct_outputs: int) -> str:
     """The verdict of one distinct input from its counts (see the module docstring)."""
     if observations < 2:
-        return UNWITNESSED
+        return ERRORED if errors else UNWITNESSED
     if distinct_outputs >= 2:
         return DIVERGENT
     if errors:

@@ -50,3 +50,18 @@ def test_sites_are_separate_and_empty_census_has_no_headline():
     assert [s.site for s in c.sites] == ["s1", "s2"]
     assert all(s.inputs[0].verdict == UNWITNESSED for s in c.sites)
     assert census([]).headline is None
+
+
+def test_a_call_seen_once_that_failed_is_errored_in_memory_and_in_the_store(tmp_path):
+    from auto.analyze import census_store
+    from auto.store import Store
+    from test_store_scale import make_span
+
+    spans = [make_span(inp={"t": "e"}, out=None, status="error", started_ns=1, error={"type": "E", "message": "m"}),
+             make_span(inp={"t": "f"}, out="bug", started_ns=2)]
+    (site,) = census(spans).sites
+    assert {i.input: i.verdict for i in site.inputs} == {'{"t":"e"}': ERRORED, '{"t":"f"}': UNWITNESSED}
+    with Store(tmp_path / "s.sqlite") as st:
+        st.ingest(spans)
+        (db_site,) = census_store(st).sites
+    assert db_site.counts == site.counts == {WITNESSED: 0, DIVERGENT: 0, ERRORED: 1, UNWITNESSED: 1}
