@@ -31,6 +31,7 @@ import random
 
 from bench.extraction.corpus import ADDRESSES, CONTEXT, DEFECTS, NAMES, PRODUCTS, WHEN, Item, _fill, _oid, default_corpus
 from bench.extraction.oracle import extraction_oracle
+from bench.hard_sets import deal_distinct
 
 KINDS = ("inflection", "new_frame", "reordered", "negation", "second_amount", "amount_words", "amount_k",
          "language", "long")
@@ -153,23 +154,8 @@ def hard_heldout(n: int = 180, seed: int = 0, exclude: set[str] | None = None) -
     Raises:
         ValueError: ``n`` is negative or ``n`` distinct emails cannot be produced.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    rng = random.Random(seed * 7919 + 17)
-    seen = set(exclude or ())
-    out: list[Item] = []
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 100 * n + 1000:
-            raise ValueError(f"could not generate {n} distinct hard emails (got {len(out)})")
-        kind = KINDS[len(out) % len(KINDS)]
-        text = _one(rng, kind)
-        if text in seen:
-            continue
-        seen.add(text)
-        out.append(Item(email=text, label=extraction_oracle(text), kind=kind))
-    return out
+    return deal_distinct(n, random.Random(seed * 7919 + 17), KINDS, _one,
+                         lambda text, kind: Item(email=text, label=extraction_oracle(text), kind=kind), "emails", exclude)
 
 
 def corpus_with_hard(seed: int = 0) -> dict[str, list[Item]]:

@@ -28,6 +28,7 @@ import random
 
 from bench.routing.corpus import DEPARTMENTS, ITEMS, VENDOR_NAMES, Item, default_corpus, format_amount
 from bench.routing.oracle import routing_oracle
+from bench.hard_sets import deal_distinct
 
 KINDS = ("new_frame", "reordered", "negation", "second_amount", "amount_k", "new_tier_word", "language", "boundary")
 """The kinds of departure from the training corpus, one per request."""
@@ -111,23 +112,8 @@ def hard_heldout(n: int = 160, seed: int = 0, exclude: set[str] | None = None) -
     Raises:
         ValueError: ``n`` is negative or ``n`` distinct requests cannot be produced.
     """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    rng = random.Random(seed * 7919 + 29)
-    seen = set(exclude or ())
-    out: list[Item] = []
-    attempts = 0
-    while len(out) < n:
-        attempts += 1
-        if attempts > 100 * n + 1000:
-            raise ValueError(f"could not generate {n} distinct hard requests (got {len(out)})")
-        kind = KINDS[len(out) % len(KINDS)]
-        text = _one(rng, kind)
-        if text in seen:
-            continue
-        seen.add(text)
-        out.append(Item(request=text, label=routing_oracle(text), kind=kind))
-    return out
+    return deal_distinct(n, random.Random(seed * 7919 + 29), KINDS, _one,
+                         lambda text, kind: Item(request=text, label=routing_oracle(text), kind=kind), "requests", exclude)
 
 
 def corpus_with_hard(seed: int = 0) -> dict[str, list[Item]]:
