@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from auto.canonical import digest
+from auto.canonical import canonical_json, digest
 from auto.compile.context import RungContext
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import fuel_per_call, latency_summary
@@ -95,11 +95,16 @@ def witness_set_digest(store: Any, task: str, witnesses: Sequence[Any]) -> str:
     """The digest naming the witnesses a generation was compiled from (``digest`` of their span
     digests in read order), recorded in the store (:meth:`auto.store.Store.put_witness_set`)
     so the list can be read back from it; a manifest cites the digest, not one trace id per
-    witness."""
+    witness. Witnesses that are not stored spans (a region's per-step values, derived from its
+    runs) are named by the digest of their trace ids and contents, and not recorded."""
     put = getattr(store, "put_witness_set", None)
-    if put is not None:
+    spans = all(isinstance(getattr(w, "digest", None), str) and w.digest for w in witnesses)
+    if put is not None and spans:
         return put(task, list(witnesses))
-    return digest([getattr(w, "digest", "") for w in witnesses])
+    if spans:
+        return digest([w.digest for w in witnesses])
+    # derived witnesses (a region's per-step values): no span digest; named by their trace and content
+    return digest([canonical_json([getattr(w, "trace_id", None), w.input, w.output]) for w in witnesses])
 
 
 def emit_generation(ctx: RungContext, contract: Contract, draft: ManifestDraft, code: bytes, candidate: Any, *,
