@@ -146,6 +146,10 @@ class _AutoGroup(click.Group):
         except KeyboardInterrupt:
             say("interrupted")
             sys.exit(EXIT_INTERRUPTED)
+        except OSError as e:  # a path that cannot be written or read (a missing folder, /proc, permissions)
+            where = f": {e.filename}" if e.filename else ""
+            say(f"error: cannot use {where[2:] or 'a file'}: {e.strerror or e}")
+            sys.exit(EXIT_ERROR)
 
 
 class StoreLocation(click.ParamType):
@@ -437,10 +441,11 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
     ref = _load_reference(reference) if reference else None
     art = Artifact.load(artifact, expected_id=expected_id, trust=_trust(trust_keys))
     if art.tools or tools_spec:
-        from auto.serve.app import load_tools, tiered_with_tools
+        from auto.serve.app import check_no_extra_tools, load_tools, tiered_with_tools
 
         tools = load_tools(tools_spec, str(Path.cwd())) if tools_spec else None
         tt = tiered_with_tools(art, tools, reference=ref)
+        check_no_extra_tools([art], tools)
     else:
         tt = TieredTask(art, reference=ref)
     res = tt(obj)

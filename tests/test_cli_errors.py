@@ -204,3 +204,13 @@ def test_sigint_to_auto_record_alone_is_forwarded_to_the_child_and_exits_130(tmp
             proc.wait()
     assert proc.returncode == 130, err  # the child ended by the forwarded SIGINT, not killed (137)
     assert err.strip().splitlines()[-1].endswith("(child exit code 130)"), err
+
+
+def test_a_path_that_cannot_be_written_is_one_line(sound_store, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    p = subprocess.run([*AUTO, "compile", "--store", str(sound_store), "--all", "--workers", "0",
+                        "--out-dir", str(blocker / "out")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: cannot use {blocker / 'out'}"), p.stderr

@@ -34,6 +34,8 @@ def _down(topic):
 
 RAISES = {"lookup_team": _down, "open_ticket": T.open_ticket_impl}
 NOT_A_MAPPING = 42
+EXTRA = {**GOOD, "delete_all": lambda: None}
+NOT_CALLABLE = {"lookup_team": 1, "open_ticket": T.open_ticket_impl}
 
 def factory():
     return GOOD
@@ -73,6 +75,7 @@ def compiled(tmp_path_factory):
     out = compile_task(store, "route", contract=Contract(task="route", **RELAXED), out_path=tmp / "route.wasm")
     store.close()
     (tmp / "route_tools.py").write_text(TOOLS_MODULE)
+    (tmp / "boom_tools.py").write_text('raise RuntimeError("boom at import")\n')
     return tmp, out
 
 
@@ -105,6 +108,9 @@ def test_auto_run_with_the_host_tools_answers_at_tier_1(compiled, monkeypatch):
     (("--tools", "route_tools:NOT_A_MAPPING"), "must be a mapping of tool name -> callable"),
     (("--tools", "route_tools:MISSING"), "has no attribute 'MISSING'"),
     (("--tools", "route_tools"), "--tools must be module:attribute"),
+    (("--tools", "route_tools:EXTRA"), "the host provides tool(s) delete_all, which no served artifact declares"),
+    (("--tools", "route_tools:NOT_CALLABLE"), "not so for 'lookup_team'"),
+    (("--tools", "boom_tools:T"), "importing boom_tools raised RuntimeError: boom at import"),
 ])
 def test_each_tools_mistake_is_one_line(compiled, monkeypatch, extra, line):
     tmp, _ = compiled

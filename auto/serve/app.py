@@ -36,7 +36,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import time
 
@@ -160,15 +160,37 @@ def load_tools(spec: str, cwd: str | None = None) -> dict[str, Callable[..., Any
         obj = getattr(importlib.import_module(mod), name)
     except (ImportError, AttributeError) as e:
         raise ArgumentError(f"cannot load tools {spec!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
+        raise ArgumentError(f"cannot load tools {spec!r}: importing {mod} raised {type(e).__name__}: {e}") from None
     if callable(obj) and not isinstance(obj, Mapping):
         try:
             obj = obj()
         except Exception as e:  # noqa: BLE001 - the user's factory failing becomes one clear line
             raise ArgumentError(f"tools {spec!r}: calling it raised {type(e).__name__}: {e}") from None
-    if not isinstance(obj, Mapping) or not all(isinstance(k, str) and callable(v) for k, v in obj.items()):
+    if not isinstance(obj, Mapping):
         raise ArgumentError(f"tools {spec!r} must be a mapping of tool name -> callable "
                             f"(or a function returning one), got {type(obj).__name__}")
+    bad = [repr(k) for k, v in obj.items() if not isinstance(k, str) or not callable(v)]
+    if bad:
+        raise ArgumentError(f"tools {spec!r}: every key must be a tool name (a string) and every value a callable; "
+                            f"not so for {', '.join(bad[:5])}")
     return dict(obj)
+
+
+def check_no_extra_tools(arts: Sequence[Artifact], tools: Mapping[str, Any] | None) -> None:
+    """Refuse host tools that no served artifact declares (a typo, or a tool the compiled
+    behaviour never calls: it would never be called, and serving it is a mistake to say).
+
+    Raises:
+        ArgumentError: a host tool no artifact of ``arts`` declares.
+    """
+    if not tools:
+        return
+    declared = {n for a in arts for n in (a.tools or {})}
+    extra = sorted(set(tools) - declared)
+    if extra:
+        raise ArgumentError(f"the host provides tool(s) {', '.join(extra)}, which no served artifact declares "
+                            f"(declared: {', '.join(sorted(declared)) or 'none'})")
 
 
 def tiered_with_tools(art: Artifact, tools: Mapping[str, Callable[..., Any]] | None, **kw: Any) -> TieredTask:
@@ -242,6 +264,7 @@ class ArtifactService:
         tools = load_tools(config.tools, config.cwd) if config.tools else None
         self.tiered: dict[str, TieredTask] = {a.id: tiered_with_tools(a, tools, reference=None, capture=capture)
                                               for a in arts}
+        check_no_extra_tools(arts, tools)
         self.artifacts: dict[str, Artifact] = {a.id: a for a in arts}
         self.latest: dict[str, str] = {}
         for a in sorted(arts, key=lambda a: (a.generation or 0, a.id)):

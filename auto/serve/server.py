@@ -28,16 +28,18 @@ def run(config: ServeConfig, announce: Callable[[], None] | None = None) -> None
     """
     check_listen(config.host, config.port)
     arts = load_artifacts(config)
-    if announce is not None:
-        announce()
     if config.workers <= 1:
-        service = ArtifactService(config, arts)
+        service = ArtifactService(config, arts)  # tools, reference and store checked here
+        if announce is not None:
+            announce()
         try:
             uvicorn.Server(uvicorn_config(service.app, config.host, config.port)).run()
         finally:
             service.close()
         return
     ArtifactService(config, arts).close()  # the reference imports and the store opens here too
+    if announce is not None:
+        announce()
     os.environ[CONFIG_ENV] = config.to_env()
     loop, http = loop_and_parser()
     uvicorn.run("auto.serve.app:create_app", factory=True, host=config.host, port=config.port, workers=config.workers,

@@ -472,8 +472,8 @@ class ToolSession:
             rec.error = "timeout"
             if rec.live and decl.after_commit:  # it may still act: journaled as pending, never run twice
                 self.effects.append({"tool": name, "arguments": args, "pending": result})
-            raise self.refuse(f"tool {name} ran past the tool wall budget ({left_ms:.0f} ms left of "
-                              f"{self.budget.wall_ms:g} ms)")
+            raise self.refuse(f"tool {name} ran past the tool wall budget (it had {left_ms:.0f} ms of the call's "
+                              f"{self.budget.wall_ms:g} ms of tool wall time)")
         if status == "raised":
             rec.error = f"raised {type(result).__name__}"
             msg = " ".join(str(result).split())[:200]
