@@ -54,6 +54,7 @@ from auto.canonical import canonical_json
 from auto.errors import ArgumentError
 from auto.record.template import strip_call_ids
 from auto.sites import census_view, discover, site_answer
+from auto.sites.discover import json_value, span_field
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -196,30 +197,12 @@ class Census:
         }
 
 
-def _get(span: Any, key: str, default: Any = None) -> Any:
-    if isinstance(span, Mapping):
-        return span.get(key, default)
-    return getattr(span, key, default)
-
-
-def _as_obj(value: Any) -> Any:
-    """Stored JSON columns may arrive as text; census compares canonical JSON either way."""
-    import json
-
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def site_of(span: Any) -> str:
     """The site key of a span: its recorded ``site``, else ``task/name``."""
-    site = _get(span, "site")
+    site = span_field(span, "site")
     if site:
         return site
-    return f"{_get(span, 'task') or '-'}/{_get(span, 'name') or '-'}"
+    return f"{span_field(span, 'task') or '-'}/{span_field(span, 'name') or '-'}"
 
 
 def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
@@ -243,12 +226,12 @@ def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
     meta: dict[str, tuple[str | None, str]] = {}
     for n, span in enumerate(spans):
         site = site_of(span)
-        meta.setdefault(site, (_get(span, "task"), _get(span, "kind") or "span"))
-        attrs = _as_obj(_get(span, "attributes")) or {}
+        meta.setdefault(site, (span_field(span, "task"), span_field(span, "kind") or "span"))
+        attrs = json_value(span_field(span, "attributes")) or {}
         lid = attrs.get("auto.logical_call_id") if isinstance(attrs, Mapping) else None
-        key = f"logical:{lid}" if lid else f"span:{_get(span, 'span_id') or n}"
+        key = f"logical:{lid}" if lid else f"span:{span_field(span, 'span_id') or n}"
         prev = logical[site].get(key)
-        order = (attrs.get("auto.attempt", 0) if isinstance(attrs, Mapping) else 0, _get(span, "started_ns") or 0, n)
+        order = (attrs.get("auto.attempt", 0) if isinstance(attrs, Mapping) else 0, span_field(span, "started_ns") or 0, n)
         if prev is None or order >= prev[0]:
             logical[site][key] = (order, span)
 
@@ -256,15 +239,15 @@ def census(spans: Iterable[Any], *, model_call_sites: bool = True) -> Census:
     for site in sorted(logical):
         per_input: dict[str, list[Any]] = defaultdict(list)
         for _, span in logical[site].values():
-            per_input[canonical_json(strip_call_ids(_as_obj(_get(span, "input"))))].append(span)
+            per_input[canonical_json(strip_call_ids(json_value(span_field(span, "input"))))].append(span)
         task, kind = meta[site]
         sc = SiteCensus(site=site, task=task, kind=kind,
                         model_call=found[site].describe() if site in found else None)
         for inp in sorted(per_input):
             obs = per_input[inp]
-            errors = sum(1 for s in obs if (_get(s, "status") or "ok") != "ok")
-            outs = Counter(canonical_json(strip_call_ids(_as_obj(_get(s, "output")))) for s in obs
-                           if (_get(s, "status") or "ok") == "ok")
+            errors = sum(1 for s in obs if (span_field(s, "status") or "ok") != "ok")
+            outs = Counter(canonical_json(strip_call_ids(json_value(span_field(s, "output")))) for s in obs
+                           if (span_field(s, "status") or "ok") == "ok")
             ok = sum(outs.values())
             modal, modal_n = (outs.most_common(1)[0] if outs else (None, 0))
             sc.add(InputCensus(input=inp, observations=len(obs), errors=errors, distinct_outputs=len(outs),

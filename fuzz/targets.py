@@ -287,28 +287,10 @@ _ALPHABET = "ab-.é\n "
 
 
 def _python_pattern(p: str) -> str:
-    """The pattern in Python's syntax: an unescaped ``$`` outside classes is our end of text (``\\Z``)."""
-    out, i, in_class = [], 0, False
-    while i < len(p):
-        c = p[i]
-        if c == "\\":
-            out.append(p[i:i + 2])
-            i += 2
-            continue
-        if in_class:
-            if c == "]" and out and out[-1] not in ("[", "[^"):
-                in_class = False
-        elif c == "[":
-            in_class = True
-            if p.startswith("[^", i):
-                out.append("[^")
-                i += 2
-                continue
-        elif c == "$":
-            c = r"\Z"
-        out.append(c)
-        i += 1
-    return "".join(out)
+    """The pattern in Python's syntax (the product's own translation: ``$`` is end of text)."""
+    from auto.extract.synth.patterns import py_pattern
+
+    return py_pattern(p)
 
 
 def _python_slots(pattern: str, text: str) -> tuple[int, ...] | None:

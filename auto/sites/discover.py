@@ -41,13 +41,15 @@ SPLIT_MAX = 8
 """A system or developer message with at most this many distinct texts splits its group."""
 
 
-def _get(span: Any, key: str, default: Any = None) -> Any:
+def span_field(span: Any, key: str, default: Any = None) -> Any:
+    """``span[key]`` of a span given as a mapping (a stored row) or an object (a record)."""
     if isinstance(span, Mapping):
         return span.get(key, default)
     return getattr(span, key, default)
 
 
-def _obj(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A stored JSON column's value: text is parsed when it is JSON, kept as it is otherwise."""
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -58,12 +60,12 @@ def _obj(value: Any) -> Any:
 
 def is_model_call(span: Any) -> bool:
     """Whether a span is a recorded chat-completion request that sites are found for."""
-    if _get(span, "kind") != "llm" or _get(span, "name") not in MODEL_CALL_SPANS:
+    if span_field(span, "kind") != "llm" or span_field(span, "name") not in MODEL_CALL_SPANS:
         return False
-    body = _obj(_get(span, "input"))
+    body = json_value(span_field(span, "input"))
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         return False
-    attrs = _obj(_get(span, "attributes")) or {}
+    attrs = json_value(span_field(span, "attributes")) or {}
     return not (isinstance(attrs, dict) and attrs.get("auto.opaque"))
 
 
@@ -112,11 +114,11 @@ def discover(spans: Iterable[Any]) -> Discovery:
     for i, span in enumerate(spans):
         if not is_model_call(span):
             continue
-        body = _obj(_get(span, "input"))
+        body = json_value(span_field(span, "input"))
         sk = request_skeleton(body)
         shape = digest(sk)
         skeletons.setdefault(shape, sk)
-        groups[(_get(span, "task") or "", _get(span, "name"), shape)].append((i, body, dict(request_leaves(body["messages"]))))
+        groups[(span_field(span, "task") or "", span_field(span, "name"), shape)].append((i, body, dict(request_leaves(body["messages"]))))
     out = Discovery()
     found: list[tuple[str, Site, list[int], dict[int, dict[str, str]]]] = []
     for (task, name, shape), members in sorted(groups.items()):
@@ -167,11 +169,11 @@ def census_view(spans: Iterable[Any]) -> tuple[list[Any], dict[str, Site]]:
         if sid is None:
             out.append(span)
             continue
-        row = dict(span) if isinstance(span, Mapping) else {k: _get(span, k) for k in (
+        row = dict(span) if isinstance(span, Mapping) else {k: span_field(span, k) for k in (
             "span_id", "trace_id", "name", "kind", "task", "status", "started_ns", "attributes")}
         row["site"] = sid
         row["input"] = d.inputs[i]
-        row["output"] = site_answer(_obj(_get(span, "output")))
+        row["output"] = site_answer(json_value(span_field(span, "output")))
         out.append(row)
     return out, d.sites
 
@@ -218,7 +220,7 @@ def read_site(store: Any, sid: str) -> SiteWitnesses | None:
         except ValueError:
             prev = None
         if prev is not None and prev.id == sid and prev.slots != site.slots:
-            kept = [prev.extract(_obj(s.get("input"))) for s in members]
+            kept = [prev.extract(json_value(s.get("input"))) for s in members]
             if all(k is not None for k in kept):
                 site = Site(id=sid, task=site.task, name=site.name, shape=site.shape, skeleton=site.skeleton,
                             leaves=prev.leaves, slots=prev.slots, requests=site.requests, fixed=site.fixed)
