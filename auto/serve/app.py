@@ -120,22 +120,34 @@ class ServeConfig:
                       timeout_ms=self.timeout_ms if self.timeout_ms is not None else base.timeout_ms)
 
 
+def _import_attribute(spec: str, cwd: str | None, option: str, what: str) -> Any:
+    """The attribute a ``module:attribute`` spec names, imported with ``cwd`` on the path.
+
+    Raises:
+        ArgumentError: not ``module:attribute``, the module is missing or raises on import, or it
+            has no such attribute (one line naming ``option`` / ``what``).
+    """
+    mod, _, name = spec.partition(":")
+    if not mod or not name:
+        raise ArgumentError(f"{option} must be module:{'function' if what == 'reference' else 'attribute'}, got {spec!r}")
+    where = cwd or os.getcwd()
+    if where not in sys.path:
+        sys.path.insert(0, where)
+    try:
+        return getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as e:
+        raise ArgumentError(f"cannot load {what} {spec!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
+        raise ArgumentError(f"cannot load {what} {spec!r}: importing {mod} raised {type(e).__name__}: {e}") from None
+
+
 def load_reference(spec: str, cwd: str | None = None) -> Callable[[dict[str, Any]], Any]:
     """``module:function`` as a reference ``f(input) -> answer`` calling ``function(**input)``.
 
     Raises:
         ArgumentError: not ``module:function``, or it cannot be imported, or is not callable.
     """
-    mod, _, fn = spec.partition(":")
-    if not mod or not fn:
-        raise ArgumentError(f"--reference must be module:function, got {spec!r}")
-    where = cwd or os.getcwd()
-    if where not in sys.path:
-        sys.path.insert(0, where)
-    try:
-        f = getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as e:
-        raise ArgumentError(f"cannot load reference {spec!r}: {e}") from None
+    f = _import_attribute(spec, cwd, "--reference", "reference")
     if not callable(f):
         raise ArgumentError(f"reference {spec!r} is not callable")
     return lambda inp: f(**inp)
@@ -150,18 +162,7 @@ def load_tools(spec: str, cwd: str | None = None) -> dict[str, Callable[..., Any
         ArgumentError: not ``module:attribute``, it cannot be imported, calling it raised, or it is
             not a mapping of names to callables.
     """
-    mod, _, name = spec.partition(":")
-    if not mod or not name:
-        raise ArgumentError(f"--tools must be module:attribute, got {spec!r}")
-    where = cwd or os.getcwd()
-    if where not in sys.path:
-        sys.path.insert(0, where)
-    try:
-        obj = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
-        raise ArgumentError(f"cannot load tools {spec!r}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
-        raise ArgumentError(f"cannot load tools {spec!r}: importing {mod} raised {type(e).__name__}: {e}") from None
+    obj = _import_attribute(spec, cwd, "--tools", "tools")
     if callable(obj) and not isinstance(obj, Mapping):
         try:
             obj = obj()
