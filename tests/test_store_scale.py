@@ -159,6 +159,33 @@ def test_incremental_verify_checks_only_new_rows_of_the_task(tmp_path):
         assert not st.verify(task="triage", incremental=True).ok
 
 
+def test_verified_witness_read_checks_the_rows_it_hands_out(tmp_path):
+    p = tmp_path / "s.db"
+    with Store(p) as st:
+        st.ingest([make_span(inp={"ticket": f"t{i}"}, started_ns=100 + i) for i in range(5)]
+                  + [make_span(task="other"), make_span(kind="llm", name="chat", inp={"m": 1}, out={"r": 2})])
+        plain = st.task_witnesses("triage")
+        checked = st.task_witnesses("triage", verify=True)
+        assert [w.span_id for w in checked[0]] == [w.span_id for w in plain[0]] and checked[1] == plain[1]
+        assert [(w.input, w.output, w.input_text, w.output_text) for w in checked[0]] == \
+            [(w.input, w.output, w.input_text, w.output_text) for w in plain[0]]
+        # the check moved the task's watermark: an incremental verify has nothing new to read
+        assert st.verify(task="triage", incremental=True).spans == 0
+        new = make_span(inp={"ticket": "new"}, started_ns=200)
+        st.ingest([new])
+    con = sqlite3.connect(p)
+    con.execute("DROP TRIGGER spans_no_update")
+    con.execute("UPDATE spans SET name = 'forged' WHERE span_id = ?", [new["span_id"]])
+    con.commit()
+    con.close()
+    with Store(p) as st:
+        assert len(st.task_witnesses("triage")[0]) == 6  # no check: the changed row is read as it is
+        with pytest.raises(IntegrityError, match="do not match"):
+            st.task_witnesses("triage", verify=True)
+        with pytest.raises(IntegrityError):  # a failed check does not move the watermark
+            st.task_witnesses("triage", verify=True)
+
+
 def test_witness_set_names_the_witnesses_a_compile_read(tmp_path):
     with Store(tmp_path / "s.db") as st:
         st.ingest([make_span(inp={"ticket": f"t{i}"}, started_ns=100 + i) for i in range(4)])

@@ -42,8 +42,11 @@ SPAN_COLUMNS = (
 )
 """The ``spans`` columns a span is written as (``seq`` is assigned by the database)."""
 
-SPAN_SELECT = ", ".join(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
-"""The select list :func:`span_from_row` reads."""
+SPAN_SELECT_COLUMNS = tuple(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
+"""The columns :func:`span_from_row` reads."""
+
+SPAN_SELECT = ", ".join(SPAN_SELECT_COLUMNS)
+"""The select list of :data:`SPAN_SELECT_COLUMNS`."""
 
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -273,7 +276,7 @@ def dedupe(items: list[dict], key: str, what: str) -> list[dict]:
 # ----------------------------------------------------------------------------- rows
 
 
-def _loads(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
+def column_json(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
     """A JSON column's value (NULL is None).
 
     Raises:
@@ -342,7 +345,7 @@ def span_rows(tx: Any, writer: Any, prepared: list[tuple[dict, dict[str, str | N
     for i, (s, _texts) in enumerate(prepared):
         attrs = s.get("attributes")
         if isinstance(attrs, str):
-            attrs = _loads(attrs)
+            attrs = column_json(attrs)
         lid, attempt = retry_columns(attrs)
         out.append((s["span_id"], s["trace_id"], s["parent_span_id"], s["name"], s["kind"], s["task"], s["site"],
                     s["started_ns"], s["ended_ns"], s["status"], *ids[i * k:(i + 1) * k], lid, attempt, s["digest"]))
@@ -383,7 +386,7 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
             out[f] = parsed[pid]
         else:
             t = texts[pid]
-            v = {} if t == "{}" else _loads(t, "spans", row.get("span_id"), f)
+            v = {} if t == "{}" else column_json(t, "spans", row.get("span_id"), f)
             if parsed is not None and not isinstance(v, (dict, list)):
                 parsed[pid] = v
             out[f] = v
@@ -407,5 +410,5 @@ def trace_from_row(row: dict) -> dict:
         IntegrityError: the attributes column is not JSON.
     """
     out = dict(row)
-    out["attributes"] = _loads(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
+    out["attributes"] = column_json(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
     return out

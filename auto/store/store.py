@@ -38,6 +38,8 @@ from auto.store.connection import Connection
 from auto.store.normalize import (
     SITE_KEY_SQL,
     SPAN_SELECT,
+    SPAN_SELECT_COLUMNS,
+    column_json,
     dedupe,
     new_span_id,
     new_trace_id,
@@ -56,6 +58,14 @@ from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import bump_counter, immutability_triggers
 
 log = logging.getLogger("auto.store")
+
+VERIFY_BATCH = 2000
+"""Span rows re-derived per batch by a check (their payloads are read in one query per 500)."""
+
+VERIFY_PAYLOAD_CACHE = 200_000
+"""Payload ids a check remembers as already re-derived within its snapshot."""
+
+_UNSET = object()
 
 _BARRIERS: dict[str, list[Callable[[], Any]]] = {}
 """Read barriers of this process by database (:meth:`Store.add_read_barrier`)."""
@@ -557,13 +567,51 @@ class Store:
         """
         return self._witness_rows(self._read(self._witness_sql(include_errors), [task]))
 
-    def task_witnesses(self, task: str) -> tuple[list[Witness], str]:
+    def task_witnesses(self, task: str, *, verify: bool = False) -> tuple[list[Witness], str]:
         """``(witnesses, store digest of the task)`` read from one snapshot through the task
         index, so the digest a compile records is the digest of exactly the witnesses it read
-        (recorders may commit meanwhile)."""
-        dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
-        rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
-        return self._witness_rows(rows), digest([r["digest"] for r in digests])
+        (recorders may commit meanwhile).
+
+        With ``verify=True``, the same snapshot is also the integrity check a compile needs:
+        the task's rows added since the last incremental check of the task (all of them the
+        first time) are re-derived with their payloads, and the row counters and immutability
+        triggers are checked, exactly as :meth:`verify` with ``task`` and ``incremental=True``
+        (a passing check moves the same watermark forward); the rows are read once for both, and
+        the witnesses handed out are the rows just checked.
+
+        Raises:
+            IntegrityError: (``verify=True``) a stored digest of the task's rows does not match
+                its content, a counter or trigger is off; nothing is returned.
+        """
+        if not verify:
+            dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
+            rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
+            return self._witness_rows(rows), digest([r["digest"] for r in digests])
+        wm_key = f"verified_through:task:{task}"
+        got = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
+        since = int(got[0]["value"]) if got else 0
+        cols = ["seq", *SPAN_SELECT_COLUMNS]
+        sql = f"SELECT {', '.join(cols)} FROM spans WHERE task = ? ORDER BY started_ns, span_id"
+
+        def run(q: Any) -> tuple[list[dict], list[dict], dict[int, str], list[dict]]:
+            mismatches: list[dict] = []
+            rows = [dict(zip(cols, r)) for r in q.iter(sql, [task], size=10_000)]
+            new = [r for r in rows if r["seq"] > since]
+            texts: dict[int, str] = {}
+            ok = LRU(VERIFY_PAYLOAD_CACHE)
+            for k in range(0, len(new), VERIFY_BATCH):
+                texts.update(self._check_span_rows(q, new[k:k + VERIFY_BATCH], mismatches, ok))
+            self._check_structure(q, mismatches)
+            return rows, new, texts, mismatches
+
+        rows, new, texts, mismatches = self._snapshot(run)
+        sd = digest([r["digest"] for r in rows])
+        VerifyReport(ok=not mismatches, spans=len(new), traces=0, eval_runs=0, artifacts=0, mismatches=mismatches,
+                     store_digest=sd, scope=f"task:{task}", since_seq=since).raise_for_mismatch()
+        if new:
+            last = max(r["seq"] for r in new)
+            self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(last)))
+        return self._witness_rows([r for r in rows if r["kind"] == "task" and r["status"] == "ok"], texts), sd
 
     @staticmethod
     def _witness_sql(include_errors: bool) -> str:
@@ -572,16 +620,40 @@ class Store:
             sql += " AND status = 'ok'"
         return sql + " ORDER BY started_ns, span_id"
 
-    def _witness_rows(self, rows: list[dict]) -> list[Witness]:
+    def _witness_rows(self, rows: list[dict], texts: dict[int, str] | None = None) -> list[Witness]:
+        """Task-span rows (``seq`` and :data:`SPAN_SELECT` columns) as :class:`Witness` records;
+        ``texts``: payload texts already read (the others are fetched). A payload is parsed once:
+        witnesses of the same stored input (or output, error, attributes) share its parsed value,
+        so a witness's values must not be changed in place.
+
+        Raises:
+            IntegrityError: a payload is missing or is not JSON (changed outside Auto).
+        """
+        need = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+        texts = dict(texts) if texts is not None else {}
+        texts.update(self.payload_texts(need - texts.keys()))
+        parsed: dict[int, Any] = {}
+
+        def value(pid: int, row: dict, col: str) -> Any:
+            v = parsed.get(pid, _UNSET)
+            if v is _UNSET:
+                t = texts[pid]
+                v = parsed[pid] = {} if t == "{}" else column_json(t, "spans", row["span_id"], col)
+            return v
+
         out = []
-        for r, s in zip(rows, self._spans_of(rows, with_texts=True)):
-            is_obj = isinstance(s["input"], dict)
-            out.append(Witness(
-                input=s["input"] if is_obj else {},
-                output=s["output"], status=s["status"], error=s["error"],
-                trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
-                digest=s["digest"], attributes=s["attributes"], seq=r["seq"],
-                input_text=s["_input_text"] if is_obj else "{}", output_text=s["_output_text"],
+        append = out.append
+        for r in rows:
+            ipid, opid, epid, apid = r["input_id"], r["output_id"], r["error_id"], r["attributes_id"]
+            inp = None if ipid is None else value(ipid, r, "input")
+            is_obj = inp.__class__ is dict or isinstance(inp, dict)
+            attrs = None if apid is None else value(apid, r, "attributes")
+            append(Witness(
+                input=inp if is_obj else {}, output=None if opid is None else value(opid, r, "output"),
+                status=r["status"], error=None if epid is None else value(epid, r, "error"), trace_id=r["trace_id"],
+                span_id=r["span_id"], started_ns=r["started_ns"], digest=r["digest"],
+                attributes=attrs if attrs is not None else {}, seq=r["seq"],
+                input_text=texts[ipid] if is_obj else "{}", output_text="null" if opid is None else texts[opid],
             ))
         return out
 
@@ -793,38 +865,24 @@ class Store:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
 
         def run(q: Any) -> dict:
-            cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")]]
+            cols = ["seq", *SPAN_SELECT_COLUMNS]
             where, params = ["seq > ?"], [since]
             if task is not None:
                 where.append("task = ?")
                 params.append(task)
             sql = f"SELECT {', '.join(cols)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
             n_spans, last_seq, batch = 0, since, []
-            payloads_ok = LRU(200_000)
-
-            def flush(batch: list[dict]) -> None:
-                ids = {r[c] for r in batch for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
-                texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
-                texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
-                sha = hashlib.sha256
-                for r in batch:
-                    try:
-                        d = "sha256:" + sha(span_text_of_row(r, texts).encode("utf-8")).hexdigest()
-                    except (TypeError, ValueError, KeyError) as exc:
-                        d = f"<unreadable: {exc}>"
-                    if d != r["digest"]:
-                        mismatches.append({"table": "spans", "id": r["span_id"], "stored": r["digest"], "derived": d})
-
+            payloads_ok = LRU(VERIFY_PAYLOAD_CACHE)
             for row in q.iter(sql, params):
                 r = dict(zip(cols, row))
                 batch.append(r)
                 n_spans += 1
                 last_seq = max(last_seq, r["seq"])
-                if len(batch) >= 2000:
-                    flush(batch)
+                if len(batch) >= VERIFY_BATCH:
+                    self._check_span_rows(q, batch, mismatches, payloads_ok)
                     batch = []
             if batch:
-                flush(batch)
+                self._check_span_rows(q, batch, mismatches, payloads_ok)
             n_traces = n_evals = n_arts = 0
             if full:
                 for r in q.iter("SELECT trace_id, name, started_ns, ended_ns, status, attributes, digest FROM traces"):
@@ -837,17 +895,7 @@ class Store:
                 for aid, wasm in q.iter("SELECT id, wasm FROM artifacts"):
                     n_arts += 1
                     check("artifacts", aid, aid, lambda wasm=wasm: digest_bytes(bytes(wasm)))
-            meta = {r["key"]: r["value"] for r in q("SELECT key, value FROM meta")}
-            present = {t: int(q(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in ("spans", "traces")}
-            for key, table in (("span_count", "spans"), ("trace_count", "traces")):
-                if key in meta and int(meta[key]) != present[table]:
-                    mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
-                                       "derived": f"{present[table]} rows present"})
-            triggers = self._conn.trigger_names(q)
-            for table, _op, name in immutability_triggers():
-                if name not in triggers:
-                    mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
-                                       "derived": "missing (rows may have been changed)"})
+            self._check_structure(q, mismatches)
             dsql = "SELECT digest FROM spans" + (" WHERE task = ?" if task is not None else "") + \
                 " ORDER BY started_ns, span_id"
             sd = digest([r[0] for r in q.iter(dsql, [task] if task is not None else [])])
@@ -862,6 +910,40 @@ class Store:
         return VerifyReport(ok=ok, spans=res["spans"], traces=res["traces"], eval_runs=res["eval_runs"],
                             artifacts=res["artifacts"], mismatches=mismatches, store_digest=res["store_digest"],
                             scope=scope, since_seq=since)
+
+    def _check_span_rows(self, q: Any, batch: list[dict], mismatches: list[dict], payloads_ok: LRU) -> dict[int, str]:
+        """Re-derive the digests of span rows (``seq`` and :data:`SPAN_SELECT` columns) and of
+        the payloads they reference, read in the snapshot ``q``; a mismatch is appended to
+        ``mismatches``. ``payloads_ok``: payload ids already checked in this snapshot (not
+        re-hashed). Returns the payload texts of the batch."""
+        ids = {r[c] for r in batch for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+        texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
+        texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
+        sha = hashlib.sha256
+        for r in batch:
+            try:
+                d = "sha256:" + sha(span_text_of_row(r, texts).encode("utf-8")).hexdigest()
+            except (TypeError, ValueError, KeyError) as exc:
+                d = f"<unreadable: {exc}>"
+            if d != r["digest"]:
+                mismatches.append({"table": "spans", "id": r["span_id"], "stored": r["digest"], "derived": d})
+        return texts
+
+    def _check_structure(self, q: Any, mismatches: list[dict]) -> None:
+        """The row counters (``meta`` ``span_count`` / ``trace_count`` against the rows present:
+        a deleted row shows) and the immutability triggers, in the snapshot ``q``; a mismatch is
+        appended to ``mismatches``."""
+        meta = {r["key"]: r["value"] for r in q("SELECT key, value FROM meta")}
+        present = {t: int(q(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in ("spans", "traces")}
+        for key, table in (("span_count", "spans"), ("trace_count", "traces")):
+            if key in meta and int(meta[key]) != present[table]:
+                mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
+                                   "derived": f"{present[table]} rows present"})
+        triggers = self._conn.trigger_names(q)
+        for table, _op, name in immutability_triggers():
+            if name not in triggers:
+                mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
+                                   "derived": "missing (rows may have been changed)"})
 
     @staticmethod
     def _set_meta(tx: Any, key: str, value: str) -> None:

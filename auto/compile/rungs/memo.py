@@ -129,15 +129,15 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     timings: dict[str, float] = {}
     cap = MAX_ARTIFACT_BYTES - MANIFEST_HEADROOM
     t0 = time.perf_counter()
-    payload = sum(len(canonical_json(e[0])) + len(canonical_json(e[1])) for e in entries)
-    if payload > cap:  # the table's bytes alone would not fit: refuse before building it
-        raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
     table = TableModel(entries)
+    payload = sum(map(len, table.keys)) + sum(len(a.encode("utf-8")) for a in table.answers)
+    if payload > cap:  # the table's bytes alone would not fit: refuse before lowering it
+        raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
     code = compile_model(table)
     timings["codegen"] = time.perf_counter() - t0
     if len(code) > cap:
         raise _too_large(ctx, contract, len(entries), len(code), "the compiled table takes", cap)
-    answers = sorted({canonical_json(e[1]) for e in entries})
+    answers = sorted(set(table.answers))
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="memo",
         interface={"input": input_schema([e[0] for e in entries]),
