@@ -28,11 +28,10 @@ Rungs (:data:`RUNGS`):
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
+from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome
 from auto.compile.rungs import memo as memo_rung
@@ -53,25 +52,6 @@ RUNGS: dict[str, Rung] = {
     memo_rung.NAME: memo_rung.compile_rung,
 }
 """Every rung by name, in ladder order."""
-
-
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Pause CPython's cyclic garbage collector for the block (reference counting still frees
-    every acyclic object), then restore its previous state.
-
-    A compile holds one object per witness (hundreds of thousands for a large memo table), and
-    the collector, triggered by allocation counts, traverses all of them again at every full
-    collection while they are being built: about a tenth of a 102,400-entry memo compile
-    (measured with ``bench.scale.memo``) spent finding no garbage.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def ladder(*, programs: bool = True, memo: bool = True) -> list[str]:
@@ -130,20 +110,12 @@ def compile_task(
     unknown = [n for n in names if n not in RUNGS]
     if unknown or not names:
         raise ArgumentError(f"unknown rung(s) {unknown or names!r}; the rungs are {', '.join(RUNGS)}")
-    with cyclic_gc_paused():
-        return _climb(store, task, names, contract or Contract.default_for(task), generation=generation,
-                      out_path=out_path, reference_model=reference_model, memo=memo, proposer=proposer,
-                      progress=progress)
-
-
-def _climb(store: Any, task: str, names: list[str], contract: Contract, *, generation: int | None,
-           out_path: str | Path | None, reference_model: str | None, memo: bool, proposer: Any,
-           progress: Callable[[str], None] | None) -> CompileOutcome:
-    """The ladder of :func:`compile_task` over the rungs ``names`` (checked)."""
+    contract = contract or Contract.default_for(task)
     # never compile from rows whose content no longer matches their digests: the task's rows,
     # through its index, those added since the last check, re-derived in the snapshot the
     # witnesses are read from (the rest of the store is not read)
-    ws = WitnessSet.read(store, task, verify=True)
+    with cyclic_gc_paused():
+        ws = WitnessSet.read(store, task, verify=True)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)

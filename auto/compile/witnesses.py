@@ -100,16 +100,15 @@ class WitnessSet:
 
         ``verify=True``: the task's rows added since its last incremental check are re-derived in
         the same snapshot before they are handed out (:meth:`auto.store.Store.task_witnesses`);
-        for a site id, :meth:`auto.store.Store.verify` of its scope runs first.
+        for a site id, the model-call spans added since the last check of kind ``llm``
+        (:func:`auto.sites.read_site`).
 
         Raises:
             CompileError: ``task`` is a site id the store holds no model calls of.
             IntegrityError: (``verify``) a stored digest does not match its content.
         """
         if is_site_id(task):
-            if verify:
-                store.verify(task=task, incremental=True).raise_for_mismatch()
-            sw = read_site(store, task)
+            sw = read_site(store, task, verify=verify)
             if sw is None:
                 raise CompileError(f"no model-call site {task} in the store (auto census lists the sites)")
             return cls.of(task, sw.witnesses, store_digest=sw.digest, site=sw.site.to_manifest(),

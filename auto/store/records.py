@@ -69,9 +69,9 @@ class VerifyReport:
         ok: no mismatch was found.
         spans, traces, eval_runs, artifacts: how many rows were re-derived.
         mismatches: one dict per bad row: ``{"table", "id", "stored", "derived"}``.
-        store_digest: :meth:`Store.digest <auto.store.Store.digest>` (of the task, for a
-            task-scoped check) at verification time.
-        scope: ``"*"`` (the whole store) or ``"task:<name>"``.
+        store_digest: :meth:`Store.digest <auto.store.Store.digest>` (of the scope's spans, for a
+            task- or kind-scoped check) at verification time.
+        scope: ``"*"`` (the whole store), ``"task:<name>"`` or ``"kind:<kind>"``.
         since_seq: spans with ``seq`` above this were checked (0: all of the scope).
     """
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import IngestError, IntegrityError, StoreError
+from auto.errors import ArgumentError, IngestError, IntegrityError, StoreError
 from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
@@ -438,9 +438,10 @@ class Store:
         except ValueError as exc:
             raise IntegrityError(f"{self.location}: {exc}") from None
 
-    def _spans_of(self, rows: list[dict], with_texts: bool = False) -> list[dict]:
-        ids = [r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")]
-        texts = self.payload_texts(ids)
+    def _spans_of(self, rows: list[dict], with_texts: bool = False, texts: dict[int, str] | None = None) -> list[dict]:
+        ids = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+        texts = dict(texts) if texts is not None else {}
+        texts.update(self.payload_texts(ids - texts.keys()))
         parsed: dict[int, Any] = {}
         out = [span_from_row(r, texts, parsed) for r in rows]
         if with_texts:  # the canonical input/output texts, for readers that key on them
@@ -587,15 +588,48 @@ class Store:
             dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
             rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
             return self._witness_rows(rows), digest([r["digest"] for r in digests])
-        wm_key = f"verified_through:task:{task}"
+        rows, texts, sd = self._verified_read("task", task)
+        return self._witness_rows([r for r in rows if r["kind"] == "task" and r["status"] == "ok"], texts), sd
+
+    def verified_spans(self, kind: str) -> list[dict]:
+        """The spans of ``kind`` as :meth:`spans` returns them, read from one snapshot in which
+        those added since the last incremental check of the kind are re-derived first (the check
+        of :meth:`verify` with ``kind`` and ``incremental=True``; a passing check moves the same
+        watermark forward).
+
+        Raises:
+            IntegrityError: a stored digest of those rows does not match its content, a counter
+                or trigger is off; nothing is returned.
+        """
+        rows, texts, _sd = self._verified_read("kind", kind)
+        return self._spans_of(rows, texts=texts)
+
+    def span_watermark(self, kind: str) -> tuple[int, int]:
+        """``(count, largest seq)`` of the spans of ``kind``: spans are insert-only, so equal
+        watermarks mean the same rows (a cache of what was read from them stays valid)."""
+        r = self._read("SELECT count(*) AS n, max(seq) AS last FROM spans WHERE kind = ?", [kind])[0]
+        return int(r["n"]), int(r["last"] or 0)
+
+    def _verified_read(self, column: str, value: str) -> tuple[list[dict], dict[int, str], str]:
+        """``(rows, payload texts of the rows checked, digest)``: the spans whose ``column``
+        (``task`` or ``kind``) is ``value``, ordered by ``(started_ns, span_id)``, from one snapshot
+        in which those added since the scope's last incremental check are re-derived with their
+        payloads and the counters and triggers are checked; the watermark moves forward when all
+        pass.
+
+        Raises:
+            IntegrityError: a mismatch (the report's first ones named).
+        """
+        scope = f"{column}:{value}"
+        wm_key = f"verified_through:{scope}"
         got = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
         since = int(got[0]["value"]) if got else 0
         cols = ["seq", *SPAN_SELECT_COLUMNS]
-        sql = f"SELECT {', '.join(cols)} FROM spans WHERE task = ? ORDER BY started_ns, span_id"
+        sql = f"SELECT {', '.join(cols)} FROM spans WHERE {column} = ? ORDER BY started_ns, span_id"
 
         def run(q: Any) -> tuple[list[dict], list[dict], dict[int, str], list[dict]]:
             mismatches: list[dict] = []
-            rows = [dict(zip(cols, r)) for r in q.iter(sql, [task], size=10_000)]
+            rows = [dict(zip(cols, r)) for r in q.iter(sql, [value], size=10_000)]
             new = [r for r in rows if r["seq"] > since]
             texts: dict[int, str] = {}
             ok = LRU(VERIFY_PAYLOAD_CACHE)
@@ -607,11 +641,11 @@ class Store:
         rows, new, texts, mismatches = self._snapshot(run)
         sd = digest([r["digest"] for r in rows])
         VerifyReport(ok=not mismatches, spans=len(new), traces=0, eval_runs=0, artifacts=0, mismatches=mismatches,
-                     store_digest=sd, scope=f"task:{task}", since_seq=since).raise_for_mismatch()
+                     store_digest=sd, scope=scope, since_seq=since).raise_for_mismatch()
         if new:
             last = max(r["seq"] for r in new)
             self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(last)))
-        return self._witness_rows([r for r in rows if r["kind"] == "task" and r["status"] == "ok"], texts), sd
+        return rows, texts, sd
 
     @staticmethod
     def _witness_sql(include_errors: bool) -> str:
@@ -830,14 +864,16 @@ class Store:
         rows = self._read(sql, [task] if task else [])
         return digest([r["digest"] for r in rows])
 
-    def verify(self, task: str | None = None, *, incremental: bool = False) -> VerifyReport:
+    def verify(self, task: str | None = None, *, kind: str | None = None, incremental: bool = False) -> VerifyReport:
         """Re-derive stored digests from one snapshot.
 
         * ``verify()``: every digest — spans (and the payloads they reference), traces, eval-run
           ids, artifact ids — plus the row counters and the immutability triggers.
         * ``verify(task=T)``: the spans of task ``T`` only (read through the task index) and
           their payloads, plus the counters and triggers.
-        * ``incremental=True`` (with or without ``task``): only spans added since the last
+        * ``verify(kind=K)``: the spans of kind ``K`` only (``task``, ``llm``, ``tool``; not with
+          ``task``) and their payloads, plus the counters and triggers.
+        * ``incremental=True`` (with or without ``task`` or ``kind``): only spans added since the last
           incremental check of the same scope passed (``meta`` key ``verified_through:<scope>``
           holds the last ``seq`` checked); a passing check moves it forward. Spans are
           insert-only, so what passed once can change only behind the store's back, by dropping a
@@ -847,13 +883,16 @@ class Store:
         Returns a :class:`VerifyReport`; ``report.ok`` is False on any mismatch (the CLI exits
         non-zero), and ``report.raise_for_mismatch()`` raises :class:`IntegrityError`.
         """
-        scope = f"task:{task}" if task is not None else "*"
+        if task is not None and kind is not None:
+            raise ArgumentError("verify one task or one kind of span, not both")
+        column, value = ("task", task) if task is not None else ("kind", kind) if kind is not None else (None, None)
+        scope = f"{column}:{value}" if column else "*"
         wm_key = f"verified_through:{scope}"
         since = 0
         if incremental:
             rows = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
             since = int(rows[0]["value"]) if rows else 0
-        full = task is None and not incremental
+        full = column is None and not incremental
         mismatches: list[dict] = []
 
         def check(table: str, key: Any, stored: str, derive: Callable[[], str]) -> None:
@@ -867,9 +906,9 @@ class Store:
         def run(q: Any) -> dict:
             cols = ["seq", *SPAN_SELECT_COLUMNS]
             where, params = ["seq > ?"], [since]
-            if task is not None:
-                where.append("task = ?")
-                params.append(task)
+            if column is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
             sql = f"SELECT {', '.join(cols)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
             n_spans, last_seq, batch = 0, since, []
             payloads_ok = LRU(VERIFY_PAYLOAD_CACHE)
@@ -896,9 +935,9 @@ class Store:
                     n_arts += 1
                     check("artifacts", aid, aid, lambda wasm=wasm: digest_bytes(bytes(wasm)))
             self._check_structure(q, mismatches)
-            dsql = "SELECT digest FROM spans" + (" WHERE task = ?" if task is not None else "") + \
+            dsql = "SELECT digest FROM spans" + (f" WHERE {column} = ?" if column else "") + \
                 " ORDER BY started_ns, span_id"
-            sd = digest([r[0] for r in q.iter(dsql, [task] if task is not None else [])])
+            sd = digest([r[0] for r in q.iter(dsql, [value] if column else [])])
             return {"spans": n_spans, "traces": n_traces, "eval_runs": n_evals, "artifacts": n_arts,
                     "store_digest": sd, "last_seq": last_seq}
 

@@ -29,6 +29,7 @@ from auto_runtime.artifact import MAX_ARTIFACT_BYTES
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
 from auto.compile.batching import chunked
+from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
@@ -63,6 +64,7 @@ def probes_for(inputs: Sequence[dict[str, Any]], seen: set[str], limit: int = PR
     return out
 
 
+@cyclic_gc_paused()
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
     """Tabulate the consistently answered inputs when the repetition evidence allows.
 
