@@ -159,6 +159,35 @@ def test_incremental_verify_checks_only_new_rows_of_the_task(tmp_path):
         assert not st.verify(task="triage", incremental=True).ok
 
 
+def test_kind_scoped_verify_and_verified_spans(tmp_path):
+    from auto.errors import ArgumentError
+
+    p = tmp_path / "s.db"
+    with Store(p) as st:
+        st.ingest([make_span(inp={"ticket": f"t{i}"}) for i in range(3)]
+                  + [make_span(kind="llm", name="chat", inp={"m": i}, out={"r": i}) for i in range(4)])
+        assert st.span_watermark("llm")[0] == 4 and st.span_watermark("tool") == (0, 0)
+        rep = st.verify(kind="llm", incremental=True)
+        assert rep.ok and rep.spans == 4 and rep.scope == "kind:llm" and rep.store_digest == digest(
+            [s["digest"] for s in st.spans(kind="llm")])
+        assert st.verify(kind="llm", incremental=True).spans == 0
+        assert st.verify(task="triage", incremental=True).spans == 7  # another scope (task spans and model calls)
+        with pytest.raises(ArgumentError):
+            st.verify(task="triage", kind="llm")
+        assert st.verified_spans("llm") == st.spans(kind="llm")
+        extra = make_span(kind="llm", name="chat", inp={"m": 9}, out={"r": 9})
+        st.ingest([extra])
+        assert st.verified_spans("llm") == st.spans(kind="llm")
+        assert st.verify(kind="llm", incremental=True).spans == 0  # verified_spans moved the watermark
+    con = sqlite3.connect(p)
+    con.execute("DROP TRIGGER spans_no_update")
+    con.commit()
+    con.close()
+    with Store(p) as st:
+        with pytest.raises(IntegrityError):
+            st.verified_spans("llm")
+
+
 def test_verified_witness_read_checks_the_rows_it_hands_out(tmp_path):
     p = tmp_path / "s.db"
     with Store(p) as st:
