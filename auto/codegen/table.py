@@ -145,6 +145,7 @@ class TableModel:
             raise TypeError(f"fallback must be a CompiledModel or None, got {type(fallback).__name__}")
         field = fallback.features.field if fallback is not None else None
         table: dict[bytes, str] = {}
+        answers: dict[str, str] = {}
         for i, entry in enumerate(entries):
             try:
                 inp, ans = entry
@@ -159,11 +160,15 @@ class TableModel:
                 key = canonical_key(inp)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"entry {i}: input is not JSON-encodable: {e}") from e
-            try:
-                a = canonical_json(ans)
-                a.encode("utf-8")
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"entry {i}: answer is not JSON-encodable: {e}") from e
+            a = answers.get(ans) if ans.__class__ is str else None  # labels repeat: encoded once
+            if a is None:
+                try:
+                    a = canonical_json(ans)
+                    a.encode("utf-8")
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"entry {i}: answer is not JSON-encodable: {e}") from e
+                if ans.__class__ is str:
+                    answers[ans] = a
             if len(key) > MAX_INPUT:
                 raise ValueError(f"entry {i}: input is {len(key)} bytes, over MAX_INPUT={MAX_INPUT}")
             old = table.get(key)
@@ -173,10 +178,14 @@ class TableModel:
             table[key] = a
         if not table and fallback is None:
             raise ValueError("a table-only TableModel needs at least one entry")
-        order = sorted(zip(fnv1a64_many(list(table)), table))
-        self.hashes: tuple[int, ...] = tuple(h for h, _ in order)
-        self.keys: tuple[bytes, ...] = tuple(k for _, k in order)
-        self.answers: tuple[str, ...] = tuple(table[k] for k in self.keys)
+        # order by (hash, key): keys sorted first, then a stable sort by hash keeps equal hashes
+        # in key order
+        by_key = sorted(table)
+        hashes = np.array(fnv1a64_many(by_key), dtype=np.uint64)
+        order = np.argsort(hashes, kind="stable").tolist()
+        self.hashes: tuple[int, ...] = tuple(hashes[order].tolist())
+        self.keys: tuple[bytes, ...] = tuple(map(by_key.__getitem__, order))
+        self.answers: tuple[str, ...] = tuple(map(table.__getitem__, self.keys))
         self.fallback = fallback
         self._table = table
 

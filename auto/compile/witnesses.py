@@ -41,7 +41,10 @@ Item = tuple[dict[str, Any], Any, float]
 def is_redacted(witness: Any) -> bool:
     """Whether the recorder replaced a secret in the witness's input or output (span attribute
     ``auto.redacted``, :mod:`auto.record.redact`)."""
-    fields = (getattr(witness, "attributes", None) or {}).get("auto.redacted") or ()
+    attrs = getattr(witness, "attributes", None)
+    if not attrs:
+        return False
+    fields = attrs.get("auto.redacted") or ()
     return "input" in fields or "output" in fields
 
 

@@ -396,6 +396,25 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
     return out
 
 
+ROW_COLUMNS = ("seq", *SPAN_SELECT_COLUMNS)
+"""A ``spans`` row as the store's checks and witness reads take it: a tuple in this order."""
+
+
+def span_text_of_values(row: tuple, texts: dict[int, str]) -> str:
+    """:func:`span_text_of_row` of a row given as a tuple in :data:`ROW_COLUMNS` order."""
+    (_seq, span_id, trace_id, parent, name, kind, task, site, started, ended, status,
+     iid, oid, eid, aid, _digest) = row
+    st, enc = _scalar_text, _encode_str
+    return (f'{{"attributes":{"null" if aid is None else texts[aid]},"ended_ns":{st(ended)},'
+            f'"error":{"null" if eid is None else texts[eid]},"input":{"null" if iid is None else texts[iid]},'
+            f'"kind":{enc(kind) if kind.__class__ is str else st(kind)},'
+            f'"name":{enc(name) if name.__class__ is str else st(name)},'
+            f'"output":{"null" if oid is None else texts[oid]},"parent_span_id":{st(parent)},"site":{st(site)},'
+            f'"span_id":{enc(span_id) if span_id.__class__ is str else st(span_id)},"started_ns":{st(started)},'
+            f'"status":{enc(status) if status.__class__ is str else st(status)},"task":{st(task)},'
+            f'"trace_id":{enc(trace_id) if trace_id.__class__ is str else st(trace_id)}}}')
+
+
 def span_text_of_row(row: dict, texts: dict[int, str]) -> str:
     """The canonical JSON text a stored span's digest must be the digest of (from its row and
     payload texts, without parsing them)."""

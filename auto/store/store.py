@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import operator
 import os
 import threading
 import time
@@ -38,7 +39,7 @@ from auto.store.connection import Connection
 from auto.store.normalize import (
     SITE_KEY_SQL,
     SPAN_SELECT,
-    SPAN_SELECT_COLUMNS,
+    ROW_COLUMNS,
     column_json,
     dedupe,
     new_span_id,
@@ -47,7 +48,7 @@ from auto.store.normalize import (
     normalize_trace,
     span_from_row,
     span_rows,
-    span_text_of_row,
+    span_text_of_values,
     trace_digest,
     trace_from_row,
     trace_row,
@@ -66,6 +67,19 @@ VERIFY_PAYLOAD_CACHE = 200_000
 """Payload ids a check remembers as already re-derived within its snapshot."""
 
 _UNSET = object()
+
+class _Checked(dict):
+    """Payload ids checked within one snapshot (``get`` / ``put`` as :class:`LRU`, unbounded)."""
+
+    put = dict.__setitem__
+
+
+_STORE_ORDER = operator.itemgetter(ROW_COLUMNS.index("started_ns"), ROW_COLUMNS.index("span_id"))
+"""The store order of a :data:`~auto.store.normalize.ROW_COLUMNS` row: ``(started_ns, span_id)``."""
+
+_KIND, _STATUS, _INPUT_ID, _DIGEST = (ROW_COLUMNS.index(c) for c in ("kind", "status", "input_id", "digest"))
+"""Positions in a :data:`~auto.store.normalize.ROW_COLUMNS` row (the payload ids run from
+``_INPUT_ID`` up to ``_DIGEST``)."""
 
 _BARRIERS: dict[str, list[Callable[[], Any]]] = {}
 """Read barriers of this process by database (:meth:`Store.add_read_barrier`)."""
@@ -566,7 +580,7 @@ class Store:
         By default only successful executions (status ``ok``: a *witness* in the architecture's
         words); ``include_errors=True`` adds failed ones (``output`` None, ``error`` set).
         """
-        return self._witness_rows(self._read(self._witness_sql(include_errors), [task]))
+        return self._witness_rows(self._rows(self._witness_sql(include_errors), [task]))
 
     def task_witnesses(self, task: str, *, verify: bool = False) -> tuple[list[Witness], str]:
         """``(witnesses, store digest of the task)`` read from one snapshot through the task
@@ -586,10 +600,11 @@ class Store:
         """
         if not verify:
             dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
-            rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
+            rows, digests = self._snapshot(lambda q: (list(q.iter(self._witness_sql(False), [task], size=10_000)),
+                                                      q(dsql, [task])))
             return self._witness_rows(rows), digest([r["digest"] for r in digests])
         rows, texts, sd = self._verified_read("task", task)
-        return self._witness_rows([r for r in rows if r["kind"] == "task" and r["status"] == "ok"], texts), sd
+        return self._witness_rows([r for r in rows if r[_KIND] == "task" and r[_STATUS] == "ok"], texts), sd
 
     def verified_spans(self, kind: str) -> list[dict]:
         """The spans of ``kind`` as :meth:`spans` returns them, read from one snapshot in which
@@ -602,7 +617,7 @@ class Store:
                 or trigger is off; nothing is returned.
         """
         rows, texts, _sd = self._verified_read("kind", kind)
-        return self._spans_of(rows, texts=texts)
+        return self._spans_of([dict(zip(ROW_COLUMNS, r)) for r in rows], texts=texts)
 
     def span_watermark(self, kind: str) -> tuple[int, int]:
         """``(count, largest seq)`` of the spans of ``kind``: spans are insert-only, so equal
@@ -610,8 +625,13 @@ class Store:
         r = self._read("SELECT count(*) AS n, max(seq) AS last FROM spans WHERE kind = ?", [kind])[0]
         return int(r["n"]), int(r["last"] or 0)
 
-    def _verified_read(self, column: str, value: str) -> tuple[list[dict], dict[int, str], str]:
-        """``(rows, payload texts of the rows checked, digest)``: the spans whose ``column``
+    def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        """The rows of one query as tuples, from one snapshot."""
+        return self._snapshot(lambda q: list(q.iter(sql, params, size=10_000)))
+
+    def _verified_read(self, column: str, value: str) -> tuple[list[tuple], dict[int, str], str]:
+        """``(rows, payload texts of the rows checked, digest)``: the spans (tuples in
+        :data:`~auto.store.normalize.ROW_COLUMNS` order) whose ``column``
         (``task`` or ``kind``) is ``value``, ordered by ``(started_ns, span_id)``, from one snapshot
         in which those added since the scope's last incremental check are re-derived with their
         payloads and the counters and triggers are checked; the watermark moves forward when all
@@ -624,70 +644,78 @@ class Store:
         wm_key = f"verified_through:{scope}"
         got = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
         since = int(got[0]["value"]) if got else 0
-        cols = ["seq", *SPAN_SELECT_COLUMNS]
-        sql = f"SELECT {', '.join(cols)} FROM spans WHERE {column} = ? ORDER BY started_ns, span_id"
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE {column} = ?"
 
-        def run(q: Any) -> tuple[list[dict], list[dict], dict[int, str], list[dict]]:
+        def run(q: Any) -> tuple[list[tuple], list[tuple], dict[int, str], list[dict]]:
             mismatches: list[dict] = []
-            rows = [dict(zip(cols, r)) for r in q.iter(sql, [value], size=10_000)]
-            new = [r for r in rows if r["seq"] > since]
+            # ordered by (started_ns, span_id) here rather than by the database's sorter (faster
+            # for large scopes; the same order: integers, and span ids of lowercase hex digits)
+            rows = sorted(q.iter(sql, [value], size=10_000), key=_STORE_ORDER)
+            new = [r for r in rows if r[0] > since]
             texts: dict[int, str] = {}
-            ok = LRU(VERIFY_PAYLOAD_CACHE)
+            ok = _Checked()  # every payload of the scope is kept: no eviction to pay for
             for k in range(0, len(new), VERIFY_BATCH):
                 texts.update(self._check_span_rows(q, new[k:k + VERIFY_BATCH], mismatches, ok))
             self._check_structure(q, mismatches)
             return rows, new, texts, mismatches
 
         rows, new, texts, mismatches = self._snapshot(run)
-        sd = digest([r["digest"] for r in rows])
+        sd = digest([r[_DIGEST] for r in rows])
         VerifyReport(ok=not mismatches, spans=len(new), traces=0, eval_runs=0, artifacts=0, mismatches=mismatches,
                      store_digest=sd, scope=scope, since_seq=since).raise_for_mismatch()
         if new:
-            last = max(r["seq"] for r in new)
+            last = max(r[0] for r in new)
             self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(last)))
         return rows, texts, sd
 
     @staticmethod
     def _witness_sql(include_errors: bool) -> str:
-        sql = f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ?"
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE kind = 'task' AND task = ?"
         if not include_errors:
             sql += " AND status = 'ok'"
         return sql + " ORDER BY started_ns, span_id"
 
-    def _witness_rows(self, rows: list[dict], texts: dict[int, str] | None = None) -> list[Witness]:
-        """Task-span rows (``seq`` and :data:`SPAN_SELECT` columns) as :class:`Witness` records;
-        ``texts``: payload texts already read (the others are fetched). A payload is parsed once:
-        witnesses of the same stored input (or output, error, attributes) share its parsed value,
-        so a witness's values must not be changed in place.
+    def _witness_rows(self, rows: list[tuple], texts: dict[int, str] | None = None) -> list[Witness]:
+        """Task-span rows (tuples in :data:`~auto.store.normalize.ROW_COLUMNS` order) as
+        :class:`Witness` records; ``texts``: payload texts already read (the others are fetched).
+        A payload is parsed once: witnesses of the same stored input (or output, error,
+        attributes) share its parsed value, so a witness's values must not be changed in place.
 
         Raises:
             IntegrityError: a payload is missing or is not JSON (changed outside Auto).
         """
-        need = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+        need = {pid for r in rows for pid in r[_INPUT_ID:_DIGEST]} - {None}
         texts = dict(texts) if texts is not None else {}
         texts.update(self.payload_texts(need - texts.keys()))
         parsed: dict[int, Any] = {}
 
-        def value(pid: int, row: dict, col: str) -> Any:
+        def value(pid: int, span_id: str, col: str) -> Any:
             v = parsed.get(pid, _UNSET)
             if v is _UNSET:
                 t = texts[pid]
-                v = parsed[pid] = {} if t == "{}" else column_json(t, "spans", row["span_id"], col)
+                v = parsed[pid] = {} if t == "{}" else column_json(t, "spans", span_id, col)
             return v
 
         out = []
         append = out.append
-        for r in rows:
-            ipid, opid, epid, apid = r["input_id"], r["output_id"], r["error_id"], r["attributes_id"]
-            inp = None if ipid is None else value(ipid, r, "input")
+        get = parsed.get
+        for (seq, span_id, trace_id, _parent, _name, _kind, _task, _site, started, _ended, status,
+             ipid, opid, epid, apid, dig) in rows:
+            inp = None if ipid is None else get(ipid, _UNSET)
+            if inp is _UNSET:
+                inp = value(ipid, span_id, "input")
             is_obj = inp.__class__ is dict or isinstance(inp, dict)
-            attrs = None if apid is None else value(apid, r, "attributes")
+            output = None if opid is None else get(opid, _UNSET)
+            if output is _UNSET:
+                output = value(opid, span_id, "output")
+            attrs = None if apid is None else get(apid, _UNSET)
+            if attrs is _UNSET:
+                attrs = value(apid, span_id, "attributes")
             append(Witness(
-                input=inp if is_obj else {}, output=None if opid is None else value(opid, r, "output"),
-                status=r["status"], error=None if epid is None else value(epid, r, "error"), trace_id=r["trace_id"],
-                span_id=r["span_id"], started_ns=r["started_ns"], digest=r["digest"],
-                attributes=attrs if attrs is not None else {}, seq=r["seq"],
-                input_text=texts[ipid] if is_obj else "{}", output_text="null" if opid is None else texts[opid],
+                input=inp if is_obj else {}, output=output, status=status,
+                error=None if epid is None else value(epid, span_id, "error"), trace_id=trace_id,
+                span_id=span_id, started_ns=started, digest=dig, attributes=attrs if attrs is not None else {},
+                seq=seq, input_text=texts[ipid] if is_obj else "{}", output_text="null" if opid is None else texts[opid],
             ))
         return out
 
@@ -720,9 +748,9 @@ class Store:
         if not rows:
             return None
         r = rows[0]
-        sql = (f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
+        sql = (f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
                "AND seq <= ? ORDER BY started_ns, span_id")
-        ws = self._witness_rows(self._read(sql, [r["task"], r["through_seq"]]))
+        ws = self._witness_rows(self._rows(sql, [r["task"], r["through_seq"]]))
         if len(ws) != r["n"] or digest([w.digest for w in ws]) != set_digest:
             raise IntegrityError(f"witness set {set_digest} of task {r['task']!r}: the stored spans no longer match it")
         return ws
@@ -904,19 +932,17 @@ class Store:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
 
         def run(q: Any) -> dict:
-            cols = ["seq", *SPAN_SELECT_COLUMNS]
             where, params = ["seq > ?"], [since]
             if column is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-            sql = f"SELECT {', '.join(cols)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
+            sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
             n_spans, last_seq, batch = 0, since, []
             payloads_ok = LRU(VERIFY_PAYLOAD_CACHE)
-            for row in q.iter(sql, params):
-                r = dict(zip(cols, row))
+            for r in q.iter(sql, params):
                 batch.append(r)
                 n_spans += 1
-                last_seq = max(last_seq, r["seq"])
+                last_seq = max(last_seq, r[0])
                 if len(batch) >= VERIFY_BATCH:
                     self._check_span_rows(q, batch, mismatches, payloads_ok)
                     batch = []
@@ -950,22 +976,23 @@ class Store:
                             artifacts=res["artifacts"], mismatches=mismatches, store_digest=res["store_digest"],
                             scope=scope, since_seq=since)
 
-    def _check_span_rows(self, q: Any, batch: list[dict], mismatches: list[dict], payloads_ok: LRU) -> dict[int, str]:
-        """Re-derive the digests of span rows (``seq`` and :data:`SPAN_SELECT` columns) and of
-        the payloads they reference, read in the snapshot ``q``; a mismatch is appended to
-        ``mismatches``. ``payloads_ok``: payload ids already checked in this snapshot (not
-        re-hashed). Returns the payload texts of the batch."""
-        ids = {r[c] for r in batch for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+    def _check_span_rows(self, q: Any, batch: list[tuple], mismatches: list[dict], payloads_ok: Any) -> dict[int, str]:
+        """Re-derive the digests of span rows (tuples in :data:`~auto.store.normalize.ROW_COLUMNS`
+        order) and of the payloads they reference, read in the snapshot ``q``; a mismatch is
+        appended to ``mismatches``. ``payloads_ok``: payload ids already checked in this snapshot
+        (not re-hashed; ``get`` / ``put``, e.g. an :class:`~auto.store.payloads.LRU`). Returns the
+        payload texts of the batch."""
+        ids = {pid for r in batch for pid in r[_INPUT_ID:_DIGEST]} - {None}
         texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
         texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
         sha = hashlib.sha256
         for r in batch:
             try:
-                d = "sha256:" + sha(span_text_of_row(r, texts).encode("utf-8")).hexdigest()
+                d = "sha256:" + sha(span_text_of_values(r, texts).encode("utf-8")).hexdigest()
             except (TypeError, ValueError, KeyError) as exc:
                 d = f"<unreadable: {exc}>"
-            if d != r["digest"]:
-                mismatches.append({"table": "spans", "id": r["span_id"], "stored": r["digest"], "derived": d})
+            if d != r[_DIGEST]:
+                mismatches.append({"table": "spans", "id": r[1], "stored": r[_DIGEST], "derived": d})
         return texts
 
     def _check_structure(self, q: Any, mismatches: list[dict]) -> None:
@@ -991,7 +1018,7 @@ class Store:
         else:
             tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, value])
 
-    def _verified_texts(self, q: Any, ids: list[int], mismatches: list[dict], ok: LRU) -> dict[int, str]:
+    def _verified_texts(self, q: Any, ids: list[int], mismatches: list[dict], ok: Any) -> dict[int, str]:
         """Texts of payloads ``ids`` read in the snapshot ``q``, each checked against its digest
         (a mismatch is appended; its text is still returned so the spans using it are checked)."""
         texts: dict[int, str] = {}

@@ -28,7 +28,7 @@ from auto_runtime.artifact import MAX_ARTIFACT_BYTES
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
-from auto.compile.batching import chunked
+from auto.compile.batching import chunked, text_size
 from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome, emit_generation
@@ -150,9 +150,11 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     except MemoryLimitExceeded as exc:
         raise _too_large(ctx, contract, len(entries), len(code), f"the table does not fit the sandbox ({exc});", cap) from None
     t0 = time.perf_counter()
-    record = run_memo_gate(contract=contract, run_batch=chunked(art.call_batch),
-                           reference_predict=lambda inp: table.predict(inp).answer,
-                           witnessed=entries, probes=probes, candidate=draft.model, generation=ctx.generation, note=note)
+    texts = [(canonical_json(e[0]), canonical_json(e[1])) for e in entries]  # each entry encoded once
+    record = run_memo_gate(contract=contract, run_batch=chunked(art.call_batch_texts, measure=text_size),
+                           reference_text=lambda t: table.lookup(t.encode("utf-8")) or "null",
+                           witnessed=texts, probes=[canonical_json(p) for p in probes], candidate=draft.model,
+                           generation=ctx.generation, note=note)
     own_reason = record["reason"]
     if cited:
         record["reason"] = f"{cited}; {own_reason}"
