@@ -182,14 +182,11 @@ class StoreLocation(click.ParamType):
 
 
 def _existing_store(path: str) -> Any:
-    """Open a store a read-mostly command needs to exist already (an empty file is not a store)."""
-    from auto.errors import NotAStore
+    """Open a store a read-mostly command needs to exist already (an empty file, or a PostgreSQL
+    schema without tables, is not a store: nothing is created)."""
     from auto.store import Store
-    from auto.store.postgres import is_dsn
 
-    if not is_dsn(path) and Path(path).stat().st_size == 0:
-        raise NotAStore(f"{path} is an empty file, not an Auto store (nothing was changed)")
-    return Store(path)
+    return Store(path, create=False)
 
 
 def _emit_json(obj: Any) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from auto.errors import ArgumentError
+from auto.errors import ArgumentError, NotAStore
 from auto.sites import discover, store_sites
 from auto.store import Store
 from auto.store.lock import PgCompileLock, compile_lock
@@ -332,3 +332,22 @@ def test_the_library_refuses_a_typo_d_scheme_before_creating_anything(tmp_path, 
         with pytest.raises(ArgumentError):
             auto.recording(bad).__enter__()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["census", "store info", "compile", "serve"])
+def test_a_reading_command_leaves_no_store_in_an_empty_database(command, pg_dsn, tmp_path):
+    """An empty database is to a reading command what a missing file is: one line, and nothing
+    is created in it (an SQLite path that does not exist is refused the same way)."""
+    import psycopg
+
+    args = {"census": ["census"], "store info": ["store", "info"], "compile": ["compile", "--task", "t"],
+            "serve": ["serve", "--port", "0"]}[command]
+    p = subprocess.run([*AUTO, *args, "--store", pg_dsn], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 1 and len(lines) == 1 and "holds no Auto store" in lines[0], p.stderr
+    with psycopg.connect(pg_dsn) as c:
+        assert c.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+                         ).fetchone()[0] == 0
+    with pytest.raises(NotAStore, match="no such store"):
+        Store(tmp_path / "missing.sqlite", create=False)
+    assert not (tmp_path / "missing.sqlite").exists()

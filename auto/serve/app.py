@@ -230,7 +230,7 @@ def load_artifacts(config: ServeConfig) -> list[Artifact]:
     if config.store:
         if not is_dsn(config.store) and not Path(config.store).is_file():  # serving never creates a store
             raise ArgumentError(f"--store {config.store}: no such store")
-        with Store(config.store) as st:
+        with Store(config.store, create=False) as st:
             for row in st.artifacts():
                 if row.id in out:
                     continue

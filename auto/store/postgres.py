@@ -31,7 +31,7 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from auto.errors import IngestError, StoreError
+from auto.errors import IngestError, NotAStore, StoreError
 from auto.store.postgres_schema import migrate_pg, read_version_pg
 from auto.store.schema import SCHEMA_VERSION
 
@@ -179,16 +179,22 @@ class PgReader:
 class PgConnection:
     """A PostgreSQL store's connection (schema created or migrated on open).
 
+    Args:
+        dsn: the libpq connection URI.
+        create: create the store's tables in an empty schema (False: refuse it, creating
+            nothing).
+
     Raises (from the constructor):
         StoreError: psycopg is missing, or the server cannot be reached (one line, password
             removed).
-        NotAStore: the schema holds other tables and no Auto store.
+        NotAStore: the schema holds other tables and no Auto store; with ``create=False``,
+            it holds no tables.
         SchemaTooNew: the store was written by a newer Auto.
     """
 
     dialect = "postgresql"
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, create: bool = True) -> None:
         self.dsn = dsn
         self.label = redact(dsn)
         self.path = None
@@ -197,7 +203,11 @@ class PgConnection:
         self._pid = os.getpid()
         self._conn: Any = None
         self._conn = self._connect()
-        self._migrate()
+        try:
+            self._migrate(create)
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections ---------------------------------------------------------------------
 
@@ -220,12 +230,15 @@ class PgConnection:
             self._conn = self._raw_connect()
         return self._conn
 
-    def _migrate(self) -> None:
+    def _migrate(self, create: bool) -> None:
         conn = self._conn
         with conn.transaction():
             with conn.cursor() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATE_LOCK])
                 version = read_version_pg(cur, self.label)
+                if version == 0 and not create:
+                    raise NotAStore(f"{self.label} holds no Auto store (its schema has no tables; nothing was "
+                                    "created): record into it first (auto record, auto proxy, auto store import)")
                 if version < SCHEMA_VERSION:
                     migrate_pg(cur, version)
 

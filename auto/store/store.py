@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import ArgumentError, IngestError, IntegrityError, StoreError
+from auto.errors import ArgumentError, IngestError, IntegrityError, NotAStore, StoreError
 from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
@@ -162,24 +162,34 @@ class Store:
     Args:
         path: a file path (SQLite), or a ``postgresql://`` / ``postgres://`` URI (libpq
             connection string; :mod:`auto.store.postgres`).
+        create: create the store when there is none (a missing or empty file, a database
+            schema without tables); False: only open an existing store (what a reading
+            command wants: it never leaves a new store behind).
 
     Raises (from the constructor):
         ArgumentError: ``path`` looks like a URI of another scheme (a typo'd ``postgresql://``:
             :func:`auto.store.postgres.location_error`); nothing is created.
-        NotAStore: the file is not an SQLite database, or the database holds other tables.
+        NotAStore: the file is not an SQLite database, or the database holds other tables;
+            with ``create=False``, there is no store there (nothing is created).
         SchemaTooNew: ``meta.schema_version`` is newer than :data:`~auto.store.schema.SCHEMA_VERSION`.
         StoreError: the store cannot be opened (a PostgreSQL server that cannot be reached, or
             psycopg not installed: ``pip install 'auto[postgres]'``).
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, create: bool = True):
         bad = location_error(path)
         if bad is not None:
             raise ArgumentError(bad)
         if is_dsn(path):
-            self._conn: Any = PgConnection(str(path))
+            self._conn: Any = PgConnection(str(path), create=create)
             self.path: Path | None = None
         else:
+            if not create:
+                p = Path(path)
+                if not p.is_file():
+                    raise NotAStore(f"{p}: no such store (nothing was created)")
+                if p.stat().st_size == 0:
+                    raise NotAStore(f"{p} is an empty file, not an Auto store (nothing was changed)")
             self._conn = Connection(path)
             self.path = self._conn.path
         self.location: str = self._conn.label
