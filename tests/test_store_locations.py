@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -213,8 +214,6 @@ def test_auto_proxy_records_into_a_postgresql_store(pg_dsn, tmp_path):
                 health = json.loads(r.read())
         finally:
             assert px.stop() in (0, 130)
-    from urllib.parse import urlsplit
-
     user, password = urlsplit(pg_dsn).username, urlsplit(pg_dsn).password
     assert health["store"].startswith(f"postgresql://{user}@") and f"recording into {health['store']}" in "".join(px.lines)
     if password:
@@ -252,6 +251,10 @@ def test_the_proxy_compiles_a_site_and_answers_it_on_a_postgresql_store(pg_dsn):
             time.sleep(0.3)
         assert tier == "1", px.proxy.sites.status()
         (sid,) = px.proxy.sites.status()
+        with urllib.request.urlopen(px.url + "/auto/status", timeout=30) as r:
+            status = r.read().decode()
+    password = urlsplit(pg_dsn).password
+    assert sid in status and not (password and f":{password}@" in status)
     with Store(pg_dsn) as st:
         assert st.latest_artifact(sid) is not None and st.verify().ok
 

@@ -64,6 +64,7 @@ from auto.record.core import Recorder, activate, active_recorder, deactivate
 from auto.record.core import task as task_span
 from auto.store import Store, local_path
 from auto.store.lock import compile_lock
+from auto.store.postgres import location_label
 from auto.verify import Contract
 
 log = logging.getLogger("auto.ratchet")
@@ -786,10 +787,11 @@ class Ratchet:
         return list(self._events)
 
     def status(self) -> dict[str, Any]:
-        """JSON-able state: installed generation, counters, the installed generation's evidence."""
+        """JSON-able state: installed generation, counters, the installed generation's evidence
+        (``store_path``: a URI without its password, as ``/auto/status`` shows it)."""
         with self._state_lock:
             st = self._state
-            return {"task": self.task, "store_path": self.store_path, "calls": self.calls,
+            return {"task": self.task, "store_path": location_label(self.store_path), "calls": self.calls,
                     "generation": st.installed, "artifact_id": self._installed_id,
                     "witnesses": st.witnesses, "compile_attempts": st.attempts,
                     "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,
