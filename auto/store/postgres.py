@@ -87,7 +87,7 @@ def location_error(location: Any) -> str | None:
 
 def _without_password(text: str) -> str:
     """``text`` as written, less a ``user:password@`` password and a ``password=`` parameter."""
-    text = re.sub(r"^([^/]*//[^/@:]*):[^/@]*@", r"\1@", text)
+    text = re.sub(r"^([^/]*//[^/@:]*):[^@]*@", r"\1@", text)
     return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", text)
 
 
