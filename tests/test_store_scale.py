@@ -16,7 +16,7 @@ from auto.analyze import DIVERGENT, ERRORED, UNWITNESSED, WITNESSED, census, cen
 from auto.canonical import canonical_json, digest
 from auto.errors import IntegrityError
 from auto.store import SCHEMA_VERSION, Store, new_span_id, new_trace_id, span_digest
-from auto.store.normalize import json_texts, span_text
+from auto.store.normalize import ROW_COLUMNS, json_texts, span_text, span_text_of_values
 from auto.store.payloads import DEFLATE, DEFLATE_DICT, RAW, decode, encode
 from auto.store.schema import MIGRATIONS
 
@@ -43,6 +43,19 @@ json_values = st.recursive(
 def test_assembled_span_text_is_the_canonical_json_of_the_span(inp, out, attrs, name, site):
     s = make_span(inp=inp, out=out, attributes=attrs, name=name, site=site)
     assert span_text(s, json_texts(s)) == canonical_json({f: s[f] for f in s})
+
+
+@settings(max_examples=150, deadline=None)
+@given(inp=json_values, out=json_values, attrs=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+       name=st.text(min_size=1, max_size=12), site=st.none() | st.text(max_size=12),
+       parent=st.none() | st.just("00000000000000ab"), error=st.none() | json_values)
+def test_span_text_of_a_stored_row_is_the_canonical_json_of_the_span(inp, out, attrs, name, site, parent, error):
+    s = make_span(inp=inp, out=out, attributes=attrs, name=name, site=site, parent_span_id=parent, error=error)
+    texts = json_texts(s)
+    ids = {f: None if texts[f] is None else k for k, f in enumerate(("input", "output", "error", "attributes"))}
+    row = (7, *(s[c] for c in ROW_COLUMNS[1:11]), *(ids[f] for f in ("input", "output", "error", "attributes")), "d")
+    by_id = {ids[f]: texts[f] for f in ids if ids[f] is not None}
+    assert span_text_of_values(row, by_id) == canonical_json({f: s[f] for f in s})
 
 
 def test_payload_codecs_roundtrip_and_only_compress_when_it_pays():

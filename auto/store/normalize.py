@@ -401,7 +401,14 @@ ROW_COLUMNS = ("seq", *SPAN_SELECT_COLUMNS)
 
 
 def span_text_of_values(row: tuple, texts: dict[int, str]) -> str:
-    """:func:`span_text_of_row` of a row given as a tuple in :data:`ROW_COLUMNS` order."""
+    """The canonical JSON text a stored span's digest must be the digest of (:func:`span_text`),
+    from its row (a tuple in :data:`ROW_COLUMNS` order) and its payloads' canonical texts
+    (``texts``: payload id -> text), without parsing them.
+
+    Raises:
+        KeyError: a payload id without a text. TypeError, ValueError: a column value that is
+            not JSON (changed outside Auto).
+    """
     (_seq, span_id, trace_id, parent, name, kind, task, site, started, ended, status,
      iid, oid, eid, aid, _digest) = row
     st, enc = _scalar_text, _encode_str
@@ -413,13 +420,6 @@ def span_text_of_values(row: tuple, texts: dict[int, str]) -> str:
             f'"span_id":{enc(span_id) if span_id.__class__ is str else st(span_id)},"started_ns":{st(started)},'
             f'"status":{enc(status) if status.__class__ is str else st(status)},"task":{st(task)},'
             f'"trace_id":{enc(trace_id) if trace_id.__class__ is str else st(trace_id)}}}')
-
-
-def span_text_of_row(row: dict, texts: dict[int, str]) -> str:
-    """The canonical JSON text a stored span's digest must be the digest of (from its row and
-    payload texts, without parsing them)."""
-    jt = {f: (None if row[f"{f}_id"] is None else texts[row[f"{f}_id"]]) for f in JSON_SPAN_COLUMNS}
-    return span_text(row, jt)
 
 
 def trace_from_row(row: dict) -> dict:

@@ -68,6 +68,7 @@ VERIFY_PAYLOAD_CACHE = 200_000
 
 _UNSET = object()
 
+
 class _Checked(dict):
     """Payload ids checked within one snapshot (``get`` / ``put`` as :class:`LRU`, unbounded)."""
 
