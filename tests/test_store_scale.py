@@ -349,3 +349,14 @@ def test_the_database_census_of_model_call_sites_equals_the_census_of_records(tm
     assert sum(1 for s in sites if s.startswith("site:")) == 2  # the system prompts split the call site
     assert any(s["model_call"]["requests"] == 27 for s in got["sites"] if s.get("model_call"))  # retries counted
     assert "sorter/embeddings.create" in sites or any(s["kind"] == "llm" and not s.get("model_call") for s in got["sites"])
+
+
+def test_a_witness_built_from_a_row_equals_one_built_by_its_constructor():
+    from auto.store import Witness
+
+    fields = dict(input={"t": 1}, output="x", status="ok", error=None, trace_id="t" * 32, span_id="s" * 16,
+                  started_ns=5, digest="sha256:0", attributes={"k": 1}, seq=3, input_text='{"t":1}', output_text='"x"')
+    a, b = Witness(**fields), Witness.of_row(**fields)
+    assert a == b and repr(a) == repr(b) and b.input_text == '{"t":1}' and b.seq == 3
+    with pytest.raises(AttributeError):
+        b.status = "error"  # still frozen

@@ -725,6 +725,7 @@ class Store:
         out = []
         append = out.append
         get = parsed.get
+        of_row = Witness.of_row
         for (seq, span_id, trace_id, _parent, _name, _kind, _task, _site, started, _ended, status,
              ipid, opid, epid, apid, dig) in rows:
             inp = None if ipid is None else get(ipid, _UNSET)
@@ -737,7 +738,7 @@ class Store:
             attrs = None if apid is None else get(apid, _UNSET)
             if attrs is _UNSET:
                 attrs = value(apid, span_id, "attributes")
-            append(Witness(
+            append(of_row(
                 input=inp if is_obj else {}, output=output, status=status,
                 error=None if epid is None else value(epid, span_id, "error"), trace_id=trace_id,
                 span_id=span_id, started_ns=started, digest=dig, attributes=attrs if attrs is not None else {},
