@@ -23,6 +23,7 @@ above it (the census, the compile ladder, the ratchet) run on it unchanged. Requ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -180,6 +181,11 @@ class PgConnection:
                 version = read_version_pg(cur, self.label)
                 if version < SCHEMA_VERSION:
                     migrate_pg(cur, version)
+
+    @contextlib.contextmanager
+    def bulk(self, cache_mib: int, checkpoint_mib: int) -> Iterator[None]:
+        """Nothing to change: the server's buffer cache and checkpoints are its own settings."""
+        yield
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
