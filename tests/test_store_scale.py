@@ -280,3 +280,30 @@ def test_the_database_census_of_model_call_sites_equals_the_census_of_records(tm
     assert sum(1 for s in sites if s.startswith("site:")) == 2  # the system prompts split the call site
     assert any(s["model_call"]["requests"] == 27 for s in got["sites"] if s.get("model_call"))  # retries counted
     assert "sorter/embeddings.create" in sites or any(s["kind"] == "llm" and not s.get("model_call") for s in got["sites"])
+
+
+def test_bulk_load_writes_the_same_store_and_restores_the_connection(tmp_path):
+    spans = [make_span(inp={"ticket": f"t{i % 7}"}, attributes={"n": i}) for i in range(300)]
+    with Store(tmp_path / "bulk.db") as bulk, Store(tmp_path / "plain.db") as plain:
+        conn = bulk._conn._database().conn
+        before = [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("cache_size", "wal_autocheckpoint")]
+        with bulk.bulk_load(cache_mib=8, checkpoint_mib=1) as st:
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == -8 * 1024
+            for k in range(0, 300, 100):
+                st.ingest(spans[k:k + 100])
+        assert [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("cache_size", "wal_autocheckpoint")] == before
+        assert (tmp_path / "bulk.db-wal").stat().st_size == 0  # checkpointed and truncated at the end
+        plain.ingest(spans)
+        assert bulk.digest() == plain.digest() and bulk.counts() == plain.counts() and bulk.verify().ok
+        # payload ids numbered by the SQLite writer: shared values stored once, each id resolves
+        assert bulk.counts()["payloads"] == 7 + 300 + 1
+        assert [s["input"] for s in bulk.spans()] == [s["input"] for s in plain.spans()]
+
+
+def test_fresh_trace_ids_start_with_the_time():
+    a = new_trace_id()
+    time.sleep(0.003)
+    b = new_trace_id()
+    assert len(a) == 32 and int(a, 16) >= 0 and a < b
+    assert abs(int(a[:12], 16) - time.time_ns() // 1_000_000) < 60_000  # ms since the epoch, then random
+    assert len({new_trace_id()[12:] for _ in range(100)}) == 100

@@ -201,9 +201,7 @@ def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[s
             answers.write_rows([answer_row(b[1], b[2]) for b in batch if b[0] in outputs])
         traces = _Writer(pa, pq, out, "traces.parquet")
         writers.append(traces)
-        all_traces = store.traces()
-        for k in range(0, len(all_traces), ROW_GROUP):
-            chunk = all_traces[k:k + ROW_GROUP]
+        for chunk in store.iter_traces(batch=ROW_GROUP):
             traces.write({"trace_id": [t["trace_id"] for t in chunk], "name": [t["name"] for t in chunk],
                           "started_ns": [t["started_ns"] for t in chunk], "ended_ns": [t["ended_ns"] for t in chunk],
                           "status": [t["status"] for t in chunk],
@@ -339,7 +337,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
             grouped = census_from_rows(rows(census_sql(task is not None, True)), resolve, True)
         else:
             grouped = census_from_site_rows(rows(census_site_sql(task is not None, True)))
-        calls = model_call_census(con, task is not None, params, with_inputs, resolve, str(where), InterchangeError)
+        calls = model_call_census(con, task is not None, params, with_inputs, resolve, str(d), InterchangeError)
         return join(grouped, calls)
     finally:
         con.close()

@@ -603,6 +603,19 @@ class Store:
         rows = self._read("SELECT * FROM traces ORDER BY started_ns, trace_id")
         return [trace_from_row(r) for r in rows]
 
+    def iter_traces(self, batch: int = 5000) -> Iterator[list[dict]]:
+        """All traces as dicts, ordered by ``(started_ns, trace_id)``, streamed in batches of
+        ``batch`` (for export: memory stays bounded by a batch)."""
+        cols = ("trace_id", "name", "started_ns", "ended_ns", "status", "attributes", "digest")
+        buf: list[dict] = []
+        for row in self._stream(f"SELECT {', '.join(cols)} FROM traces ORDER BY started_ns, trace_id", [], size=batch):
+            buf.append(trace_from_row(dict(zip(cols, row))))
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+
     def counts(self) -> dict[str, int]:
         """Rows per table: ``{"spans", "traces", "payloads", "eval_runs", "artifacts"}``."""
         out = {}
