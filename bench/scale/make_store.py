@@ -52,6 +52,9 @@ def records(spans: int, tasks: int, distinct: int, noise: float, retry_rate: flo
     sites = [site(f"task{t:03d}", "chat.completions", template_digest(
         [{"role": "system", "content": system_prompt(t)}, {"role": "user", "content": "{ticket}"}], {"ticket": "{ticket}"}))
         for t in range(tasks)]
+    prompts = [system_prompt(t) for t in range(tasks)]
+    names = [f"task{t:03d}" for t in range(tasks)]
+    tdigests = [s.rsplit("/", 1)[-1] for s in sites]
     now = 1_790_000_000_000_000_000
     made = calls = 0
     while made < spans:
@@ -62,8 +65,8 @@ def records(spans: int, tasks: int, distinct: int, noise: float, retry_rate: flo
         tid, task_id = new_trace_id(), new_span_id()
         start = now + calls * 1_000_000
         calls += 1
-        task_name = f"task{t:03d}"
-        req = {"messages": [{"role": "system", "content": system_prompt(t)}, {"role": "user", "content": text}],
+        task_name = names[t]
+        req = {"messages": [{"role": "system", "content": prompts[t]}, {"role": "user", "content": text}],
                "model": "auto-sim-1", "temperature": 0.3}
         lid = new_span_id()
         attempts = 2 if rnd.random() < retry_rate else 1
@@ -80,7 +83,7 @@ def records(spans: int, tasks: int, distinct: int, noise: float, retry_rate: flo
                 "attributes": {
                     "auto.attempt": a, "auto.logical_call_id": lid, "auto.cost_usd_micros": 2.5 * in_tok + 10 * out_tok,
                     "auto.latency_ms": round(rnd.uniform(300, 2500), 3), "auto.latency_source": "simulated",
-                    "auto.reference_model.simulated": True, "auto.template_digest": sites[t].rsplit("/", 1)[-1],
+                    "auto.reference_model.simulated": True, "auto.template_digest": tdigests[t],
                     "gen_ai.operation.name": "chat", "gen_ai.request.model": "auto-sim-1", "gen_ai.request.temperature": 0.3,
                     "gen_ai.response.id": f"chatcmpl-{rnd.getrandbits(64):016x}", "gen_ai.response.model": "auto-sim-1",
                     "gen_ai.system": "openai", "gen_ai.usage.input_tokens": in_tok, "gen_ai.usage.output_tokens": out_tok,
