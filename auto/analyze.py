@@ -422,6 +422,15 @@ _RESOLVE_CHUNK = 20_000
 _NO_OUTPUT = object()
 
 
+def _in_order(ids: Iterable[Hashable]) -> list[Hashable]:
+    """Payload ids sorted (by value when they compare, as integers or digests do; else by repr)."""
+    ids = list(ids)
+    try:
+        return sorted(ids)
+    except TypeError:
+        return sorted(ids, key=repr)
+
+
 def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]], dict[Hashable, str]],
                        with_inputs: bool = False) -> Census:
     """The census of model-call spans from the database's rows grouped by distinct request
@@ -452,36 +461,30 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
     tokens: dict[tuple, tuple] = {}  # (task or "", name, input id) -> (finder token, leaves key)
     leaves_of: dict[Hashable, dict[str, str]] = {}  # with_inputs: input id -> leaves
 
-    def read(chunk: list[tuple]) -> None:
-        ids = sorted({c[2] for c in chunk}, key=repr)
-        texts = resolve(ids)
-        reqs = {}
-        for i in ids:
-            req = read_request(json.loads(texts[i]))
-            if req is not None:
-                reqs[i] = (req, leaves_key(req.leaves))
-                if with_inputs:
-                    leaves_of[i] = req.leaves
-        for t, n, i in chunk:
-            got = reqs.get(i)
-            if got is not None:
-                tokens[(t, n, i)] = (finder.add(t or None, n, got[0]), got[1])
-
-    pending: list[tuple] = []
-    seen: set[tuple] = set()
+    uses: dict[Hashable, list[tuple[str, str]]] = {}  # request id -> its (task or "", span name)
     for r in table:
-        if r[2] not in MODEL_CALL_SPANS or r[3] is None:
-            continue
-        k = (r[1] or "", r[2], r[3])
-        if k not in seen:
-            seen.add(k)
-            pending.append(k)
-            if len(pending) >= _RESOLVE_CHUNK:
-                read(pending)
-                pending = []
-    if pending:
-        read(pending)
-    seen.clear()
+        if r[2] in MODEL_CALL_SPANS and r[3] is not None:
+            tn = (r[1] or "", r[2])
+            got = uses.get(r[3])
+            if got is None:
+                uses[r[3]] = [tn]
+            elif tn not in got:
+                got.append(tn)
+    ids = _in_order(uses)
+    for k in range(0, len(ids), _RESOLVE_CHUNK):  # in id order: the store reads its payloads in one sweep
+        chunk = ids[k:k + _RESOLVE_CHUNK]
+        texts = resolve(chunk)
+        for i in chunk:
+            req = read_request(json.loads(texts[i]))
+            combos = uses.pop(i)
+            if req is None:
+                continue
+            key = leaves_key(req.leaves)
+            if with_inputs:
+                leaves_of[i] = req.leaves
+            for t, n in combos:
+                tokens[(t, n, i)] = (finder.add(t or None, n, req), key)
+    del ids
     sites = finder.finish()
     del finder
 
@@ -493,8 +496,7 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
 
     # the site answers of the responses at sites: their canonical JSON (with_inputs) or its digest
     answers: dict[Hashable, Any] = {}
-    want = sorted({r[5] for r in table if r[5] is not None and (r[4] or "ok") == "ok" and site_of(r) is not None},
-                  key=repr)
+    want = _in_order({r[5] for r in table if r[5] is not None and (r[4] or "ok") == "ok" and site_of(r) is not None})
     for k in range(0, len(want), _RESOLVE_CHUNK):
         chunk = want[k:k + _RESOLVE_CHUNK]
         texts = resolve(chunk)
