@@ -113,11 +113,13 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
             for key in rep_of[digest]:
                 groups[key] = (json.loads(skeleton), [lf["path"] for lf in leaves])
 
-    # the paths that split a group, then the parts
+    # each group's distinct leaf texts; the paths that split a group, then the parts
+    db.run("CREATE OR REPLACE TEMP TABLE mc_gleaf AS SELECT DISTINCT r.gtask, r.name, r.shape, l.path, l.role, l.text "
+           "FROM mc_req r JOIN leaf l ON l.digest = r.input_id")
     roles = ", ".join("'" + r + "'" for r in SPLIT_ROLES)
     counts = {(r[0], r[1], r[2], r[3]): int(r[4]) for r in db.run(
-        "SELECT r.gtask, r.name, r.shape, l.path, count(DISTINCT l.text) FROM mc_req r "
-        f"JOIN leaf l ON l.digest = r.input_id WHERE l.role IN ({roles}) GROUP BY r.gtask, r.name, r.shape, l.path")}
+        f"SELECT gtask, name, shape, path, count(*) FROM mc_gleaf WHERE role IN ({roles}) "
+        "GROUP BY gtask, name, shape, path")}
     splits: dict[str, list] = {"gtask": [], "name": [], "shape": [], "path": [], "idx": []}
     for (gtask, name, shape), (skeleton, paths) in groups.items():
         for k, p in enumerate(split_paths(skeleton, paths, lambda p: counts.get((gtask, name, shape, p), 0))):
@@ -133,12 +135,16 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
                "SELECT r.gtask, r.name, r.input_id, r.shape, r.leaves_key, COALESCE(pk.pk, []::VARCHAR[]) AS pk, "
                "dense_rank() OVER (ORDER BY r.gtask, r.name, r.shape, COALESCE(pk.pk, []::VARCHAR[])) AS pid "
                "FROM mc_req r LEFT JOIN pk ON pk.gtask = r.gtask AND pk.name = r.name AND pk.input_id = r.input_id")
-    else:
+        db.run("CREATE OR REPLACE TEMP TABLE mc_leaf AS SELECT DISTINCT p.pid, l.path, l.text FROM mc_pid p "
+               "JOIN leaf l ON l.digest = p.input_id")
+    else:  # one part per group: its leaf texts are the group's
         db.run("CREATE OR REPLACE TEMP TABLE mc_pid AS SELECT gtask, name, input_id, shape, leaves_key, "
                "dense_rank() OVER (ORDER BY gtask, name, shape) AS pid FROM mc_req")
+        db.run("CREATE OR REPLACE TEMP TABLE mc_leaf AS SELECT p.pid, g.path, g.text FROM mc_gleaf g JOIN "
+               "(SELECT DISTINCT pid, gtask, name, shape FROM mc_pid) p "
+               "ON p.gtask = g.gtask AND p.name = g.name AND p.shape = g.shape")
+    db.run("DROP TABLE mc_gleaf")
     part_of = {int(r[0]): (r[1], r[2], r[3]) for r in db.run("SELECT DISTINCT pid, gtask, name, shape FROM mc_pid")}
-    db.run("CREATE OR REPLACE TEMP TABLE mc_leaf AS SELECT DISTINCT p.pid, l.path, l.text FROM mc_pid p "
-           "JOIN leaf l ON l.digest = p.input_id")
 
     # each part's leaves: what alignment needs, computed in SQL
     stats = {(int(r[0]), r[1]): (int(r[2]), int(r[3]), r[4]) for r in db.run(
@@ -172,20 +178,25 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
         pid_site["sid"].append(site.id)
     db.register("mc_site", pid_site, {"pid": pa.int64(), "sid": pa.string()})
 
-    mapped = ("FROM mc m LEFT JOIN mc_pid p ON p.gtask = COALESCE(m.task, '') AND p.name = m.name "
-              "AND p.input_id = m.input_id LEFT JOIN mc_site ps ON ps.pid = p.pid "
-              "LEFT JOIN answers a ON a.digest = m.output_id")
-    lost = db.run(f"SELECT min(m.output_id) {mapped} WHERE ps.sid IS NOT NULL AND COALESCE(m.status, 'ok') = 'ok' "
-                  "AND m.output_id IS NOT NULL AND a.answer IS NULL")
-    if lost and lost[0][0] is not None:
-        raise error(f"{where}: answers.parquet has no row for the model-call output {lost[0][0]}")
-    cobs = ("  SELECT COALESCE(ps.sid, m.site) AS site, "
-            "CASE WHEN ps.sid IS NULL THEN m.input_id ELSE p.leaves_key END AS input_id, m.task, "
-            f"'{MODEL_CALL_KIND}' AS kind, m.status, "
-            "CASE WHEN ps.sid IS NULL THEN m.output_id WHEN m.output_id IS NULL THEN 'null' ELSE a.answer END "
-            f"AS output_id, m.n, m.first_ns {mapped}")
-    spans_of = {r[0]: int(r[1]) for r in db.run(f"SELECT ps.sid, SUM(m.spans) {mapped} WHERE ps.sid IS NOT NULL "
-                                                "GROUP BY ps.sid")}
+    # every row of mc under its site, input and output (the request's leaves key and site answer
+    # at a model-call site; the recorded site, request and response otherwise), joined once
+    db.run("CREATE OR REPLACE TEMP TABLE mc_obs AS SELECT COALESCE(ps.sid, m.site) AS site, "
+           "CASE WHEN ps.sid IS NULL THEN m.input_id ELSE p.leaves_key END AS input_id, m.task, "
+           f"'{MODEL_CALL_KIND}' AS kind, m.status, "
+           "CASE WHEN ps.sid IS NULL THEN m.output_id WHEN m.output_id IS NULL THEN 'null' ELSE a.answer END "
+           "AS output_id, m.n, m.first_ns, m.spans, ps.sid IS NOT NULL AS at_site, "
+           "ps.sid IS NOT NULL AND COALESCE(m.status, 'ok') = 'ok' AND m.output_id IS NOT NULL AND a.answer IS NULL "
+           "AS lost, m.output_id AS raw_output "
+           "FROM mc m LEFT JOIN mc_pid p ON p.gtask = COALESCE(m.task, '') AND p.name = m.name "
+           "AND p.input_id = m.input_id LEFT JOIN mc_site ps ON ps.pid = p.pid "
+           "LEFT JOIN answers a ON a.digest = m.output_id")
+    spans_of: dict[str, int] = {}
+    for site, spans, lost in db.run("SELECT site, SUM(spans), min(CASE WHEN lost THEN raw_output END) FROM mc_obs "
+                                    "WHERE at_site GROUP BY site"):
+        if lost is not None:
+            raise error(f"{where}: answers.parquet has no row for the model-call output {lost}")
+        spans_of[site] = int(spans)
+    cobs = "  SELECT site, input_id, task, kind, status, output_id, n, first_ns FROM mc_obs"
     if with_inputs:
         c = _with_inputs(db, cobs, sites, resolve)
     else:

@@ -292,6 +292,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
     where = d / "spans.parquet"
     try:
         con.execute("SET enable_progress_bar = false")  # stdout carries the census JSON
+        con.execute("SET preserve_insertion_order = false")  # the census orders what it needs itself
         if threads:
             con.execute(f"SET threads = {int(threads)}")
 
