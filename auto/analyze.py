@@ -58,7 +58,8 @@ from auto.canonical import canonical_json
 from auto.errors import ArgumentError
 from auto.record.template import strip_call_ids
 from auto.sites import census_view, site_answer
-from auto.sites.discover import MODEL_CALL_SPANS, SiteFinder, json_value, leaves_key, read_request, span_field
+from auto.sites.discover import (MODEL_CALL_KIND, MODEL_CALL_SPANS, RESOLVE_CHUNK, SiteFinder, json_value, leaves_key,
+                                 read_request, span_field)
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -398,11 +399,6 @@ def census_from_site_rows(rows: Iterable[SiteRow]) -> Census:
     return Census(sites=[sites[k] for k in sorted(sites)])
 
 
-MODEL_CALL_KIND = "llm"
-"""The span kind of model calls: counted in memory per model-call site (:func:`census`), not in
-the database."""
-
-
 def join(a: Census, b: Census) -> Census:
     """One census of two over disjoint spans (their sites side by side, ordered by name).
 
@@ -415,9 +411,6 @@ def join(a: Census, b: Census) -> Census:
         raise ArgumentError(f"site {both[0]!r} is in both censuses")
     return Census(sites=sorted([*a.sites, *b.sites], key=lambda s: s.site))
 
-
-_RESOLVE_CHUNK = 20_000
-"""Payload texts resolved per call while the model-call census reads requests and responses."""
 
 _NO_OUTPUT = object()
 
@@ -442,8 +435,9 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
     whole request as input, as in :func:`census`.
 
     Memory: the grouped rows, one key per distinct request, and the distinct leaf texts of the
-    sites (the request and response texts are read in chunks of :data:`_RESOLVE_CHUNK` and let
-    go); ``with_inputs`` also keeps every input's texts.
+    sites (the request and response texts are read in id order, in chunks of
+    :data:`auto.sites.discover.RESOLVE_CHUNK`, and let go); ``with_inputs`` also keeps every
+    input's texts.
 
     Args:
         rows: ``(site, task, name, input_id, status, output_id, n, first_ns, spans)``.
@@ -471,8 +465,8 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
             elif tn not in got:
                 got.append(tn)
     ids = _in_order(uses)
-    for k in range(0, len(ids), _RESOLVE_CHUNK):  # in id order: the store reads its payloads in one sweep
-        chunk = ids[k:k + _RESOLVE_CHUNK]
+    for k in range(0, len(ids), RESOLVE_CHUNK):  # in id order: the store reads its payloads in one sweep
+        chunk = ids[k:k + RESOLVE_CHUNK]
         texts = resolve(chunk)
         for i in chunk:
             req = read_request(json.loads(texts[i]))
@@ -497,8 +491,8 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
     # the site answers of the responses at sites: their canonical JSON (with_inputs) or its digest
     answers: dict[Hashable, Any] = {}
     want = _in_order({r[5] for r in table if r[5] is not None and (r[4] or "ok") == "ok" and site_of(r) is not None})
-    for k in range(0, len(want), _RESOLVE_CHUNK):
-        chunk = want[k:k + _RESOLVE_CHUNK]
+    for k in range(0, len(want), RESOLVE_CHUNK):
+        chunk = want[k:k + RESOLVE_CHUNK]
         texts = resolve(chunk)
         for o in chunk:
             a = canonical_json(site_answer(json.loads(texts[o])))
@@ -564,8 +558,8 @@ def _model_call_rows_with_inputs(table: list[tuple], site_of: Callable[[tuple], 
     requests Auto does not understand with their whole texts)."""
     raw = sorted({i for r in table if site_of(r) is None for i in (r[3], r[5]) if i is not None}, key=repr)
     texts: dict[Hashable, str] = {}
-    for k in range(0, len(raw), _RESOLVE_CHUNK):
-        texts.update(resolve(raw[k:k + _RESOLVE_CHUNK]))
+    for k in range(0, len(raw), RESOLVE_CHUNK):
+        texts.update(resolve(raw[k:k + RESOLVE_CHUNK]))
 
     def text(i: Any) -> str:
         return "null" if i is None else texts[i]

@@ -25,6 +25,7 @@ requests of one site have equal slot values exactly when their :func:`leaves_key
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -37,8 +38,14 @@ from auto.sites.answer import site_answer
 from auto.sites.site import Site, site_id, slot_names
 from auto.store import Witness
 
+MODEL_CALL_KIND = "llm"
+"""The span kind of model calls."""
+
 MODEL_CALL_SPANS = ("chat.completions",)
 """Span names of the model calls that sites are found for."""
+
+RESOLVE_CHUNK = 20_000
+"""Payload ids resolved per call when requests are read back from a store."""
 
 SPLIT_ROLES = ("system", "developer")
 """Roles whose message text, when it takes few values, tells call sites apart."""
@@ -66,7 +73,7 @@ def json_value(value: Any) -> Any:
 
 def is_model_call(span: Any) -> bool:
     """Whether a span is a recorded chat-completion request that sites are found for."""
-    if span_field(span, "kind") != "llm" or span_field(span, "name") not in MODEL_CALL_SPANS:
+    if span_field(span, "kind") != MODEL_CALL_KIND or span_field(span, "name") not in MODEL_CALL_SPANS:
         return False
     body = json_value(span_field(span, "input"))
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
@@ -262,6 +269,35 @@ class SiteFinder:
     def site_of(token: _Part) -> str | None:
         """The site id of an added request (after :meth:`finish`)."""
         return token.site
+
+
+def store_sites(store: Any, task: str | None = None) -> dict[str, Site]:
+    """The model-call sites of a store: what ``discover(store.spans(kind="llm")).sites`` gives
+    (the same ids, templates and request counts, ordered by id), found from the database's rows
+    grouped by distinct request (:meth:`auto.store.Store.model_call_rows`, the census's grouped
+    path) instead of from every span, so memory grows with the distinct requests, not with the
+    spans. (:func:`discover` depends only on which requests were recorded; a site's ``requests``
+    is the sum of its requests' recorded spans, retried attempts included, as over the spans.)
+
+    Args:
+        store: a :class:`auto.store.Store` (SQLite or PostgreSQL).
+        task: only the model calls whose task column is ``task``.
+
+    Raises:
+        StoreError: the database failed; IntegrityError: a payload does not decode.
+    """
+    spans_of: dict[tuple[str, str, Any], int] = defaultdict(int)
+    for row in store.model_call_rows(MODEL_CALL_KIND, task):  # (site, task, name, input_id, ..., spans)
+        spans_of[(row[1] or "", row[2] or "", row[3])] += int(row[8])
+    requests = sorted(spans_of, key=repr)
+    ids = sorted({i for _t, _n, i in requests if i is not None}, key=repr)
+    texts: dict[Any, str] = {}
+    for k in range(0, len(ids), RESOLVE_CHUNK):
+        texts.update(store.payload_texts(ids[k:k + RESOLVE_CHUNK]))
+    found = discover({"kind": MODEL_CALL_KIND, "task": t or None, "name": n,
+                      "input": None if i is None else json.loads(texts[i])} for t, n, i in requests)
+    return {sid: dataclasses.replace(site, requests=sum(spans_of[requests[k]] for k in found.members[sid]))
+            for sid, site in found.sites.items()}
 
 
 def census_view(spans: Iterable[Any]) -> tuple[list[Any], dict[str, Site]]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json, digest, digest_bytes
-from auto.errors import IngestError, IntegrityError, StoreError
+from auto.errors import ArgumentError, IngestError, IntegrityError, NotAStore, StoreError
 from auto.store import journal
 from auto.store.connection import Connection
 from auto.store.normalize import (
@@ -52,7 +52,7 @@ from auto.store.normalize import (
     trace_row,
 )
 from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
-from auto.store.postgres import PgConnection, is_dsn
+from auto.store.postgres import PgConnection, is_dsn, location_error
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import bump_counter, immutability_triggers
 
@@ -136,17 +136,27 @@ observation whose output is JSON null (``output_id`` NULL) is a distinct output 
 
 
 def local_path(location: str | os.PathLike) -> str:
-    """Where files that belong with a store on this host go (a ratchet's compile lock and
-    artifact folder are ``<local_path>.compile.lock`` / ``<local_path>.artifacts``): an SQLite
-    store's own path; for a PostgreSQL store, ``$XDG_CACHE_HOME/auto/pg-<digest>`` (default
-    ``~/.cache/auto``), the digest taken over the URI without its password."""
+    """Where files that belong with a store on this host go (a ratchet's artifact folder
+    ``<local_path>.artifacts``, a recorder's journal ``<local_path>.journal``, an SQLite store's
+    compile lock ``<local_path>.compile.lock``): an SQLite store's own path; for a PostgreSQL
+    store, ``$XDG_CACHE_HOME/auto/pg-<digest>`` (default ``~/.cache/auto``, created), the digest
+    taken over the URI without its password.
+
+    Raises:
+        StoreError: that folder cannot be created (one line naming it; set ``XDG_CACHE_HOME``).
+    """
     if not is_dsn(location):
         return str(location)
     from auto.store.postgres import redact
 
+    shown = redact(str(location))
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "auto"
-    base.mkdir(parents=True, exist_ok=True)
-    return str(base / ("pg-" + hashlib.sha256(redact(str(location)).encode("utf-8")).hexdigest()[:16]))
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"{base}: cannot create the folder for this host's files of the store {shown} "
+                         f"({e.strerror or e}); set XDG_CACHE_HOME to a writable folder") from None
+    return str(base / ("pg-" + hashlib.sha256(shown.encode("utf-8")).hexdigest()[:16]))
 
 
 def census_sql(task: bool, exclude_kind: bool = False) -> str:
@@ -198,19 +208,34 @@ class Store:
     Args:
         path: a file path (SQLite), or a ``postgresql://`` / ``postgres://`` URI (libpq
             connection string; :mod:`auto.store.postgres`).
+        create: create the store when there is none (a missing or empty file, a database
+            schema without tables); False: only open an existing store (what a reading
+            command wants: it never leaves a new store behind).
 
     Raises (from the constructor):
-        NotAStore: the file is not an SQLite database, or the database holds other tables.
+        ArgumentError: ``path`` looks like a URI of another scheme (a typo'd ``postgresql://``:
+            :func:`auto.store.postgres.location_error`); nothing is created.
+        NotAStore: the file is not an SQLite database, or the database holds other tables;
+            with ``create=False``, there is no store there (nothing is created).
         SchemaTooNew: ``meta.schema_version`` is newer than :data:`~auto.store.schema.SCHEMA_VERSION`.
         StoreError: the store cannot be opened (a PostgreSQL server that cannot be reached, or
             psycopg not installed: ``pip install 'auto[postgres]'``).
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, create: bool = True):
+        bad = location_error(path)
+        if bad is not None:
+            raise ArgumentError(bad)
         if is_dsn(path):
-            self._conn: Any = PgConnection(str(path))
+            self._conn: Any = PgConnection(str(path), create=create)
             self.path: Path | None = None
         else:
+            if not create:
+                p = Path(path)
+                if not p.is_file():
+                    raise NotAStore(f"{p}: no such store (nothing was created)")
+                if p.stat().st_size == 0:
+                    raise NotAStore(f"{p} is an empty file, not an Auto store (nothing was changed)")
             self._conn = Connection(path)
             self.path = self._conn.path
         self.location: str = self._conn.label
