@@ -30,14 +30,17 @@ values as recorded.
 Two ways in, one result:
 
 * :func:`census` — over span records in memory (any iterable of mappings or objects);
-* :func:`census_store` — in the database: the store groups its rows by site, input and output
-  (:meth:`auto.store.Store.census_rows`, SQL that SQLite, PostgreSQL and DuckDB all run) and this
-  module folds the grouped rows (:func:`census_from_rows`), so memory is bounded by the number
-  of sites — and, with ``with_inputs``, by the inputs reported — not by the number of spans.
-  Inputs are compared as stored values (content digests of their canonical JSON). Model-call
-  spans (kind ``llm``) are grouped by distinct request and response instead, their sites found
-  over the distinct requests (:func:`census_model_calls`), and the two censuses are joined
-  (:func:`join`).
+* :func:`census_store` — in the database: the store counts its spans per site, input and output
+  in SQL that SQLite, PostgreSQL and DuckDB all run, down to a few rows per site
+  (:meth:`auto.store.Store.census_site_rows`, folded by :func:`census_from_site_rows`); with
+  ``with_inputs``, one row per site, input and output (:meth:`auto.store.Store.census_rows`,
+  folded by :func:`census_from_rows`), so memory is bounded by the number of sites — and the
+  inputs reported — not by the number of spans. Inputs are compared as stored values (content
+  digests of their canonical JSON). Model-call spans (kind ``llm``) are grouped by distinct
+  request and response instead, their sites found over the distinct requests
+  (:func:`census_model_calls`), and the two censuses are joined (:func:`join`). Over a Parquet
+  export, DuckDB finds the model-call sites in SQL as well
+  (:func:`auto.interchange.parquet.census_parquet`).
 
 When outputs tie for the modal one, the earliest-recorded wins (then the smaller canonical JSON).
 """
@@ -45,6 +48,7 @@ When outputs tie for the modal one, the earliest-recorded wins (then the smaller
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -53,8 +57,9 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 from auto.canonical import canonical_json
 from auto.errors import ArgumentError
 from auto.record.template import strip_call_ids
-from auto.sites import census_view, discover, site_answer
-from auto.sites.discover import MODEL_CALL_KIND, json_value, span_field
+from auto.sites import census_view, site_answer
+from auto.sites.discover import (MODEL_CALL_KIND, MODEL_CALL_SPANS, RESOLVE_CHUNK, SiteFinder, json_value, leaves_key,
+                                 read_request, span_field)
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -133,6 +138,17 @@ class SiteCensus:
             self.seen_twice += 1
         if keep and self.inputs is not None:
             self.inputs.append(ic)
+
+    def add_inputs(self, verdict: str, inputs: int, observations: int) -> None:
+        """Count ``inputs`` distinct inputs that each had ``observations`` observations and
+        the verdict ``verdict`` (what :meth:`add` counts, for many inputs at once)."""
+        self.distinct_inputs += inputs
+        self.spans += inputs * observations
+        self.verdicts[verdict] += inputs
+        if verdict == WITNESSED:
+            self.deterministic_spans += inputs * observations
+        if observations >= 2:
+            self.seen_twice += inputs
 
     @property
     def counts(self) -> dict[str, int]:
@@ -350,6 +366,39 @@ def census_from_rows(rows: Iterable[CensusRow],
     return Census(sites=[sites[k] for k in sorted(sites)])
 
 
+SiteRow = tuple
+"""One row of the census aggregated per site (:func:`auto.store.store.site_aggregate_sql`):
+``(site, obs, errors, outs, inputs, None, None, None)`` — ``inputs`` distinct inputs of ``site``
+with ``obs`` observations, ``errors`` of them failed, ``outs`` distinct successful outputs — or
+``(site, None, None, None, None, task, kind, first_ns)``: the earliest observation of ``site``
+under ``task`` and ``kind``."""
+
+
+def census_from_site_rows(rows: Iterable[SiteRow]) -> Census:
+    """Fold the census aggregated per site (:data:`SiteRow`, any order) into a :class:`Census`
+    without per-input rows: the counts :func:`census_from_rows` finds, from a few rows per site.
+
+    A site's task and kind are those of its earliest observation (ties: the smaller task, then
+    kind), as in :func:`census_from_rows`.
+    """
+    sites: dict[str, SiteCensus] = {}
+    first: dict[str, tuple] = {}
+    for site, obs, errors, outs, inputs, task, kind, first_ns in rows:
+        if inputs is None:
+            key = (int(first_ns) if first_ns is not None else 0, task or "", kind or "")
+            if site not in first or key < first[site][0]:
+                first[site] = (key, task, kind or "span")
+            continue
+        sc = sites.get(site)
+        if sc is None:
+            sc = sites[site] = SiteCensus(site=site, task=None, kind="span", inputs=None)
+        sc.add_inputs(verdict_of(int(obs), int(errors), int(outs)), int(inputs), int(obs))
+    for site, sc in sites.items():
+        if site in first:
+            sc.task, sc.kind = first[site][1], first[site][2]
+    return Census(sites=[sites[k] for k in sorted(sites)])
+
+
 def join(a: Census, b: Census) -> Census:
     """One census of two over disjoint spans (their sites side by side, ordered by name).
 
@@ -363,15 +412,32 @@ def join(a: Census, b: Census) -> Census:
     return Census(sites=sorted([*a.sites, *b.sites], key=lambda s: s.site))
 
 
+_NO_OUTPUT = object()
+
+
+def _in_order(ids: Iterable[Hashable]) -> list[Hashable]:
+    """Payload ids sorted (by value when they compare, as integers or digests do; else by repr)."""
+    ids = list(ids)
+    try:
+        return sorted(ids)
+    except TypeError:
+        return sorted(ids, key=repr)
+
+
 def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]], dict[Hashable, str]],
                        with_inputs: bool = False) -> Census:
     """The census of model-call spans from the database's rows grouped by distinct request
     (:func:`auto.store.store.model_call_census_sql`): sites are found over the distinct requests
-    (:func:`auto.sites.discover` depends only on which requests were recorded, not how often),
-    each row's request becomes its slot values and its response its site answer, and the rows
-    are folded as :func:`census_from_rows` folds them. Requests that are not model calls
-    Auto understands stay under their recorded site with the whole request as input, as in
-    :func:`census`. Memory grows with the distinct requests and responses, not with the spans.
+    (:class:`auto.sites.discover.SiteFinder`: :func:`auto.sites.discover` depends only on which
+    requests were recorded, not how often), each row's request becomes its slot values and its
+    response its site answer, and the rows are folded as :func:`census_from_rows` folds them.
+    Requests that are not model calls Auto understands stay under their recorded site with the
+    whole request as input, as in :func:`census`.
+
+    Memory: the grouped rows, one key per distinct request, and the distinct leaf texts of the
+    sites (the request and response texts are read in id order, in chunks of
+    :data:`auto.sites.discover.RESOLVE_CHUNK`, and let go); ``with_inputs`` also keeps every
+    input's texts.
 
     Args:
         rows: ``(site, task, name, input_id, status, output_id, n, first_ns, spans)``.
@@ -381,49 +447,150 @@ def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]]
     Raises:
         StoreError, IntegrityError: from ``resolve``.
     """
-    rows = list(rows)
-    requests = sorted({(r[1] or "", r[2] or "", r[3]) for r in rows}, key=repr)
-    ids = sorted({i for _t, _n, i in requests if i is not None} | {r[5] for r in rows if r[5] is not None}, key=repr)
+    pool: dict[Any, Any] = {}
+    table = [(pool.setdefault(r[0], r[0]), pool.setdefault(r[1], r[1]), pool.setdefault(r[2], r[2]), r[3],
+              pool.setdefault(r[4], r[4]), r[5], int(r[6]), r[7], int(r[8])) for r in rows]
+    pool.clear()
+    finder = SiteFinder()
+    tokens: dict[tuple, tuple] = {}  # (task or "", name, input id) -> (finder token, leaves key)
+    leaves_of: dict[Hashable, dict[str, str]] = {}  # with_inputs: input id -> leaves
+
+    uses: dict[Hashable, list[tuple[str, str]]] = {}  # request id -> its (task or "", span name)
+    for r in table:
+        if r[2] in MODEL_CALL_SPANS and r[3] is not None:
+            tn = (r[1] or "", r[2])
+            got = uses.get(r[3])
+            if got is None:
+                uses[r[3]] = [tn]
+            elif tn not in got:
+                got.append(tn)
+    ids = _in_order(uses)
+    for k in range(0, len(ids), RESOLVE_CHUNK):  # in id order: the store reads its payloads in one sweep
+        chunk = ids[k:k + RESOLVE_CHUNK]
+        texts = resolve(chunk)
+        for i in chunk:
+            req = read_request(json.loads(texts[i]))
+            combos = uses.pop(i)
+            if req is None:
+                continue
+            key = leaves_key(req.leaves)
+            if with_inputs:
+                leaves_of[i] = req.leaves
+            for t, n in combos:
+                tokens[(t, n, i)] = (finder.add(t or None, n, req), key)
+    del ids
+    sites = finder.finish()
+    del finder
+
+    def site_of(r: tuple) -> tuple[str, str] | None:
+        if r[2] not in MODEL_CALL_SPANS or r[3] is None:
+            return None
+        tok = tokens.get((r[1] or "", r[2], r[3]))
+        return None if tok is None else (SiteFinder.site_of(tok[0]), tok[1])
+
+    # the site answers of the responses at sites: their canonical JSON (with_inputs) or its digest
+    answers: dict[Hashable, Any] = {}
+    want = _in_order({r[5] for r in table if r[5] is not None and (r[4] or "ok") == "ok" and site_of(r) is not None})
+    for k in range(0, len(want), RESOLVE_CHUNK):
+        chunk = want[k:k + RESOLVE_CHUNK]
+        texts = resolve(chunk)
+        for o in chunk:
+            a = canonical_json(site_answer(json.loads(texts[o])))
+            answers[o] = a if with_inputs else hashlib.sha256(a.encode("utf-8")).digest()
+    null_answer = canonical_json(site_answer(None))
+    answers[None] = null_answer if with_inputs else hashlib.sha256(null_answer.encode("utf-8")).digest()
+
+    spans_of: dict[str, int] = defaultdict(int)
+    if with_inputs:
+        c = _model_call_rows_with_inputs(table, site_of, sites, answers, leaves_of, resolve, spans_of)
+    else:
+        c = _model_call_counts(table, site_of, answers, spans_of)
+    for sc in c.sites:
+        if sc.site in sites:
+            sc.model_call = dataclasses.replace(sites[sc.site], requests=spans_of[sc.site]).describe()
+    return c
+
+
+def _model_call_counts(table: list[tuple], site_of: Callable[[tuple], tuple[str, str] | None],
+                       answers: dict[Hashable, Any], spans_of: dict[str, int]) -> Census:
+    """The model-call census without per-input rows: one small record per distinct input."""
+    stats: dict[tuple, list] = {}  # (site, input key) -> [observations, errors, first output, several]
+    first: dict[str, tuple] = {}
+    for r in table:
+        site, task, _name, input_id, status, output_id, n, first_ns, spans = r
+        ok = (status or "ok") == "ok"
+        mapped = site_of(r)
+        if mapped is not None:
+            site, key = mapped
+            spans_of[site] += spans
+            out = answers[output_id] if ok else None
+        else:
+            key, out = input_id, output_id
+        st = stats.get((site, key))
+        if st is None:
+            st = stats[(site, key)] = [0, 0, _NO_OUTPUT, False]
+        st[0] += n
+        if not ok:
+            st[1] += n
+        elif st[2] is _NO_OUTPUT:
+            st[2] = out
+        elif st[2] != out:
+            st[3] = True
+        f = (first_ns if first_ns is not None else 0, task or "", MODEL_CALL_KIND)
+        if site not in first or f < first[site][0]:
+            first[site] = (f, task)
+    sites: dict[str, SiteCensus] = {}
+    for (site, _key), (obs, errors, out, several) in stats.items():
+        sc = sites.get(site)
+        if sc is None:
+            sc = sites[site] = SiteCensus(site=site, task=first[site][1], kind=MODEL_CALL_KIND, inputs=None)
+        outs = 0 if out is _NO_OUTPUT else (2 if several else 1)
+        sc.add_inputs(verdict_of(obs, errors, outs), 1, obs)
+    return Census(sites=[sites[k] for k in sorted(sites)])
+
+
+def _model_call_rows_with_inputs(table: list[tuple], site_of: Callable[[tuple], tuple[str, str] | None],
+                                 sites: dict[str, Any], answers: dict[Hashable, Any],
+                                 leaves_of: dict[Hashable, dict[str, str]],
+                                 resolve: Callable[[list[Hashable]], dict[Hashable, str]],
+                                 spans_of: dict[str, int]) -> Census:
+    """The model-call census with per-input rows (inputs as slot values, outputs as site answers;
+    requests Auto does not understand with their whole texts)."""
+    raw = sorted({i for r in table if site_of(r) is None for i in (r[3], r[5]) if i is not None}, key=repr)
     texts: dict[Hashable, str] = {}
-    for k in range(0, len(ids), 20_000):
-        texts.update(resolve(ids[k:k + 20_000]))
+    for k in range(0, len(raw), RESOLVE_CHUNK):
+        texts.update(resolve(raw[k:k + RESOLVE_CHUNK]))
 
     def text(i: Any) -> str:
         return "null" if i is None else texts[i]
 
-    found = discover([{"kind": MODEL_CALL_KIND, "task": t or None, "name": n, "input": json.loads(text(i))}
-                      for t, n, i in requests])
-    index = {req: k for k, req in enumerate(requests)}
-    site_of = {k: sid for sid, members in found.members.items() for k in members}
-    answers: dict[Any, str] = {}
-
-    def answer(i: Any) -> str:
-        if i not in answers:
-            answers[i] = canonical_json(site_answer(json.loads(text(i))))
-        return answers[i]
-
+    slots: dict[tuple, str] = {}
     out: list[tuple] = []
-    spans_of: dict[str, int] = defaultdict(int)
-    for site, task, name, input_id, status, output_id, n, first_ns, spans in rows:
-        k = index[(task or "", name or "", input_id)]
-        sid = site_of.get(k)
-        if sid is None:
+    for r in table:
+        site, task, _name, input_id, status, output_id, n, first_ns, spans = r
+        mapped = site_of(r)
+        if mapped is None:
             out.append((site, task, MODEL_CALL_KIND, text(input_id), status, text(output_id), n, first_ns))
-        else:
-            spans_of[sid] += int(spans)
-            out.append((sid, task, MODEL_CALL_KIND, canonical_json(found.inputs[k]), status, answer(output_id), n, first_ns))
+            continue
+        sid = mapped[0]
+        spans_of[sid] += spans
+        if (sid, input_id) not in slots:
+            values = sites[sid].slot_values(leaves_of[input_id].items())
+            if values is None:  # pragma: no cover - the site's templates fit every request found
+                raise AssertionError(f"site {sid}: a recorded request does not fit its own template")
+            slots[(sid, input_id)] = canonical_json(values)
+        ok = (status or "ok") == "ok"
+        out.append((sid, task, MODEL_CALL_KIND, slots[(sid, input_id)], status,
+                    answers[output_id] if ok else text(None), n, first_ns))
     out.sort(key=lambda r: (r[0], r[3]))
-    c = census_from_rows(out, lambda xs: {x: x for x in xs}, with_inputs)
-    for sc in c.sites:
-        if sc.site in found.sites:
-            sc.model_call = dataclasses.replace(found.sites[sc.site], requests=spans_of[sc.site]).describe()
-    return c
+    return census_from_rows(out, lambda xs: {x: x for x in xs}, True)
 
 
 def census_store(store: Any, task: str | None = None, with_inputs: bool = False) -> Census:
     """The census of a store (:class:`auto.store.Store`), aggregated in its database: every span
-    but the model calls grouped by site, input and output (memory bounded by the sites, and with
-    ``with_inputs`` the inputs, reported), the model calls (kind ``llm``) grouped by distinct
+    but the model calls counted per site in SQL (:meth:`auto.store.Store.census_site_rows`: a
+    few rows per site leave the database; with ``with_inputs``, one row per input and output,
+    :meth:`~auto.store.Store.census_rows`), the model calls (kind ``llm``) grouped by distinct
     request and response, then counted per model-call site (:func:`census_model_calls`).
 
     Args:
@@ -434,8 +601,10 @@ def census_store(store: Any, task: str | None = None, with_inputs: bool = False)
     Raises:
         StoreError: the database failed; IntegrityError: a payload does not decode.
     """
-    grouped = census_from_rows(store.census_rows(task, exclude_kind=MODEL_CALL_KIND),
-                               store.payload_texts if with_inputs else None, with_inputs)
+    if with_inputs:
+        grouped = census_from_rows(store.census_rows(task, exclude_kind=MODEL_CALL_KIND), store.payload_texts, True)
+    else:
+        grouped = census_from_site_rows(store.census_site_rows(task, exclude_kind=MODEL_CALL_KIND))
     calls = census_model_calls(store.model_call_rows(MODEL_CALL_KIND, task), store.payload_texts, with_inputs)
     return join(grouped, calls)
 

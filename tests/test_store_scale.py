@@ -360,3 +360,30 @@ def test_a_witness_built_from_a_row_equals_one_built_by_its_constructor():
     assert a == b and repr(a) == repr(b) and b.input_text == '{"t":1}' and b.seq == 3
     with pytest.raises(AttributeError):
         b.status = "error"  # still frozen
+
+
+def test_bulk_load_writes_the_same_store_and_restores_the_connection(tmp_path):
+    spans = [make_span(inp={"ticket": f"t{i % 7}"}, attributes={"n": i}) for i in range(300)]
+    with Store(tmp_path / "bulk.db") as bulk, Store(tmp_path / "plain.db") as plain:
+        conn = bulk._conn._database().conn
+        before = [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("cache_size", "wal_autocheckpoint")]
+        with bulk.bulk_load(cache_mib=8, checkpoint_mib=1) as st:
+            assert conn.execute("PRAGMA cache_size").fetchone()[0] == -8 * 1024
+            for k in range(0, 300, 100):
+                st.ingest(spans[k:k + 100])
+        assert [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("cache_size", "wal_autocheckpoint")] == before
+        assert (tmp_path / "bulk.db-wal").stat().st_size == 0  # checkpointed and truncated at the end
+        plain.ingest(spans)
+        assert bulk.digest() == plain.digest() and bulk.counts() == plain.counts() and bulk.verify().ok
+        # payload ids numbered by the SQLite writer: shared values stored once, each id resolves
+        assert bulk.counts()["payloads"] == 7 + 300 + 1
+        assert [s["input"] for s in bulk.spans()] == [s["input"] for s in plain.spans()]
+
+
+def test_fresh_trace_ids_start_with_the_time():
+    a = new_trace_id()
+    time.sleep(0.003)
+    b = new_trace_id()
+    assert len(a) == 32 and int(a, 16) >= 0 and a < b
+    assert abs(int(a[:12], 16) - time.time_ns() // 1_000_000) < 60_000  # ms since the epoch, then random
+    assert len({new_trace_id()[12:] for _ in range(100)}) == 100

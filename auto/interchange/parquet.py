@@ -1,7 +1,9 @@
 """A store as Parquet files (pyarrow), and the census over them with DuckDB.
 
-Layout ``auto.parquet/1`` — a folder of three files, each with the key-value metadata
-``auto.format = "auto.parquet/1"``; this layout is stable (a change gets a new name):
+Layout ``auto.parquet/2`` — a folder of five files, each with the key-value metadata
+``auto.format = "auto.parquet/2"``; this layout is stable (a change gets a new name; an
+``auto.parquet/1`` folder, written before the model-call files existed, is refused with a line
+that says to export again):
 
 ``spans.parquet``, one row per span, in insertion order:
 
@@ -30,10 +32,22 @@ digest             string    the span digest (over its content fields, as the st
 each distinct value once. ``traces.parquet``: ``trace_id``, ``name``, ``started_ns``,
 ``ended_ns``, ``status``, ``attributes`` (canonical JSON), ``digest``.
 
-:func:`export_parquet` streams the store (memory bounded by one row group);
-:func:`census_parquet` runs the store's census SQL (:func:`auto.store.store.census_sql`) on
-DuckDB over ``spans.parquet`` and folds it like the store's (:func:`auto.analyze.census_from_rows`),
-so the results are the same. Needs ``pip install 'auto[interchange]'``.
+``requests.parquet`` — what model-call site discovery reads of a request
+(:func:`auto.sites.discover.read_request`), one row per distinct chat-completion request body
+(an object with a non-empty ``messages`` list) that is the input of an ``llm`` span:
+``digest`` (the payload's), ``shape`` (the shape digest, :func:`auto.record.template.shape_digest`),
+``skeleton`` (canonical JSON of the request skeleton), ``leaves_key``
+(:func:`auto.sites.discover.leaves_key`) and ``leaves`` (list of struct ``path``, ``role``,
+``text``: every text leaf in document order, ``role`` that of its message or null).
+
+``answers.parquet`` — ``digest`` (the payload's), ``answer`` (canonical JSON of
+:func:`auto.sites.answer.site_answer`): one row per distinct output of an ``llm`` span.
+
+:func:`export_parquet` streams the store (memory bounded by one row group and the ids of the
+model calls' payloads); :func:`census_parquet` runs the census on DuckDB: the store's census SQL
+(:func:`auto.store.store.census_site_sql`) over ``spans.parquet``, and model-call sites found in
+SQL over ``requests.parquet`` (:mod:`auto.interchange.duckdb_sites`), so the results are the
+store's. Needs ``pip install 'auto[interchange]'``.
 """
 
 from __future__ import annotations
@@ -45,8 +59,11 @@ from typing import Any, Callable, Iterator
 
 from auto.errors import StoreError
 
-FORMAT = "auto.parquet/1"
+FORMAT = "auto.parquet/2"
 """The layout's name (file metadata ``auto.format``)."""
+
+OLD_FORMATS = ("auto.parquet/1",)
+"""Earlier layouts: refused with a line that says to export again."""
 
 ROW_GROUP = 100_000
 """Rows per Parquet row group written."""
@@ -63,7 +80,13 @@ SPAN_COLUMNS = (
 PAYLOAD_COLUMNS = (("digest", "string"), ("json", "string"))
 TRACE_COLUMNS = (("trace_id", "string"), ("name", "string"), ("started_ns", "int64"), ("ended_ns", "int64"),
                  ("status", "string"), ("attributes", "string"), ("digest", "string"))
-FILES = {"spans.parquet": SPAN_COLUMNS, "payloads.parquet": PAYLOAD_COLUMNS, "traces.parquet": TRACE_COLUMNS}
+REQUEST_COLUMNS = (("digest", "string"), ("shape", "string"), ("skeleton", "string"), ("leaves_key", "string"),
+                   ("leaves", "leaves"))
+ANSWER_COLUMNS = (("digest", "string"), ("answer", "string"))
+FILES = {"spans.parquet": SPAN_COLUMNS, "payloads.parquet": PAYLOAD_COLUMNS, "traces.parquet": TRACE_COLUMNS,
+         "requests.parquet": REQUEST_COLUMNS, "answers.parquet": ANSWER_COLUMNS}
+CENSUS_FILES = ("spans.parquet", "payloads.parquet", "requests.parquet", "answers.parquet")
+"""The files :func:`census_parquet` reads."""
 
 
 class InterchangeError(StoreError):
@@ -79,17 +102,76 @@ def _pa() -> tuple[Any, Any]:
     return pa, pq
 
 
+def _types(pa: Any) -> dict[str, Any]:
+    leaf = pa.struct([("path", pa.string()), ("role", pa.string()), ("text", pa.string())])
+    return {"string": pa.string(), "int64": pa.int64(), "leaves": pa.list_(leaf)}
+
+
 def _schema(pa: Any, cols: tuple[tuple[str, str], ...]) -> Any:
-    types = {"string": pa.string(), "int64": pa.int64()}
+    types = _types(pa)
     return pa.schema([(n, types[t]) for n, t in cols], metadata={"auto.format": FORMAT})
 
 
+def request_row(digest: str, text: str) -> dict[str, Any] | None:
+    """The ``requests.parquet`` row of a request payload (None: no chat-completion request)."""
+    from auto.canonical import canonical_json
+    from auto.sites.discover import leaf_role, leaves_key, read_request
+
+    req = read_request(json.loads(text))
+    if req is None:
+        return None
+    return {"digest": digest, "shape": req.shape, "skeleton": canonical_json(req.skeleton),
+            "leaves_key": leaves_key(req.leaves),
+            "leaves": [{"path": p, "role": _role_text(leaf_role(req.skeleton, p)), "text": t}
+                       for p, t in req.leaves.items()]}
+
+
+def _role_text(role: Any) -> str | None:
+    return role if isinstance(role, str) else None
+
+
+def answer_row(digest: str, text: str) -> dict[str, Any]:
+    """The ``answers.parquet`` row of a model call's output payload."""
+    from auto.canonical import canonical_json
+    from auto.sites import site_answer
+
+    return {"digest": digest, "answer": canonical_json(site_answer(json.loads(text)))}
+
+
+class _Writer:
+    """One file of the layout, written to a temporary name and moved into place by :meth:`close`."""
+
+    def __init__(self, pa: Any, pq: Any, out: Path, name: str) -> None:
+        self.pa, self.path, self.tmp = pa, out / name, out / (name + ".tmp")
+        self.schema = _schema(pa, FILES[name])
+        self.cols = [c for c, _ in FILES[name]]
+        self.rows = 0
+        self._w = pq.ParquetWriter(self.tmp, self.schema, compression="zstd")
+
+    def write(self, columns: dict[str, list]) -> None:
+        n = len(next(iter(columns.values())))
+        if n:
+            self._w.write_table(self.pa.Table.from_pydict(columns, schema=self.schema), row_group_size=ROW_GROUP)
+            self.rows += n
+
+    def write_rows(self, rows: list[dict]) -> None:
+        self.write({c: [r[c] for r in rows] for c in self.cols})
+
+    def close(self) -> None:
+        self._w.close()
+        self.tmp.replace(self.path)
+
+    def abort(self) -> None:
+        self._w.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[str], None] | None = None) -> dict:
-    """Write ``store`` as the ``auto.parquet/1`` layout into ``out_dir`` (created; existing
+    """Write ``store`` as the ``auto.parquet/2`` layout into ``out_dir`` (created; existing
     files of the layout are replaced atomically, each written to a temporary name first).
 
     Returns:
-        ``{"spans", "payloads", "traces", "bytes", "dir"}``.
+        ``{"spans", "payloads", "traces", "requests", "answers", "bytes", "dir"}``.
 
     Raises:
         StoreError: pyarrow is missing, or the store failed.
@@ -99,49 +181,47 @@ def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[s
     say = progress or (lambda _m: None)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    counts = {"spans": 0, "payloads": 0, "traces": 0}
-
-    def write(name: str, cols: tuple[tuple[str, str], ...], batches: Iterator[dict[str, list]]) -> int:
-        tmp = out / (name + ".tmp")
-        n = 0
-        schema = _schema(pa, cols)
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
-            for b in batches:
-                w.write_table(pa.Table.from_pydict(b, schema=schema), row_group_size=ROW_GROUP)
-                n += len(next(iter(b.values())))
-        tmp.replace(out / name)
-        return n
-
-    def span_batches() -> Iterator[dict[str, list]]:
+    writers: list[_Writer] = []
+    try:
+        spans = _Writer(pa, pq, out, "spans.parquet")
+        writers.append(spans)
         for rows in store.iter_export_rows(batch=ROW_GROUP):
             cols = list(zip(*rows))
             say(f"  spans: {rows[-1][0]} (seq)")
-            yield {n: list(c) for (n, _), c in zip(SPAN_COLUMNS, cols)}
-
-    def payload_batches() -> Iterator[dict[str, list]]:
+            spans.write({n: list(c) for (n, _), c in zip(SPAN_COLUMNS, cols)})
+        inputs, outputs = store.span_payload_ids("llm")
+        payloads = _Writer(pa, pq, out, "payloads.parquet")
+        requests = _Writer(pa, pq, out, "requests.parquet")
+        answers = _Writer(pa, pq, out, "answers.parquet")
+        writers += [payloads, requests, answers]
         for batch in store.iter_payloads(batch=ROW_GROUP):
-            yield {"digest": [b[1] for b in batch], "json": [b[2] for b in batch]}
-
-    def trace_batches() -> Iterator[dict[str, list]]:
-        traces = store.traces()
-        for k in range(0, len(traces), ROW_GROUP):
-            chunk = traces[k:k + ROW_GROUP]
-            yield {"trace_id": [t["trace_id"] for t in chunk], "name": [t["name"] for t in chunk],
-                   "started_ns": [t["started_ns"] for t in chunk], "ended_ns": [t["ended_ns"] for t in chunk],
-                   "status": [t["status"] for t in chunk],
-                   "attributes": [json.dumps(t["attributes"], sort_keys=True, separators=(",", ":"),
-                                             ensure_ascii=False) for t in chunk],
-                   "digest": [t["digest"] for t in chunk]}
-
-    counts["spans"] = write("spans.parquet", SPAN_COLUMNS, span_batches())
-    counts["payloads"] = write("payloads.parquet", PAYLOAD_COLUMNS, payload_batches())
-    counts["traces"] = write("traces.parquet", TRACE_COLUMNS, trace_batches())
+            payloads.write({"digest": [b[1] for b in batch], "json": [b[2] for b in batch]})
+            req_rows = [r for r in (request_row(b[1], b[2]) for b in batch if b[0] in inputs) if r is not None]
+            requests.write_rows(req_rows)
+            answers.write_rows([answer_row(b[1], b[2]) for b in batch if b[0] in outputs])
+        traces = _Writer(pa, pq, out, "traces.parquet")
+        writers.append(traces)
+        for chunk in store.iter_traces(batch=ROW_GROUP):
+            traces.write({"trace_id": [t["trace_id"] for t in chunk], "name": [t["name"] for t in chunk],
+                          "started_ns": [t["started_ns"] for t in chunk], "ended_ns": [t["ended_ns"] for t in chunk],
+                          "status": [t["status"] for t in chunk],
+                          "attributes": [json.dumps(t["attributes"], sort_keys=True, separators=(",", ":"),
+                                                    ensure_ascii=False) for t in chunk],
+                          "digest": [t["digest"] for t in chunk]})
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+    for w in writers:
+        w.close()
+    counts = {"spans": spans.rows, "payloads": payloads.rows, "traces": traces.rows, "requests": requests.rows,
+              "answers": answers.rows}
     size = sum((out / f).stat().st_size for f in FILES)
     return {**counts, "bytes": size, "dir": str(out)}
 
 
-def check_layout(folder: str | os.PathLike, files: tuple[str, ...] = ("spans.parquet", "payloads.parquet")) -> Path:
-    """The folder, after checking each of ``files`` is a Parquet file of the ``auto.parquet/1``
+def check_layout(folder: str | os.PathLike, files: tuple[str, ...] = CENSUS_FILES) -> Path:
+    """The folder, after checking each of ``files`` is a Parquet file of the ``auto.parquet/2``
     layout (footer readable, format marker, the layout's columns and types).
 
     Raises:
@@ -162,9 +242,12 @@ def check_layout(folder: str | os.PathLike, files: tuple[str, ...] = ("spans.par
             raise InterchangeError(f"{p}: not a readable Parquet file (truncated?): {str(exc).splitlines()[0]}") from None
         meta = schema.metadata or {}
         fmt = meta.get(b"auto.format", b"").decode("utf-8", "replace")
+        if fmt in OLD_FORMATS:
+            raise InterchangeError(f"{p}: layout {fmt!r} was written by an earlier Auto; this one reads {FORMAT!r}: "
+                                   f"export the store again (auto store export --format parquet)")
         if fmt != FORMAT:
             raise InterchangeError(f"{p}: layout {fmt or 'unknown'!r}, expected {FORMAT!r}")
-        types = {"string": pa.string(), "int64": pa.int64()}
+        types = _types(pa)
         for col, t in FILES[name]:
             i = schema.get_field_index(col)
             if i < 0:
@@ -184,9 +267,10 @@ def _duckdb() -> Any:
 
 def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inputs: bool = False,
                    threads: int | None = None) -> Any:
-    """The census over an ``auto.parquet/1`` export, computed by DuckDB: the same SQL and the
-    same folding as the store's (:func:`auto.analyze.census_store`, model calls per model-call
-    site included), so the same results.
+    """The census over an ``auto.parquet/2`` export, computed by DuckDB: the store's census SQL
+    over ``spans.parquet`` for every span but the model calls, and the model calls per
+    model-call site found in SQL (:func:`auto.interchange.duckdb_sites.model_call_census`), so
+    the results are those of :func:`auto.analyze.census_store` on the exported store.
 
     Args:
         folder: the export folder.
@@ -198,22 +282,29 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
         InterchangeError: a file is missing, truncated or of another layout (one line naming it),
             or DuckDB cannot read a row group.
     """
-    from auto.analyze import MODEL_CALL_KIND, census_from_rows, census_model_calls, join
-    from auto.store.store import census_params, census_sql, model_call_census_sql
+    from auto.analyze import MODEL_CALL_KIND, census_from_rows, census_from_site_rows, join
+    from auto.interchange.duckdb_sites import model_call_census
+    from auto.store.store import census_params, census_site_sql, census_sql
 
     d = check_layout(folder)
     duckdb = _duckdb()
     con = duckdb.connect()
+    where = d / "spans.parquet"
     try:
         con.execute("SET enable_progress_bar = false")  # stdout carries the census JSON
+        con.execute("SET preserve_insertion_order = false")  # the census orders what it needs itself
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        spans_file = str(d / "spans.parquet").replace("'", "''")
+
+        def file(name: str) -> str:
+            return str(d / name).replace("'", "''")
+
         con.execute("CREATE VIEW spans AS SELECT span_id, name, kind, task, site, started_ns, status, "
                     "input_digest AS input_id, output_digest AS output_id, logical_call_id, attempt "
-                    f"FROM read_parquet('{spans_file}')")
+                    f"FROM read_parquet('{file('spans.parquet')}')")
+        con.execute(f"CREATE VIEW requests AS SELECT * FROM read_parquet('{file('requests.parquet')}')")
+        con.execute(f"CREATE VIEW answers AS SELECT * FROM read_parquet('{file('answers.parquet')}')")
         params = census_params(task, MODEL_CALL_KIND)
-        where = d / "spans.parquet"
 
         def rows(sql: str) -> Iterator[tuple]:
             try:
@@ -226,7 +317,6 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
             except duckdb.Error as exc:
                 raise InterchangeError(f"{where}: {str(exc).splitlines()[0]}") from None
 
-        pfile = str(d / "payloads.parquet").replace("'", "''")
         side = con.cursor()  # the census result streams on the main cursor meanwhile
 
         def resolve(ids: list[Any]) -> dict[Any, str]:
@@ -234,8 +324,8 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
             for k in range(0, len(ids), 50_000):
                 chunk = ids[k:k + 50_000]
                 try:
-                    got = side.execute(f"SELECT digest, json FROM read_parquet('{pfile}') WHERE digest IN "
-                                       f"({','.join('?' * len(chunk))})", chunk).fetchall()
+                    got = side.execute(f"SELECT digest, json FROM read_parquet('{file('payloads.parquet')}') "
+                                       f"WHERE digest IN ({','.join('?' * len(chunk))})", chunk).fetchall()
                 except duckdb.Error as exc:
                     raise InterchangeError(f"{d / 'payloads.parquet'}: {str(exc).splitlines()[0]}") from None
                 out.update(dict(got))
@@ -244,13 +334,16 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
                 raise InterchangeError(f"{d / 'payloads.parquet'}: payload {missing[0]} is missing")
             return out
 
-        grouped = census_from_rows(rows(census_sql(task is not None, True)), resolve if with_inputs else None,
-                                   with_inputs)
-        calls = census_model_calls(rows(model_call_census_sql(task is not None)), resolve, with_inputs)
+        if with_inputs:
+            grouped = census_from_rows(rows(census_sql(task is not None, True)), resolve, True)
+        else:
+            grouped = census_from_site_rows(rows(census_site_sql(task is not None, True)))
+        calls = model_call_census(con, task is not None, params, with_inputs, resolve, str(d), InterchangeError)
         return join(grouped, calls)
     finally:
         con.close()
 
 
-__all__ = ["FORMAT", "InterchangeError", "census_parquet", "check_layout", "export_parquet"]
+__all__ = ["FORMAT", "InterchangeError", "answer_row", "census_parquet", "check_layout", "export_parquet",
+           "request_row"]
 

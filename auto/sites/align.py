@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from typing import Sequence
+from typing import Callable, Sequence
 
 SLOT = None
 """A slot in a leaf template."""
@@ -70,8 +70,7 @@ def tokens(text: str) -> list[str]:
 
 
 def _sample(values: Sequence[str]) -> list[str]:
-    keyed = sorted(set(values), key=lambda v: hashlib.sha256(v.encode("utf-8", "surrogatepass")).digest())
-    return keyed[:MAX_ALIGN_VALUES]
+    return sorted(set(values), key=sample_key)[:MAX_ALIGN_VALUES]
 
 
 def _fold(seq: list) -> Parts:
@@ -110,7 +109,50 @@ def _drop_weak_fixed(parts: Parts) -> Parts:
     return _fold(kept)
 
 
-def align(values: Sequence[str]) -> Parts:
+def sample_key(value: str) -> bytes:
+    """The order in which distinct values are sampled for alignment: their SHA-256 (of UTF-8)."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+def template_candidate(distinct: int, longest: int, only: str | None, sample: Sequence[str]) -> tuple[Parts, bool]:
+    """:func:`leaf_template` up to its last step: ``(parts, check)`` — the template, and whether
+    it holds only if every distinct value fits it (else the leaf is ``(SLOT,)``)."""
+    if distinct == 1:
+        return (only,), False
+    if distinct < MIN_ALIGN_VALUES or longest > MAX_ALIGN_CHARS:
+        return (SLOT,), False
+    template: list = tokens(sample[0])
+    for v in sample[1:]:
+        template = _align_two(template, tokens(v))
+        if not any(isinstance(t, str) for t in template):
+            return (SLOT,), False
+    parts = _drop_weak_fixed(_fold(template))
+    if parts == (SLOT,):
+        return parts, False
+    return parts, True
+
+
+def leaf_template(distinct: int, longest: int, only: str | None, sample: Sequence[str],
+                  fits_all: Callable[[Parts], bool]) -> Parts:
+    """The leaf template of a leaf from what is known of its distinct values (:func:`align`
+    computes these from the values themselves; a database can compute them in SQL).
+
+    Args:
+        distinct: how many distinct values the leaf took (≥ 1).
+        longest: the length (characters) of its longest value.
+        only: its value when ``distinct`` is 1.
+        sample: its distinct values with the :data:`MAX_ALIGN_VALUES` smallest
+            :func:`sample_key`, in that order (read only when ``distinct`` ≥
+            :data:`MIN_ALIGN_VALUES` and ``longest`` ≤ :data:`MAX_ALIGN_CHARS`).
+        fits_all: ``fits_all(parts)`` — whether every distinct value fits ``parts`` (:func:`extract`).
+    """
+    parts, check = template_candidate(distinct, longest, only, sample)
+    if check and not fits_all(parts):
+        return (SLOT,)
+    return parts
+
+
+def align(values: Sequence[str] | set[str]) -> Parts:
     """The leaf template of ``values`` (the texts one leaf took; see the module docstring).
 
     Returns:
@@ -124,20 +166,10 @@ def align(values: Sequence[str]) -> Parts:
     if not values:
         raise ValueError("align needs at least one value")
     distinct = set(values)
-    if len(distinct) == 1:
-        return (next(iter(distinct)),)
-    if len(distinct) < MIN_ALIGN_VALUES or max(len(v) for v in distinct) > MAX_ALIGN_CHARS:
-        return (SLOT,)
-    sample = _sample(list(distinct))
-    template: list = tokens(sample[0])
-    for v in sample[1:]:
-        template = _align_two(template, tokens(v))
-        if not any(isinstance(t, str) for t in template):
-            return (SLOT,)
-    parts = _drop_weak_fixed(_fold(template))
-    if parts == (SLOT,) or any(extract(parts, v) is None for v in distinct):
-        return (SLOT,)
-    return parts
+    longest = max(len(v) for v in distinct)
+    need_sample = len(distinct) >= MIN_ALIGN_VALUES and longest <= MAX_ALIGN_CHARS
+    return leaf_template(len(distinct), longest, next(iter(distinct)), _sample(list(distinct)) if need_sample else [],
+                         lambda parts: all(extract(parts, v) is not None for v in distinct))
 
 
 def extract(parts: Parts, text: str) -> list[str] | None:

@@ -15,6 +15,12 @@ model calls Auto understands) in three steps:
 Each group is one :class:`~auto.sites.site.Site`; each of its requests is one observation with
 input = its slot values and output = :func:`auto.sites.answer.site_answer` of the response. The
 census (:func:`census_view`) and the compiler (:func:`read_site`) see sites this way.
+
+The steps are also offered one by one, for a database that holds the requests: what a request
+contributes (:func:`read_request`), the paths that split a group (:func:`split_paths`), a site
+from its leaf templates (:func:`build_site`), and :class:`SiteFinder` (the steps over distinct
+requests added one at a time; :mod:`auto.interchange.duckdb_sites` runs them in SQL). Two
+requests of one site have equal slot values exactly when their :func:`leaves_key` is equal.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ import json
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from auto.canonical import digest
 from auto.record.template import request_leaves, request_skeleton
-from auto.sites.align import SLOT, align
+from auto.sites.align import SLOT, Parts, align
 from auto.sites.answer import site_answer
 from auto.sites.site import Site, site_id, slot_names
 from auto.store import Witness
@@ -99,12 +105,54 @@ class Discovery:
         return None
 
 
-def _role(skeleton: dict, path: str) -> Any:
+def leaf_role(skeleton: dict, path: str) -> Any:
+    """The role of the message a leaf path (``"1.content"``) lies in, or None."""
     head = path.split(".", 1)[0]
     msgs = skeleton.get("messages") or []
     if head.isdigit() and int(head) < len(msgs) and isinstance(msgs[int(head)], dict):
         return msgs[int(head)].get("role")
     return None
+
+
+@dataclass(frozen=True)
+class Request:
+    """What discovery reads of one chat-completion request body (:func:`read_request`).
+
+    Attributes:
+        shape: the shape digest (:func:`auto.record.template.shape_digest`).
+        skeleton: the request skeleton it digests.
+        leaves: leaf path → text (:func:`auto.record.template.request_leaves`), in document order.
+    """
+
+    shape: str
+    skeleton: dict
+    leaves: dict[str, str]
+
+
+def read_request(body: Any) -> Request | None:
+    """The :class:`Request` of a request body, or None when it is no chat-completion request
+    (not an object with a non-empty ``messages`` list)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return None
+    sk = request_skeleton(body)
+    return Request(digest(sk), sk, dict(request_leaves(body["messages"])))
+
+
+def split_paths(skeleton: dict, paths: Iterable[str], distinct: Callable[[str], int]) -> list[str]:
+    """The leaf paths that split a group of requests into call sites (step 2 of the module
+    docstring): system and developer messages whose text takes between 2 and :data:`SPLIT_MAX`
+    distinct values (``distinct(path)``) over the group, in ``paths`` order."""
+    return [p for p in paths if leaf_role(skeleton, p) in SPLIT_ROLES and 2 <= distinct(p) <= SPLIT_MAX]
+
+
+def build_site(task: str | None, name: str, shape: str, skeleton: dict, leaves: dict[str, Parts],
+               requests: int) -> Site:
+    """The :class:`Site` of one part of a group, from its leaf templates (path → parts, in
+    document order; :func:`auto.sites.align.align` or :func:`~auto.sites.align.leaf_template`)."""
+    fixed = {p: t[0] for p, t in leaves.items() if len(t) == 1 and t[0] is not SLOT}
+    sid = site_id(task or None, name, shape, fixed)
+    return Site(id=sid, task=task or None, name=name, shape=shape, skeleton=skeleton, leaves=leaves,
+                slots=slot_names(skeleton, leaves), requests=requests, fixed=fixed)
 
 
 def discover(spans: Iterable[Any]) -> Discovery:
@@ -123,42 +171,105 @@ def discover(spans: Iterable[Any]) -> Discovery:
         if not is_model_call(span):
             continue
         body = json_value(span_field(span, "input"))
-        sk = request_skeleton(body)
-        shape = digest(sk)
-        skeletons.setdefault(shape, sk)
-        groups[(span_field(span, "task") or "", span_field(span, "name"), shape)].append((i, body, dict(request_leaves(body["messages"]))))
+        req = read_request(body)
+        assert req is not None  # is_model_call checked the body
+        skeletons.setdefault(req.shape, req.skeleton)
+        groups[(span_field(span, "task") or "", span_field(span, "name"), req.shape)].append((i, body, req.leaves))
     out = Discovery()
     found: list[tuple[str, Site, list[int], dict[int, dict[str, str]]]] = []
     for (task, name, shape), members in sorted(groups.items()):
         skeleton = skeletons[shape]
         paths = list(members[0][2])
-        split = []
-        for p in paths:
-            if _role(skeleton, p) in SPLIT_ROLES:
-                n = len({m[2].get(p) for m in members})
-                if 2 <= n <= SPLIT_MAX:
-                    split.append(p)
+        split = split_paths(skeleton, paths, lambda p: len({m[2].get(p) for m in members}))
         parts: dict[tuple, list] = defaultdict(list)
         for m in members:
             parts[tuple(m[2].get(p) for p in split)].append(m)
         for _key, part in sorted(parts.items(), key=lambda kv: json.dumps(kv[0])):
-            leaves = {p: align([m[2][p] for m in part]) for p in paths}
-            fixed = {p: t[0] for p, t in leaves.items() if len(t) == 1 and t[0] is not SLOT}
-            sid = site_id(task or None, name, shape, fixed)
-            site = Site(id=sid, task=task or None, name=name, shape=shape, skeleton=skeleton, leaves=leaves,
-                        slots=slot_names(skeleton, leaves), requests=len(part), fixed=fixed)
+            site = build_site(task, name, shape, skeleton, {p: align([m[2][p] for m in part]) for p in paths},
+                              len(part))
             inputs = {}
             for idx, body, _leaves in part:
                 got = site.extract(body, shape=shape)
                 if got is None:  # pragma: no cover - align checks every value fits
-                    raise AssertionError(f"site {sid}: a recorded request does not fit its own template")
+                    raise AssertionError(f"site {site.id}: a recorded request does not fit its own template")
                 inputs[idx] = got
-            found.append((sid, site, [m[0] for m in part], inputs))
+            found.append((site.id, site, [m[0] for m in part], inputs))
     for sid, site, idx, inputs in sorted(found, key=lambda f: f[0]):
         out.sites[sid] = site
         out.members[sid] = idx
         out.inputs.update(inputs)
     return out
+
+
+def leaves_key(leaves: Mapping[str, str]) -> str:
+    """A key of a request's text leaves (path → text): equal for two requests of one site exactly
+    when their slot values are equal (a site's leaf templates turn leaf texts into slot values and
+    back, :mod:`auto.sites.align`)."""
+    return digest(dict(leaves))
+
+
+class _Part:
+    """Requests of one group that share the texts of their system and developer leaves."""
+
+    __slots__ = ("group", "cand", "values", "site")
+
+    def __init__(self, group: tuple, cand: tuple, paths: list[str]) -> None:
+        self.group = group
+        self.cand = cand
+        self.values: dict[str, set[str]] = {p: set() for p in paths}
+        self.site: str | None = None
+
+
+class SiteFinder:
+    """:func:`discover` over distinct requests added one at a time (a store's grouped rows):
+    the same sites, holding only each part's distinct leaf values, not the requests.
+
+    Use: :meth:`add` each distinct ``(task, name, request)`` (a token comes back), then
+    :meth:`finish` (the sites by id), then :meth:`site_of` a token.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, str, str], tuple[dict, list[str], list[str], dict[tuple, _Part]]] = {}
+
+    def add(self, task: str | None, name: str, req: Request) -> _Part:
+        """Count one distinct request (:func:`read_request`) of span name ``name`` inside
+        ``task``; returns the token :meth:`site_of` reads after :meth:`finish` (requests of one
+        shape have the same leaf paths: the shape fixes them)."""
+        key = (task or "", name, req.shape)
+        g = self._groups.get(key)
+        if g is None:
+            paths = list(req.leaves)
+            g = (req.skeleton, paths, [p for p in paths if leaf_role(req.skeleton, p) in SPLIT_ROLES], {})
+            self._groups[key] = g
+        cand = tuple(req.leaves.get(p) for p in g[2])
+        part = g[3].get(cand)
+        if part is None:
+            part = g[3][cand] = _Part(key, cand, g[1])
+        for p, t in req.leaves.items():
+            part.values[p].add(t)
+        return part
+
+    def finish(self) -> dict[str, Site]:
+        """The sites by id, ordered (``requests`` is 0: the caller counts them)."""
+        found: dict[str, Site] = {}
+        for (task, name, shape), (skeleton, paths, cands, parts) in sorted(self._groups.items()):
+            index = {p: i for i, p in enumerate(cands)}
+            split = split_paths(skeleton, paths, lambda p: len({c[index[p]] for c in parts}))
+            merged: dict[tuple, list[_Part]] = defaultdict(list)
+            for cand, part in parts.items():
+                merged[tuple(cand[index[p]] for p in split)].append(part)
+            for members in merged.values():
+                values = {p: set().union(*(m.values[p] for m in members)) for p in paths}
+                site = build_site(task, name, shape, skeleton, {p: align(values[p]) for p in paths}, 0)
+                for m in members:
+                    m.site = site.id
+                found[site.id] = site
+        return dict(sorted(found.items()))
+
+    @staticmethod
+    def site_of(token: _Part) -> str | None:
+        """The site id of an added request (after :meth:`finish`)."""
+        return token.site
 
 
 def store_sites(store: Any, task: str | None = None) -> dict[str, Site]:

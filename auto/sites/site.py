@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from auto.canonical import digest
 from auto.record.template import LEAF, STRUCTURAL_KEYS, request_leaves, request_skeleton
@@ -96,7 +96,12 @@ class Site:
             return None
         if (shape or digest(request_skeleton(body))) != self.shape:
             return None
-        leaves = request_leaves(body["messages"])
+        return self.slot_values(request_leaves(body["messages"]))
+
+    def slot_values(self, leaves: Iterable[tuple[str, str]]) -> dict[str, str] | None:
+        """The slot values of a request of the site's shape given its text leaves (``(path,
+        text)``, :func:`auto.record.template.request_leaves`), or None when a leaf does not fit."""
+        leaves = list(leaves)
         if len(leaves) != len(self.leaves):
             return None
         values: dict[str, list[str]] = {}
@@ -108,6 +113,8 @@ class Site:
             if got is None:
                 return None
             values[path] = got
+        if len(values) != len(self.leaves):
+            return None
         return {s.name: values[s.path][s.index] for s in self.slots}
 
     def render(self, slots: dict[str, str]) -> dict:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sqlite3
@@ -200,6 +201,34 @@ class Connection:
                 return retry_busy(attempt)
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from None
+
+    @contextlib.contextmanager
+    def bulk(self, cache_mib: int, checkpoint_mib: int) -> Iterator[None]:
+        """Settings for writing many large transactions, restored at the end: a page cache of
+        ``cache_mib`` MiB (a transaction's dirty index pages stay in memory until its commit
+        instead of spilling to the WAL and being read back) and an automatic WAL checkpoint every
+        ``checkpoint_mib`` MiB (SQLite's default is 1,000 pages, 4 MiB: a checkpoint after
+        nearly every large commit); the WAL is checkpointed and truncated at the end."""
+        with self._lock:
+            db = self._database()
+            conn = db.conn
+            cache = conn.execute("PRAGMA cache_size").fetchone()[0]
+            auto_cp = conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.execute(f"PRAGMA cache_size = -{int(cache_mib) * 1024}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, int(checkpoint_mib) * 2**20 // page)}")
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._db is not None and os.getpid() == self._pid:
+                    conn = self._db.conn
+                    conn.execute(f"PRAGMA cache_size = {int(cache)}")
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {int(auto_cp)}")
+                    try:
+                        retry_busy(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+                    except sqlite3.Error as exc:
+                        raise store_error(exc, self.path) from None
 
     def quick_check(self, max_errors: int = 5) -> list[str]:
         """SQLite's ``PRAGMA quick_check`` of every page of the file (linear in its size): ``[]``

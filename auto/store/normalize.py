@@ -1,7 +1,8 @@
 """What a span and a trace are to the store: fields, ids, digests, checks and their row form.
 
 * Ids: trace ids are 32 lowercase hex digits (16 bytes), span ids 16 hex digits (8 bytes), as in
-  OpenTelemetry (:func:`new_trace_id`, :func:`new_span_id`).
+  OpenTelemetry (:func:`new_trace_id`, :func:`new_span_id`). A fresh trace id starts with the
+  time, so the store's trace-id indexes grow at their end instead of at random places.
 * Digests: a span's is :func:`auto.canonical.digest` over its content fields
   (:data:`SPAN_FIELDS`, JSON columns as parsed values), a trace's over :data:`TRACE_FIELDS`.
 * :func:`normalize_span` / :func:`normalize_trace` check one record and add its digest;
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from json.encoder import encode_basestring as _encode_str
 from typing import Any, Callable
 
@@ -54,8 +56,15 @@ _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
 def new_trace_id() -> str:
-    """A fresh random trace id (16 bytes, 32 hex digits)."""
-    return os.urandom(16).hex()
+    """A fresh trace id (16 bytes, 32 hex digits): the Unix time in ms (6 bytes, big-endian),
+    then 10 random bytes.
+
+    Time first makes ids made one after another sort together, so inserting them touches the
+    last pages of the B-tree indexes on ``trace_id`` instead of a random page per row (at 10M
+    spans those indexes far exceed any page cache). The random part keeps ids unique (80 bits)
+    and satisfies W3C Trace Context Level 2, which asks for the rightmost 7 bytes to be random.
+    """
+    return (time.time_ns() // 1_000_000).to_bytes(6, "big").hex() + os.urandom(10).hex()
 
 
 def new_span_id() -> str:

@@ -210,23 +210,34 @@ class PayloadWriter:
         """The payload id of each ``(canonical bytes or None, dictionary key)`` (None for None),
         inserting the values the store does not hold yet, inside ``tx``."""
         digs = [None if t is None else payload_digest(t) for t, _ in items]
-        first: dict[bytes, int] = {}
+        first: dict[bytes, int] = {}  # digest -> index of its first item, for digests not cached
+        ids: dict[bytes, int] = {}  # digest -> id, held for this call (the caches are bounded)
         for i, d in enumerate(digs):
-            if d is not None and d not in first and self._known(d) is None:
+            if d is None or d in ids or d in first:
+                continue
+            known = self._known(d)
+            if known is None:
                 first[d] = i
+            else:
+                ids[d] = known
         if first:
-            self._lookup(tx, list(first))
-            missing = [d for d in first if self._known(d) is None]
+            ids.update(self._lookup(tx, list(first)))
+            missing = [d for d in first if d not in ids]
             if missing:
                 self._insert(tx, [(d, *items[first[d]]) for d in missing])
-        return [None if d is None else self._known(d) for d in digs]
+                ids.update((d, self._new_ids[d]) for d in missing)
+        return [None if d is None else ids[d] for d in digs]
 
-    def _lookup(self, tx: Any, digs: list[bytes]) -> None:
+    def _lookup(self, tx: Any, digs: list[bytes]) -> dict[bytes, int]:
+        """``{digest: id}`` of the ``digs`` the store holds (also cached: committed rows)."""
+        found: dict[bytes, int] = {}
         for k in range(0, len(digs), 500):
             chunk = digs[k:k + 500]
             rows = tx.query(f"SELECT id, digest FROM payloads WHERE digest IN ({','.join('?' * len(chunk))})", chunk)
             for pid, d in rows:
+                found[bytes(d)] = pid
                 self._ids.put(bytes(d), pid)  # committed rows: safe to cache now
+        return found
 
     def _insert(self, tx: Any, new: list[tuple[bytes, bytes, Any]]) -> None:
         # first the values that become their key's dictionary, then the rest (compressed with it)
@@ -243,6 +254,9 @@ class PayloadWriter:
                 zd = self._dictionary(key)
                 codec, body = encode(text, zd[1] if zd else None)
                 rows.append((d, codec, zd[0] if codec == DEFLATE_DICT else None, len(text), body, key, text))
+            if getattr(tx, "dialect", None) == "sqlite":
+                self._insert_numbered(tx, rows, group is exemplars)
+                continue
             for k in range(0, len(rows), _INSERT_CHUNK):
                 chunk = rows[k:k + _INSERT_CHUNK]
                 params: list[Any] = []
@@ -253,9 +267,25 @@ class PayloadWriter:
                                + " ON CONFLICT (digest) DO NOTHING RETURNING id, digest", params)
                 for pid, d in got:
                     self._new_ids[bytes(d)] = pid
-                lost = [r[0] for r in chunk if self._known(r[0]) is None]
+                lost = [r[0] for r in chunk if r[0] not in self._new_ids]
                 if lost:  # inserted meanwhile by another writer (PostgreSQL): read their ids
-                    self._lookup(tx, lost)
+                    self._new_ids.update(self._lookup(tx, lost))
                 for d, codec, _dict_id, _size, _body, key, text in chunk:
                     if group is exemplars and codec != DEFLATE_DICT and self._known(d) is not None:
                         self._new_dicts[key] = (self._known(d), text)
+
+    def _insert_numbered(self, tx: Any, rows: list[tuple], exemplars: bool) -> None:
+        """SQLite: the write transaction holds the file's only write lock and the digests were
+        looked up inside it, so none of ``rows`` exists: number them after the largest id and
+        insert them in one ``executemany`` (no per-row ``RETURNING``)."""
+        if not rows:
+            return
+        next_id = tx.query("SELECT COALESCE(MAX(id), 0) + 1 FROM payloads")[0][0]
+        params = []
+        for k, (d, codec, dict_id, size, body, key, text) in enumerate(rows):
+            pid = next_id + k
+            params.append((pid, d, codec, dict_id, size, body))
+            self._new_ids[d] = pid
+            if exemplars and codec != DEFLATE_DICT:
+                self._new_dicts[key] = (pid, text)
+        tx.executemany("INSERT INTO payloads (id, digest, codec, dict_id, size, body) VALUES (?, ?, ?, ?, ?, ?)", params)

@@ -23,6 +23,7 @@ above it (the census, the compile ladder, the ratchet) run on it unchanged. Requ
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -241,6 +242,11 @@ class PgConnection:
                                     "created): record into it first (auto record, auto proxy, auto store import)")
                 if version < SCHEMA_VERSION:
                     migrate_pg(cur, version)
+
+    @contextlib.contextmanager
+    def bulk(self, cache_mib: int, checkpoint_mib: int) -> Iterator[None]:
+        """Nothing to change: the server's buffer cache and checkpoints are its own settings."""
+        yield
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

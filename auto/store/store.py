@@ -22,6 +22,7 @@ Times are integer nanoseconds since the Unix epoch (``time.time_ns()``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -126,8 +127,37 @@ ORDER BY site, input_id"""
 _MODEL_CALL_FINAL = """SELECT site, task, name, input_id, status, output_id, count(*) AS n, MIN(first_ns) AS first_ns,
        SUM(attempts) AS spans
 FROM obs
-GROUP BY site, task, name, input_id, status, output_id
-ORDER BY task, name, input_id, site"""
+GROUP BY site, task, name, input_id, status, output_id"""
+
+_MODEL_CALL_ORDER = "\nORDER BY task, name, input_id, site"
+
+_SITE_AGGREGATE = """cobs AS (
+{cobs}
+),
+per_out AS (
+  SELECT site, input_id, task, kind, ok, out_id, SUM(n) AS n, MIN(first_ns) AS first_ns FROM (
+    SELECT site, input_id, task, kind,
+           CASE WHEN COALESCE(status, 'ok') = 'ok' THEN 1 ELSE 0 END AS ok,
+           CASE WHEN COALESCE(status, 'ok') = 'ok' THEN output_id END AS out_id, n, first_ns
+    FROM cobs) AS o
+  GROUP BY site, input_id, task, kind, ok, out_id
+),
+per_input AS (
+  SELECT site, SUM(n) AS obs, SUM(CASE WHEN ok = 0 THEN n ELSE 0 END) AS errors,
+         COUNT(DISTINCT out_id) + MAX(CASE WHEN ok = 1 AND out_id IS NULL THEN 1 ELSE 0 END) AS outs
+  FROM per_out GROUP BY site, input_id
+)
+SELECT site, obs, errors, outs, count(*) AS inputs, NULL AS task, NULL AS kind, NULL AS first_ns
+FROM per_input GROUP BY site, obs, errors, outs
+UNION ALL
+SELECT site, NULL, NULL, NULL, NULL, task, kind, MIN(first_ns) FROM per_out GROUP BY site, task, kind"""
+"""The census per site, aggregated in the database from observations ``cobs`` (columns ``site,
+input_id, task, kind, status, output_id, n, first_ns``: ``n`` observations): one row ``(site,
+obs, errors, outs, inputs, NULL, NULL, NULL)`` per site and distinct ``(observations, errors,
+distinct successful outputs)`` of its inputs, with the number of inputs that have them, and one
+row ``(site, NULL, NULL, NULL, NULL, task, kind, first_ns)`` per site, task and kind with its
+earliest observation (:func:`auto.analyze.census_from_site_rows` folds them). A successful
+observation whose output is JSON null (``output_id`` NULL) is a distinct output of its own."""
 
 
 def local_path(location: str | os.PathLike) -> str:
@@ -161,15 +191,31 @@ def census_sql(task: bool, exclude_kind: bool = False) -> str:
     return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_CENSUS_FINAL)
 
 
-def model_call_census_sql(task: bool) -> str:
+def site_aggregate_sql(cobs: str) -> str:
+    """:data:`_SITE_AGGREGATE` over the observations ``cobs`` (a ``SELECT``): common table
+    expressions and the final ``SELECT``, to follow ``WITH`` or a comma in a ``WITH`` list."""
+    return _SITE_AGGREGATE.format(cobs=cobs)
+
+
+def census_site_sql(task: bool, exclude_kind: bool = False) -> str:
+    """The census per site (:data:`_SITE_AGGREGATE`) of the spans :func:`census_sql` reads, with
+    the same filters and parameters (:func:`census_params`); no row per input leaves the database."""
+    conds = ("AND task = ? " if task else "") + ("AND kind <> ?" if exclude_kind else "")
+    cobs = "  SELECT site, input_id, task, kind, status, output_id, 1 AS n, first_ns FROM obs"
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=",\n" + site_aggregate_sql(cobs))
+
+
+def model_call_census_sql(task: bool, ordered: bool = True) -> str:
     """The census's observations of one span kind (``kind = ?``; ``task = ?`` first when
     ``task``: :func:`census_params`), grouped by distinct request instead of by site: one row
     ``(site, task, name, input_id, status, output_id, n, first_ns, spans)`` per recorded site key,
     task, span name, request, status and response (``spans``: the spans of those ``n`` logical
     observations, retried attempts included), ordered by task, name, then request (what
-    :func:`auto.analyze.census_model_calls` folds into model-call sites)."""
+    :func:`auto.analyze.census_model_calls` folds into model-call sites); ``ordered=False``
+    leaves out the ``ORDER BY``."""
     conds = ("AND task = ? " if task else "") + "AND kind = ?"
-    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=_MODEL_CALL_FINAL)
+    final = _MODEL_CALL_FINAL + (_MODEL_CALL_ORDER if ordered else "")
+    return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=final)
 
 
 def census_params(task: str | None, exclude_kind: str | None = None) -> list[Any]:
@@ -365,6 +411,23 @@ class Store:
         result = self._conn.write(write)  # an integrity violation becomes IngestError
         self._payloads.commit()
         return result
+
+    @contextlib.contextmanager
+    def bulk_load(self, cache_mib: int = 1024, checkpoint_mib: int = 256) -> Iterator["Store"]:
+        """A context for loading many large batches (:meth:`ingest` of 10k+ spans each: an
+        import, a generated store). On SQLite, for this connection: a page cache of
+        ``cache_mib`` MiB and a WAL checkpoint every ``checkpoint_mib`` MiB instead of every 4 MiB,
+        restored at the end, when the WAL is checkpointed and truncated. Each new span updates a
+        random page of the span-id and payload-digest indexes; with SQLite's default 2 MiB cache
+        the pages a large batch dirties are spilled and read back, and nearly every commit is
+        followed by a checkpoint (measured in ``bench/scale``). What is written, and when it is
+        durable, do not change. On PostgreSQL nothing changes.
+
+        Raises:
+            StoreError: the final checkpoint failed.
+        """
+        with self._conn.bulk(cache_mib, checkpoint_mib):
+            yield self
 
     @staticmethod
     def _new_rows(tx: Any, table: str, key: str, items: list[dict]) -> list[dict]:
@@ -565,6 +628,13 @@ class Store:
         if buf:
             yield self._payload_batch(buf)
 
+    def span_payload_ids(self, kind: str) -> tuple[set[int], set[int]]:
+        """``(input payload ids, output payload ids)`` of the spans of ``kind`` (for export; one
+        scan of the spans each)."""
+        sql = "SELECT DISTINCT {0} FROM spans WHERE kind = ? AND {0} IS NOT NULL"
+        return ({r[0] for r in self._stream(sql.format("input_id"), [kind])},
+                {r[0] for r in self._stream(sql.format("output_id"), [kind])})
+
     def payload_digests(self, ids: Iterable[int]) -> dict[int, str]:
         """``{payload id: "sha256:<hex>"}`` of the given ids."""
         ids = list(ids)
@@ -583,6 +653,19 @@ class Store:
         """All traces as dicts, ordered by ``(started_ns, trace_id)``."""
         rows = self._read("SELECT * FROM traces ORDER BY started_ns, trace_id")
         return [trace_from_row(r) for r in rows]
+
+    def iter_traces(self, batch: int = 5000) -> Iterator[list[dict]]:
+        """All traces as dicts, ordered by ``(started_ns, trace_id)``, streamed in batches of
+        ``batch`` (for export: memory stays bounded by a batch)."""
+        cols = ("trace_id", "name", "started_ns", "ended_ns", "status", "attributes", "digest")
+        buf: list[dict] = []
+        for row in self._stream(f"SELECT {', '.join(cols)} FROM traces ORDER BY started_ns, trace_id", [], size=batch):
+            buf.append(trace_from_row(dict(zip(cols, row))))
+            if len(buf) >= batch:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
 
     def counts(self) -> dict[str, int]:
         """Rows per table: ``{"spans", "traces", "payloads", "eval_runs", "artifacts"}``."""
@@ -792,6 +875,12 @@ class Store:
         ``exclude_kind``: leave out the spans of that kind."""
         sql = census_sql(task is not None, exclude_kind is not None)
         return self._stream(sql, census_params(task, exclude_kind), size=10_000)
+
+    def census_site_rows(self, task: str | None = None, exclude_kind: str | None = None) -> list[tuple]:
+        """The census aggregated per site in the database (:func:`census_site_sql`): a few rows
+        per site, none per input or span. ``task``, ``exclude_kind``: as :meth:`census_rows`."""
+        sql = census_site_sql(task is not None, exclude_kind is not None)
+        return list(self._stream(sql, census_params(task, exclude_kind), size=10_000))
 
     def model_call_rows(self, kind: str, task: str | None = None) -> Iterator[tuple]:
         """The census's observations of the spans of ``kind``, grouped by distinct request

@@ -15,7 +15,7 @@ def measured(cmd: list[str], stdout_path: str | None = None) -> dict:
     out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
     try:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=sys.stderr)
+        p = subprocess.Popen(cmd, stdout=out)  # stderr: this process's
         _pid, status, ru = os.wait4(p.pid, 0)
         el = time.perf_counter() - t0
     finally:
