@@ -9,11 +9,13 @@ Model of a recording:
   the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
   its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
   nesting across a thread pool, submit ``contextvars.copy_context().run``.)
-* A span is written when it **ends**, in a short transaction of its own or batched with others
-  that ended meanwhile, by a background writer (:mod:`auto.record.writer`: off the agent's call
-  path; flushed at stop and before any read through the same store), so a killed process loses
-  only its open spans and the few that were still queued. A trace row is written when its root
-  span ends.
+* A span is written when it **ends**: handed to a background writer (:mod:`auto.record.writer`:
+  off the agent's call path) that redacts it, appends it to the store's journal (from then on
+  it survives the process being killed outright) and writes it in a short transaction of its
+  own or batched with others that ended meanwhile (flushed at stop and before any read through
+  the same store). A killed process loses its open spans and those that ended in the last
+  moment before the kill, not yet journaled (about a millisecond; :meth:`Recorder.wait_durable`
+  waits for them). A trace row is written when its root span ends.
 
 Tool use (linked spans): a model call whose response asks for tool calls registers them on its
 scope (:meth:`SpanScope.request_tools`); a ``tool`` span opened below that scope with the same
@@ -42,8 +44,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from auto_runtime.tools import journal_active, journaled_result
 
@@ -146,7 +147,8 @@ class Recorder:
         self._writer: SpanWriter | None = None
         if not self.sync:  # spans are written off the agent's call path (auto.record.writer)
             self._writer = SpanWriter(self.store, self._count_written, self._count_failed,
-                                      journal=Journal(journal_dir(local_path(self.store.location))))
+                                      journal=Journal(journal_dir(local_path(self.store.location))),
+                                      prepare=self.redact)
             self.store.add_read_barrier(self._writer.flush)
         self.open_streams: set = set()  # attempts whose response stream is still open
         self.redactor = Redactor()
@@ -155,20 +157,28 @@ class Recorder:
             self.process_scope = SpanScope.open(self, task, "task", {"argv": list(sys.argv)}, parent=None,
                                                 attributes={"auto.scope": "process", "process.pid": os.getpid()})
 
-    def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
-        """Redact, then ingest one batch (one short transaction, all or nothing): queued for
-        the background writer, or in this thread with ``sync``; failures are logged and counted,
-        not raised (a span that cannot be redacted is not written)."""
+    def write(self, spans: list[dict], traces: list[dict] = (), complete: Callable[[], None] | None = None) -> None:
+        """Hand one batch over to be redacted and ingested (one short transaction, all or
+        nothing): queued for the background writer, which redacts it before its journal write
+        (no secret reaches the disk), or redacted and ingested in this thread with ``sync``.
+        ``complete``: fills in what the spans still lack, in place (called first, by whichever
+        thread writes them). Failures are logged and counted, not raised (a span that cannot be
+        completed or redacted is not written). The caller does not change the spans afterwards."""
         try:
-            spans = [self.redactor.redact_span(s) for s in spans]
-            traces = [self.redactor.redact_span(t) for t in traces]
-            if self._writer is not None:  # journaled here (redacted: no secret reaches the disk)
-                self._writer.submit(spans, traces)
+            if self._writer is not None:
+                self._writer.submit(spans, list(traces), complete)
                 return
+            if complete is not None:
+                complete()
+            spans, traces = self.redact(spans, traces)
             self.store.ingest(spans, traces)
             self._count_written(len(spans))
         except Exception as exc:  # recording must not break the agent
             self._count_failed(len(spans), exc)
+
+    def redact(self, spans: list[dict], traces: list[dict]) -> tuple[list[dict], list[dict]]:
+        """``(spans, traces)`` with their secrets redacted (:attr:`redactor`)."""
+        return [self.redactor.redact_span(s) for s in spans], [self.redactor.redact_span(t) for t in traces]
 
     def _count_written(self, n: int) -> None:
         with self._lock:
@@ -184,6 +194,12 @@ class Recorder:
         """Wait until every span ended so far is written (or its failure counted)."""
         if self._writer is not None:
             self._writer.flush()
+
+    def wait_durable(self, timeout: float | None = None) -> bool:
+        """Wait until every span ended so far would survive the process being killed outright
+        (journaled or written: :meth:`auto.record.writer.SpanWriter.wait_durable`; at once with
+        ``sync``); False on timeout (s)."""
+        return True if self._writer is None else self._writer.wait_durable(timeout)
 
     def current_scope(self) -> "SpanScope | None":
         """The innermost open scope of this context, else the process scope (or None)."""
@@ -425,14 +441,29 @@ class SpanScope:
 # ----------------------------------------------------------------------------- @task / @tool
 
 
-def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple, kwargs: dict) -> dict | None:
-    """Bound arguments as a JSON object (defaults applied), or None if the call does not bind."""
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    items = list(bound.arguments.items())
+def _positional_names(sig: inspect.Signature) -> tuple[str, ...] | None:
+    """The parameter names when every parameter is positional-or-keyword (then a call with one
+    positional argument per parameter binds them in order), else None."""
+    params = list(sig.parameters.values())
+    if all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return tuple(p.name for p in params)
+    return None
+
+
+def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple, kwargs: dict,
+                names: tuple[str, ...] | None = None) -> dict | None:
+    """Bound arguments as a JSON object (defaults applied), or None if the call does not bind.
+    ``names``: :func:`_positional_names` of ``sig`` (binds a call with all arguments given
+    positionally without :meth:`inspect.Signature.bind`)."""
+    if names is not None and not kwargs and len(args) == len(names):
+        items = list(zip(names, args))
+    else:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        items = list(bound.arguments.items())
     if skip_first and items:
         items = items[1:]
     out = {}
@@ -442,18 +473,25 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
     return out
 
 
-@contextmanager
-def _current(scope: SpanScope) -> Iterator[None]:
-    """``scope`` is the innermost open scope inside the block; an exception leaving the block is
-    recorded on it (status ``error``) and propagates."""
-    token = CURRENT.set(scope)
-    try:
-        yield
-    except BaseException as exc:
-        scope.finish_error(exc)
-        raise
-    finally:
-        CURRENT.reset(token)
+class _current:
+    """``with _current(scope):`` — ``scope`` is the innermost open scope inside the block; an
+    exception leaving the block is recorded on it (status ``error``) and propagates."""
+
+    __slots__ = ("scope", "token")
+
+    def __init__(self, scope: SpanScope) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> None:
+        self.token = CURRENT.set(self.scope)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            if exc is not None:
+                self.scope.finish_error(exc)
+        finally:
+            CURRENT.reset(self.token)
+        return False
 
 
 class TaskSpec:
@@ -491,6 +529,7 @@ class TaskSpec:
         sig = inspect.signature(fn)
         params = list(sig.parameters)
         skip_first = bool(params) and params[0] in ("self", "cls")
+        names = _positional_names(sig)
 
         effects = self.effects
 
@@ -498,7 +537,7 @@ class TaskSpec:
             rec = active_recorder()
             if rec is None:
                 return None
-            inp = _bind_input(sig, skip_first, name, args, kwargs)
+            inp = _bind_input(sig, skip_first, name, args, kwargs, names)
             if inp is None:
                 return None  # the call itself will raise TypeError
             parent = CURRENT.get()

@@ -30,6 +30,7 @@ linked to the tool spans that produced them (``auto.tool_results``; :mod:`auto.r
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -47,7 +48,7 @@ from auto.record.completion import (
 )
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import sanitize_headers, secrets_of
+from auto.record.redact import sanitize_headers, secrets_of, snapshot_headers
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -67,6 +68,22 @@ REQUEST_ATTRS = {
     "n": "gen_ai.request.choice.count",
 }
 """Request body field -> OpenTelemetry GenAI attribute."""
+
+
+@functools.lru_cache(maxsize=64)
+def _value_digest(value: str) -> str:
+    """``digest(value)`` of an environment variable's value (the same few on every call)."""
+    return digest(value)
+
+
+def request_body(raw: bytes) -> dict:
+    """A request body as recorded: its JSON object (another JSON value as ``{"_body": value}``;
+    a body that is not JSON as ``{"_body_digest": "sha256:…"}``)."""
+    try:
+        body = parse_json(raw.decode("utf-8", "replace")) if raw else None
+    except ValueError:
+        body = {"_body_digest": digest_bytes(raw)}
+    return body if isinstance(body, dict) else {"_body": body}
 
 
 class LogicalCall:
@@ -138,27 +155,15 @@ class Attempt:
         self.index = call.attempt_started()
         self._lock = threading.Lock()
         self._done = False
+        self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
         # the recorder redacts them from every span it writes from now on (this one included)
-        call.rec.redactor.learn(secrets_of(request, client))
+        call.rec.redactor.learn(secrets_of(request, client, self._request_headers))
         try:
-            raw = request.content
+            self._raw_body: bytes = request.content or b""
         except Exception:  # a streaming request body that was not read
-            raw = b""
-        text = raw.decode("utf-8", "replace") if raw else ""
-        try:
-            body = parse_json(text) if text else None
-        except ValueError:
-            body = {"_body_digest": digest_bytes(raw)}
-        self.body = body if isinstance(body, dict) else {"_body": body}
-        hdr = request.headers
-        try:
-            self.attempt_no = int(hdr.get("x-stainless-retry-count", self.index))
-        except ValueError:
-            self.attempt_no = self.index
-        url = request.url
-        self.server = {"server.address": url.host, "server.port": url.port or (443 if url.scheme == "https" else 80)}
-        self.url = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
-        self.request_headers = sanitize_headers(hdr)
+            self._raw_body = b""
+        self._body: dict | None = None
+        self._url = request.url
         self.response: Any = None
         self._sse: SSEParser | None = None
         self._raw: list[bytes] = []
@@ -166,7 +171,21 @@ class Attempt:
         self.extra_attributes: dict[str, Any] = {}
         """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
         self.recorded: dict[str, Any] | None = None
-        """The span as written, once the attempt ended (None before)."""
+        """The span handed to the recorder once the attempt ended (None before): its status,
+        output and error at once; its ``input``, ``site`` and ``attributes`` once the recorder's
+        writer completed it (:meth:`_complete`, off the agent's call path)."""
+
+    @property
+    def body(self) -> dict:
+        """The request body (:func:`request_body`), parsed on first use."""
+        if self._body is None:
+            self._body = request_body(self._raw_body)
+        return self._body
+
+    def _may_send_tool_results(self) -> bool:
+        """Whether the request body may hold a ``tool`` message (the text ``"tool"``, or an
+        escape that could spell it): else it sends no tool results back, unparsed."""
+        return b'"tool"' in self._raw_body or b"\\u" in self._raw_body
 
     # -- response arrival ----------------------------------------------------------------
 
@@ -302,72 +321,99 @@ class Attempt:
         return out
 
     def _write(self, status: str, output: Any, error: dict | None, extra: dict, meta: dict | None) -> None:
+        """End the attempt: what its scope and logical call need now (cost, latency, tool calls
+        asked for and tool results sent back), then the span to the recorder, whose writer
+        completes it (:meth:`_complete`)."""
         ended = time.time_ns()
         measured_ms = round((time.perf_counter() - self._t0) * 1000.0, 3)
         call = self.call
         scope = call.scope
-        body = self.body
-        attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
-        for k, a in REQUEST_ATTRS.items():
-            if body.get(k) is not None:
-                attrs[a] = body[k]
-        if body.get("stop") is not None:
-            attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
-        attrs.update(self.server)
-        attrs["url.full"] = self.url
-        attrs["auto.attempt"] = self.attempt_no
-        attrs["auto.logical_call_id"] = call.id
-        attrs["auto.request.headers"] = self.request_headers
-        resp_headers: dict[str, str] = {}
+        resp_headers: dict[str, str] | None = None
         if self.response is not None:
-            attrs["http.response.status_code"] = self.response.status_code
             resp_headers = sanitize_headers(self.response.headers)
-            attrs["auto.response.headers"] = resp_headers
         meta = meta or {}
-        usage = meta.get("usage")
-        in_tok, out_tok, cached = pricing.usage_tokens(usage)
-        resp_model = meta.get("model")
-        attrs["gen_ai.response.model"] = resp_model
-        attrs["gen_ai.response.id"] = meta.get("id")
-        attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
-        if meta.get("system_fingerprint") is not None:
-            attrs["gen_ai.openai.response.system_fingerprint"] = meta["system_fingerprint"]
-        attrs["gen_ai.usage.input_tokens"] = in_tok
-        attrs["gen_ai.usage.output_tokens"] = out_tok
-        if cached is not None:
-            attrs["gen_ai.usage.cached_input_tokens"] = cached
-        attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
+        in_tok, out_tok, cached = pricing.usage_tokens(meta.get("usage"))
         # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
         # short; its cost is known only from reported usage (None otherwise, never 0)
         billed = self.response is not None and self.response.status_code < 400
-        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if billed else None
-        attrs["auto.cost_usd_micros"] = cost
-        latency = call_latency(resp_headers, measured_ms)
-        attrs.update(latency.attributes())
-        env = {n: digest(os.environ[n]) for n in ENV_READS if n in os.environ}
-        if env:
-            attrs["auto.env_reads"] = env
-        attrs.update(extra)
-        attrs.update(self.extra_attributes)
-        task = scope.task if scope is not None else None
-        task_input = scope.task_input if scope is not None else {}
-        tdigest = template_digest(body.get("messages", body.get("input")), task_input)
-        attrs["auto.template_digest"] = tdigest
+        cost = pricing.cost_usd_micros(meta.get("model") or self.body.get("model"), in_tok, out_tok,
+                                       cached or 0) if billed else None
+        latency = call_latency(resp_headers or {}, measured_ms)
+        env = {n: v for n in ENV_READS if (v := os.environ.get(n)) is not None}
+        sent = None
         if scope is not None:
-            sent = scope.tool_results(body.get("messages"))
-            if sent:
-                attrs["auto.tool_results"] = sent
+            if self._may_send_tool_results():
+                sent = scope.tool_results(self.body.get("messages"))
             if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
                 scope.request_tools(self.span_id, output["tool_calls"])
+        task = scope.task if scope is not None else None
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
-            "name": self.name, "kind": "llm", "task": task, "site": site(task, self.name, tdigest),
+            "name": self.name, "kind": "llm", "task": task, "site": None,
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
-            "input": body, "output": output, "error": error, "attributes": attrs,
+            "input": None, "output": output, "error": error, "attributes": None,
         }
         self.recorded = span
-        call.rec.write([span])
+        # what the span's completion reads, and nothing else (the response, the client and this
+        # attempt are not kept alive while the span waits for the writer)
+        call.rec.write([span], (), functools.partial(
+            _complete, span, self._raw_body, self._body, self._request_headers, self._url, self.index, call.id,
+            self.extra_attributes, self.response.status_code if self.response is not None else None, resp_headers,
+            meta, (in_tok, out_tok, cached), cost, latency, env, sent, extra,
+            scope.task_input if scope is not None else {}))
         if scope is not None:
             scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)
         call.attempt_ended(status, self.name, ended)
+
+
+def _complete(span: dict, raw_body: bytes, body: dict | None, request_headers: Any, url: Any, index: int,
+              logical_id: str, extra_attributes: dict, status_code: int | None, resp_headers: dict[str, str] | None,
+              meta: dict, tokens: tuple, cost: float | None, latency: Any, env: dict[str, str], sent: list | None,
+              extra: dict, task_input: dict) -> None:
+    """Fill in an ``llm`` span's ``input`` (the request body), ``attributes`` and ``site`` (the
+    template digest) from what :meth:`Attempt._write` kept (run by the recorder's writer)."""
+    body = request_body(raw_body) if body is None else body
+    attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
+    for k, a in REQUEST_ATTRS.items():
+        if body.get(k) is not None:
+            attrs[a] = body[k]
+    if body.get("stop") is not None:
+        attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
+    attrs["server.address"] = url.host
+    attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
+    attrs["url.full"] = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
+    headers = sanitize_headers(request_headers)
+    try:
+        attrs["auto.attempt"] = int(headers.get("x-stainless-retry-count", index))
+    except ValueError:
+        attrs["auto.attempt"] = index
+    attrs["auto.logical_call_id"] = logical_id
+    attrs["auto.request.headers"] = headers
+    if status_code is not None:
+        attrs["http.response.status_code"] = status_code
+        attrs["auto.response.headers"] = resp_headers
+    in_tok, out_tok, cached = tokens
+    attrs["gen_ai.response.model"] = meta.get("model")
+    attrs["gen_ai.response.id"] = meta.get("id")
+    attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
+    if meta.get("system_fingerprint") is not None:
+        attrs["gen_ai.openai.response.system_fingerprint"] = meta["system_fingerprint"]
+    attrs["gen_ai.usage.input_tokens"] = in_tok
+    attrs["gen_ai.usage.output_tokens"] = out_tok
+    if cached is not None:
+        attrs["gen_ai.usage.cached_input_tokens"] = cached
+    attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
+    attrs["auto.cost_usd_micros"] = cost
+    attrs.update(latency.attributes())
+    if env:
+        attrs["auto.env_reads"] = {n: _value_digest(v) for n, v in env.items()}
+    attrs.update(extra)
+    attrs.update(extra_attributes)
+    tdigest = template_digest(body.get("messages", body.get("input")), task_input)
+    attrs["auto.template_digest"] = tdigest
+    if sent:
+        attrs["auto.tool_results"] = sent
+    span["input"] = body
+    span["site"] = site(span["task"], span["name"], tdigest)
+    span["attributes"] = attrs

@@ -118,31 +118,88 @@ def env_secrets(environ: Any = None) -> set[str]:
     return {v for k, v in list(environ.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
 
 
+class RawHeaders:
+    """A snapshot of an ``httpx`` ``Headers``: its raw ``(name, value)`` byte pairs and their
+    encoding, decoded only when read (:func:`header_items`)."""
+
+    __slots__ = ("raw", "encoding")
+
+    def __init__(self, raw: list[tuple[bytes, bytes]], encoding: str) -> None:
+        self.raw, self.encoding = raw, encoding
+
+
+def snapshot_headers(headers: Any) -> Any:
+    """What :func:`header_items` reads from ``headers`` as they are now: a :class:`RawHeaders`
+    of an ``httpx`` ``Headers`` (a copy of its byte pairs, not decoded), else their pairs."""
+    raw = getattr(headers, "raw", None)
+    if isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str):
+        return RawHeaders(raw, headers.encoding)
+    return list(header_items(headers))
+
+
+def header_items(headers: Any) -> Any:
+    """``(name, value)`` string pairs of headers: an ``httpx`` ``Headers`` or a
+    :class:`RawHeaders` (read from the raw bytes, values of a repeated name joined by ``", "`` as
+    ``httpx``'s ``items()`` does, without its per-header decoding cost), another mapping (its
+    ``items()``) or pairs (as they are)."""
+    raw = getattr(headers, "raw", None)
+    if isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str):
+        enc = headers.encoding
+        out: dict[str, str] = {}
+        for k, v in raw:
+            k, v = k.decode(enc), v.decode(enc)
+            out[k] = f"{out[k]}, {v}" if k in out else v
+        return out.items()
+    return headers.items() if hasattr(headers, "items") else headers
+
+
 def sanitize_headers(headers: Any) -> dict[str, str]:
-    """Headers (a mapping or ``(name, value)`` pairs) as a lower-cased dict without any whose
-    name carries credentials (:data:`SECRET_HEADER`), and the account headers
+    """Headers (a mapping or ``(name, value)`` pairs: :func:`header_items`) as a lower-cased dict
+    without any whose name carries credentials (:data:`SECRET_HEADER`), and the account headers
     (:data:`DIGEST_HEADERS`) as digests of their values."""
     out: dict[str, str] = {}
-    items = headers.items() if hasattr(headers, "items") else headers
-    for k, v in items:
-        k = str(k).lower()
-        if SECRET_HEADER.search(k):
+    for k, v in header_items(headers):
+        k, rule = header_rule(k)
+        if rule == _DROP:
             continue
-        out[k] = digest(str(v)) if k in DIGEST_HEADERS else str(v)
+        out[k] = digest(str(v)) if rule == _DIGEST else str(v)
     return out
 
 
-def secrets_of(request: Any, client: Any) -> list[str]:
+_KEEP, _DROP, _DIGEST = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=4096)
+def header_rule(name: Any) -> tuple[str, int]:
+    """``(lower-cased name, rule)`` of a header name: dropped (:data:`SECRET_HEADER`), kept as a
+    digest (:data:`DIGEST_HEADERS`) or kept (cached per name: asked for every header of every
+    model call)."""
+    k = str(name).lower()
+    if SECRET_HEADER.search(k):
+        return k, _DROP
+    return k, _DIGEST if k in DIGEST_HEADERS else _KEEP
+
+
+def secrets_of(request: Any, client: Any, headers: Any = None) -> list[str]:
     """The secrets of one HTTP request (an ``httpx`` request) sent by ``client`` (an ``openai``
     client): credential header values, the token of ``Bearer <token>``, the client's
-    ``api_key``; longest first, so a token is scrubbed before a prefix of it."""
+    ``api_key``; longest first, so a token is scrubbed before a prefix of it. ``headers``: the
+    request's :func:`snapshot_headers` when the caller has them already."""
     found: list[str] = []
-    for k, v in request.headers.items():
-        if SECRET_HEADER.search(k) and v:
-            v = str(v)
-            found.append(v)
-            if " " in v:
-                found.append(v.split(" ", 1)[1].strip())
+    headers = request.headers if headers is None else headers
+    raw = getattr(headers, "raw", None)
+    if isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str):
+        # only the credential headers' values are decoded (a name's rule is cached)
+        enc = headers.encoding
+        values = [v.decode(enc) for k, v in raw if v and header_rule(k.decode(enc))[1] == _DROP]
+        if len(values) > 1:  # a repeated name counts as one value, joined as httpx joins it
+            values = [v for k, v in header_items(headers) if v and header_rule(k)[1] == _DROP]
+    else:
+        values = [str(v) for k, v in header_items(headers) if v and header_rule(k)[1] == _DROP]
+    for v in values:
+        found.append(v)
+        if " " in v:
+            found.append(v.split(" ", 1)[1].strip())
     key = getattr(client, "__dict__", {}).get("api_key")
     if isinstance(key, str) and key:
         found.append(key)
@@ -257,7 +314,7 @@ class Redactor:
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secret values to redact from now on (shorter than :data:`MIN_SECRET_LEN`: ignored)."""
         new = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
-        if new:
+        if new and not new <= self.known:  # every call of a client learns the same ones
             with self._lock:
                 self.known |= new
 
