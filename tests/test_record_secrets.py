@@ -56,7 +56,26 @@ def test_the_span_fast_path_misses_no_format_after_clean_strings(name):
     assert FORMATS[name] not in str(out) and out["attributes"]["auto.redacted"] == ["input"]
 
 
-def test_the_combined_pattern_finds_what_the_patterns_find():
+def test_required_literals_are_in_every_match():
+    import re
+
+    from auto.record.redact import required_literals
+    cases = {r"ab+cd": ("cd",), r"x(?:foo|barbaz)y": ("foo", "barbaz"), r"(?:a|b)zz[0-9]{2}": ("zz",),
+             r"(q1w2)+e": ("q1w2",), r"k?longer": ("longer",), r"(?i)token": None, r"xx(?i:abc)y": ("xx",),
+             r"[a-z]+": None, r"(?:pre|[0-9])fix": ("fix",)}
+    for pat, want in cases.items():
+        rx = re.compile(pat)
+        got = required_literals(rx)
+        assert (got if got is None else tuple(sorted(got))) == (want if want is None else tuple(sorted(want))), pat
+    from auto.record.redact import prefiltered_patterns
+    for rx, lits in prefiltered_patterns():  # every pattern's literals occur in what it matches
+        for text in [f"use {v} now" for v in FORMATS.values()] + [BEARER]:
+            m = rx.search(text)
+            if m and lits is not None:
+                assert any(lit in m.group(0) for lit in lits), (rx.pattern, text)
+
+
+def test_the_prefiltered_patterns_find_what_the_patterns_find():
     texts = [f"use {v} now" for v in FORMATS.values()] + [
         f"header: {BEARER}", "db at https://bob:hunter2secret@db.example/x",
         "hooks at https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",

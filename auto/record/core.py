@@ -9,21 +9,27 @@ Model of a recording:
   the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
   its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
   nesting across a thread pool, submit ``contextvars.copy_context().run``.)
-* A span is written when it **ends**: handed to a background writer (:mod:`auto.record.writer`:
-  off the agent's call path) that redacts it, appends it to the store's journal (from then on
-  it survives the process being killed outright) and writes it in a short transaction of its
+* A span is written when it **ends**: the agent's thread builds what only it can know then
+  (ids, times, status, input and output as JSON values, what a scope counted) and hands the span
+  to a background writer (:mod:`auto.record.writer`, off the agent's call path) that completes
+  it (a model call's response body parsed, its attributes, template digest and site; a scope's
+  counts of the model calls below it), redacts it, appends it to the store's journal (from then
+  on it survives the process being killed outright) and writes it in a short transaction of its
   own or batched with others that ended meanwhile (flushed at stop and before any read through
-  the same store). A killed process loses its open spans and those that ended in the last
-  moment before the kill, not yet journaled (about a millisecond; :meth:`Recorder.wait_durable`
+  the same store). The writer completes spans one at a time in the order they ended, so what a
+  span reads from the spans that ended before it is there. A killed process loses its open
+  spans and those that ended in the last moments before the kill, not yet journaled (at most
+  about :data:`auto.record.writer.POLL_S` while the agent is busy; :meth:`Recorder.wait_durable`
   waits for them). A trace row is written when its root span ends.
 
 Tool use (linked spans): a model call whose response asks for tool calls registers them on its
-scope (:meth:`SpanScope.request_tools`); a ``tool`` span opened below that scope with the same
-tool name takes the oldest matching request (canonically equal arguments first, else the oldest
-of that name) and records ``gen_ai.tool.call.id``, ``auto.tool.requested_by`` (the model-call
-span) and ``auto.tool.arguments_match``; a later model call that sends a ``tool`` message back
-records ``auto.tool_results`` (which tool span's result went back, and whether the content is
-that result). A tool declares ``auto.tool.effects``: ``"read"`` or ``"effect"``.
+scope (:meth:`SpanScope.request_tools`); a ``tool`` span below that scope with the same tool
+name takes, when it is completed, the oldest matching request (canonically equal arguments
+first, else the oldest of that name) and records ``gen_ai.tool.call.id``,
+``auto.tool.requested_by`` (the model-call span) and ``auto.tool.arguments_match``; a later
+model call that sends a ``tool`` message back records ``auto.tool_results`` (which tool span's
+result went back, and whether the content is that result). A tool declares
+``auto.tool.effects``: ``"read"`` or ``"effect"``.
 
 Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float;
 a span's wall time plus what its model calls reported, :mod:`auto.record.latency`).
@@ -415,7 +421,34 @@ class SpanScope:
                 attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
-        attrs = dict(self.attributes)
+        span = {
+            "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
+            "name": self.name, "kind": self.kind, "task": self.task, "site": None,
+            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
+            "input": self.input, "output": output, "error": error, "attributes": None,
+        }
+        traces = []
+        if self.is_root:
+            traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                           "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
+        complete: Callable[[], None] | None = functools.partial(self._complete, span, dict(self.attributes), wall_ms,
+                                                                 output)
+        if self.parent is not None and self.parent.recorder is not self.recorder:
+            complete()  # another recorder writes the parent: what it reads is settled now
+            complete = None
+        self.recorder.write([span], traces, complete)
+
+    def _complete(self, span: dict, attrs: dict[str, Any], wall_ms: float, output: Any) -> None:
+        """Complete the span's attributes (run by the recorder's writer, in the order spans
+        ended, so every model call and child span that ended before this one has reported to
+        it): for a tool span the model call's request it ran (:meth:`claim_tool_request`), the
+        model calls, cost and latency counted here; then this span's counts go to its parent."""
+        if self.kind == "tool" and self.parent is not None:
+            req = self.parent.claim_tool_request(self.name, self.input)
+            if req is not None:
+                attrs["gen_ai.tool.call.id"] = req["id"]
+                attrs["auto.tool.requested_by"] = req["llm_span_id"]
+                attrs["auto.tool.arguments_match"] = req["arguments_match"]
         attrs["auto.llm_calls"] = len(self.llm_calls)
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
@@ -423,17 +456,7 @@ class SpanScope:
         call_id = attrs.get("gen_ai.tool.call.id")
         if self.kind == "tool" and call_id and self.parent is not None:
             self.parent.tool_ran(call_id, self.span_id, output)
-        span = {
-            "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
-            "name": self.name, "kind": self.kind, "task": self.task, "site": None,
-            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
-            "input": self.input, "output": output, "error": error, "attributes": attrs,
-        }
-        traces = []
-        if self.is_root:
-            traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
-                           "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
-        self.recorder.write([span], traces)
+        span["attributes"] = attrs
         if self.parent is not None:
             self.parent._absorb(self)
 
@@ -542,7 +565,7 @@ class TaskSpec:
                 return None  # the call itself will raise TypeError
             parent = CURRENT.get()
             return SpanScope.open(rec, name, kind, inp, parent,
-                                  attributes=_tool_attributes(name, effects, inp, parent) if kind == "tool" else None)
+                                  attributes=_tool_attributes(name, effects) if kind == "tool" else None)
 
         def journaled(args: tuple, kwargs: dict) -> tuple[bool, Any]:
             """An effect this call already ran at tier-1 (:mod:`auto_runtime.tools`): its result."""
@@ -614,7 +637,7 @@ class TaskSpec:
         if not isinstance(inp, dict):
             raise RecordError(f"{name}: a task input must be a JSON object (dict of arguments)")
         parent = CURRENT.get()
-        attrs = _tool_attributes(name, self.effects, inp, parent) if self.kind == "tool" else None
+        attrs = _tool_attributes(name, self.effects) if self.kind == "tool" else None
         scope = SpanScope.open(rec, name, self.kind, inp, parent, attributes=attrs)
         self._stack.append((scope, CURRENT.set(scope)))
         self.output = None
@@ -658,17 +681,11 @@ TOOL_EFFECTS = ("read", "effect")
 ``effect`` (acts on the world: a compiled path calls it only after the guard admitted the call)."""
 
 
-def _tool_attributes(name: str, effects: str | None, inp: Any, parent: "SpanScope | None") -> dict[str, Any]:
-    """A tool span's attributes: OpenTelemetry GenAI ``execute_tool`` names, the declared effects,
-    and the link to the model call that asked for it (when one did)."""
-    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                             "auto.tool.effects": effects or "read"}
-    req = parent.claim_tool_request(name, inp) if parent is not None else None
-    if req is not None:
-        attrs["gen_ai.tool.call.id"] = req["id"]
-        attrs["auto.tool.requested_by"] = req["llm_span_id"]
-        attrs["auto.tool.arguments_match"] = req["arguments_match"]
-    return attrs
+def _tool_attributes(name: str, effects: str | None) -> dict[str, Any]:
+    """A tool span's attributes when it opens: OpenTelemetry GenAI ``execute_tool`` names and the
+    declared effects (the link to the model call that asked for it is added when the span is
+    completed: :meth:`SpanScope._complete`)."""
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "auto.tool.effects": effects or "read"}
 
 
 def tool(name: str | Callable | None = None, *, effects: str = "read", input: dict | None = None) -> Any:

@@ -106,9 +106,18 @@ class LogicalCall:
         self.open_attempts = 0
         self.returned = False
         self.done = False
-        self.status = "ok"
+        self._events: list[Any] = []  # attempts as they ended, and "error" where the request raised
         self.name = "llm"
         self.ended_ns = self.started_ns
+
+    @property
+    def status(self) -> str:
+        """``ok``/``error``: that of the attempt that ended last, or ``error`` when the request
+        raised after it (an attempt's status is settled when read: :attr:`Attempt.status`)."""
+        status = "ok"
+        for e in list(self._events):
+            status = e if isinstance(e, str) else e.status
+        return status
 
     def attempt_started(self) -> int:
         with self._lock:
@@ -116,17 +125,18 @@ class LogicalCall:
             self.open_attempts += 1
             return self.attempts - 1
 
-    def attempt_ended(self, status: str, name: str, ended_ns: int) -> None:
+    def attempt_ended(self, attempt: "Attempt", name: str, ended_ns: int) -> None:
         with self._lock:
             self.open_attempts -= 1
-            self.status, self.name, self.ended_ns = status, name, max(self.ended_ns, ended_ns)
+            self._events.append(attempt)
+            self.name, self.ended_ns = name, max(self.ended_ns, ended_ns)
         self._maybe_finalize()
 
     def request_done(self, exc: BaseException | None) -> None:
         with self._lock:
             self.returned = True
             if exc is not None:
-                self.status = "error"
+                self._events.append("error")
         self._maybe_finalize()
 
     def _maybe_finalize(self) -> None:
@@ -135,11 +145,13 @@ class LogicalCall:
                 return
             self.done = True
         if self.own_trace:
-            self.rec.write([], [{
-                "trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
-                "ended_ns": self.ended_ns, "status": self.status,
-                "attributes": {"auto.root_kind": "llm", "auto.logical_call_id": self.id, "auto.attempts": self.attempts},
-            }])
+            trace = {"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                     "ended_ns": self.ended_ns, "status": None,
+                     "attributes": {"auto.root_kind": "llm", "auto.logical_call_id": self.id, "auto.attempts": self.attempts}}
+            self.rec.write([], [trace], functools.partial(self._complete_trace, trace))
+
+    def _complete_trace(self, trace: dict) -> None:
+        trace["status"] = self.status
 
 
 class Attempt:
@@ -170,10 +182,26 @@ class Attempt:
         self._decoder: ContentDecoder | None = None
         self.extra_attributes: dict[str, Any] = {}
         """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
-        self.recorded: dict[str, Any] | None = None
+        self._span: dict[str, Any] | None = None
+        self._outcome: Any = None  # (status, output, error, extra, meta), or what computes it
+        self._settled = False
+        self._status_code: int | None = None
+        self._reason = ""
+
+    @property
+    def recorded(self) -> dict[str, Any] | None:
         """The span handed to the recorder once the attempt ended (None before): its status,
-        output and error at once; its ``input``, ``site`` and ``attributes`` once the recorder's
-        writer completed it (:meth:`_complete`, off the agent's call path)."""
+        output and error (reading them settles the outcome, :meth:`_settle`); its ``input``,
+        ``site`` and ``attributes`` once the recorder's writer completed it (off the agent's
+        call path)."""
+        if self._span is not None:
+            self._settle()
+        return self._span
+
+    @property
+    def status(self) -> str | None:
+        """``ok``/``error`` once the attempt ended (settled on first read), else None."""
+        return self._settle()[0] if self._span is not None else None
 
     @property
     def body(self) -> dict:
@@ -246,14 +274,14 @@ class Attempt:
 
     def fail(self, exc: BaseException) -> None:
         if self._claim():
-            self._write("error", None, error_json(exc), {}, None)
+            self._end(("error", None, error_json(exc), {}, None))
 
     def _finish_stream(self, complete: bool, why: str = "stream closed before completion") -> None:
         if not self._claim():
             return
         if self._decoder is not None and not self._decoder.ok:
-            self._write(self._status_of(), None, self._http_error(None) if self._is_http_error() else None,
-                        {"auto.body": "undecodable"}, None)
+            self._end((self._status_of(), None, self._http_error(None) if self._is_http_error() else None,
+                       {"auto.body": "undecodable"}, None))
             return
         if self._sse is not None:
             self._sse.close()
@@ -273,37 +301,22 @@ class Attempt:
                 complete = complete or self._sse.done
             extra = {"auto.stream": True, "auto.stream.complete": complete}
             if self._is_http_error():
-                self._write("error", None, self._http_error(None), extra, meta)
+                self._end(("error", None, self._http_error(None), extra, meta))
             elif stream_error is not None:
-                self._write("error", output, stream_error, extra, meta)
+                self._end(("error", output, stream_error, extra, meta))
             elif not complete:
-                self._write("error", output, {"type": "stream_incomplete", "message": why}, extra, meta)
+                self._end(("error", output, {"type": "stream_incomplete", "message": why}, extra, meta))
             else:
-                self._write("ok", output, None, extra, meta)
+                self._end(("ok", output, None, extra, meta))
             return
         self._finish_body(b"".join(self._raw), complete=complete, streamed=True)
 
     def _finish_body(self, content: bytes, complete: bool, streamed: bool = False) -> None:
         if not streamed and not self._claim():
             return
-        extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
-        try:
-            body = parse_json(content) if content else None
-        except ValueError:
-            body = None
-        if self._is_http_error():
-            self._write("error", None, self._http_error(body), extra, None)
-            return
-        responses = self.name == "responses"
-        if not isinstance(body, dict) or ("output" if responses else "choices") not in body:
-            what = "a response object" if responses else "a chat completion"
-            self._write("error", None,
-                        {"type": "malformed_body", "message": f"the response body is not {what}"} if complete
-                        else {"type": "stream_incomplete", "message": "body not fully read"},
-                        {**extra, "auto.body": "unrecognized"}, None)
-            return
-        output, meta = assemble_response(body) if responses else assemble_completion(body)
-        self._write("ok", output, None, extra, meta)
+        # the body is parsed when the outcome is settled: by the writer, off the agent's call path
+        self._end(functools.partial(body_outcome, self.name, content, complete, streamed,
+                                    self.response.status_code, self.response.reason_phrase))
 
     def _is_http_error(self) -> bool:
         return self.response is not None and self.response.status_code >= 400
@@ -312,88 +325,127 @@ class Attempt:
         return "error" if self._is_http_error() else "ok"
 
     def _http_error(self, body: Any) -> dict:
-        err = body.get("error") if isinstance(body, dict) else None
-        out = {"type": "http_status", "status_code": self.response.status_code,
-               "message": (err.get("message") if isinstance(err, dict) else None) or self.response.reason_phrase}
-        if isinstance(err, dict):
-            out["error_type"] = err.get("type")
-            out["code"] = err.get("code")
-        return out
+        return http_error(self.response.status_code, self.response.reason_phrase, body)
 
-    def _write(self, status: str, output: Any, error: dict | None, extra: dict, meta: dict | None) -> None:
-        """End the attempt: what its scope and logical call need now (cost, latency, tool calls
-        asked for and tool results sent back), then the span to the recorder, whose writer
-        completes it (:meth:`_complete`)."""
+    def _end(self, outcome: Any) -> None:
+        """End the attempt with ``outcome`` — ``(status, output, error, extra, meta)`` or what
+        computes it (:func:`body_outcome`) — and hand its span to the recorder, whose writer
+        settles the outcome and completes the span (:func:`_complete`); what the span's scope
+        learns from it (cost, latency, tool calls) reaches the scope there too, in the order
+        the spans ended."""
         ended = time.time_ns()
         measured_ms = round((time.perf_counter() - self._t0) * 1000.0, 3)
         call = self.call
         scope = call.scope
-        resp_headers: dict[str, str] | None = None
-        if self.response is not None:
-            resp_headers = sanitize_headers(self.response.headers)
-        meta = meta or {}
-        in_tok, out_tok, cached = pricing.usage_tokens(meta.get("usage"))
-        # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
-        # short; its cost is known only from reported usage (None otherwise, never 0)
-        billed = self.response is not None and self.response.status_code < 400
-        cost = pricing.cost_usd_micros(meta.get("model") or self.body.get("model"), in_tok, out_tok,
-                                       cached or 0) if billed else None
-        latency = call_latency(resp_headers or {}, measured_ms)
+        response = self.response
+        resp_headers = None
+        if response is not None:
+            self._status_code, self._reason = response.status_code, response.reason_phrase
+            resp_headers = snapshot_headers(response.headers)
+            self.response = None  # not kept alive while the span waits for the writer
         env = {n: v for n in ENV_READS if (v := os.environ.get(n)) is not None}
-        sent = None
-        if scope is not None:
-            if self._may_send_tool_results():
-                sent = scope.tool_results(self.body.get("messages"))
-            if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
-                scope.request_tools(self.span_id, output["tool_calls"])
-        task = scope.task if scope is not None else None
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
-            "name": self.name, "kind": "llm", "task": task, "site": None,
-            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
-            "input": None, "output": output, "error": error, "attributes": None,
+            "name": self.name, "kind": "llm", "task": scope.task if scope is not None else None, "site": None,
+            "started_ns": self.started_ns, "ended_ns": ended, "status": None,
+            "input": None, "output": None, "error": None, "attributes": None,
         }
-        self.recorded = span
-        # what the span's completion reads, and nothing else (the response, the client and this
-        # attempt are not kept alive while the span waits for the writer)
-        call.rec.write([span], (), functools.partial(
-            _complete, span, self._raw_body, self._body, self._request_headers, self._url, self.index, call.id,
-            self.extra_attributes, self.response.status_code if self.response is not None else None, resp_headers,
-            meta, (in_tok, out_tok, cached), cost, latency, env, sent, extra,
-            scope.task_input if scope is not None else {}))
-        if scope is not None:
-            scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)
-        call.attempt_ended(status, self.name, ended)
+        self._outcome = outcome
+        self._span = span
+        complete = functools.partial(_complete, self, span, resp_headers, measured_ms, env)
+        if scope is not None and scope.recorder is not call.rec:
+            complete()  # another recorder writes the scope: what it reads is settled now
+            complete = None
+        call.rec.write([span], (), complete)
+        call.attempt_ended(self, self.name, ended)
+
+    def _settle(self) -> tuple:
+        """The outcome ``(status, output, error, extra, meta)``, computed once (the response body
+        parsed here when that was left to this point); fills in the span's status, output and
+        error."""
+        with self._lock:
+            if not self._settled:
+                outcome = self._outcome() if callable(self._outcome) else self._outcome
+                self._outcome, self._settled = outcome, True
+                span = self._span
+                span["status"], span["output"], span["error"] = outcome[0], outcome[1], outcome[2]
+            return self._outcome
 
 
-def _complete(span: dict, raw_body: bytes, body: dict | None, request_headers: Any, url: Any, index: int,
-              logical_id: str, extra_attributes: dict, status_code: int | None, resp_headers: dict[str, str] | None,
-              meta: dict, tokens: tuple, cost: float | None, latency: Any, env: dict[str, str], sent: list | None,
-              extra: dict, task_input: dict) -> None:
-    """Fill in an ``llm`` span's ``input`` (the request body), ``attributes`` and ``site`` (the
-    template digest) from what :meth:`Attempt._write` kept (run by the recorder's writer)."""
-    body = request_body(raw_body) if body is None else body
+def http_error(status_code: int, reason: str, body: Any) -> dict:
+    """The span error of an HTTP error response (``body``: its parsed JSON, or None)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    out = {"type": "http_status", "status_code": status_code,
+           "message": (err.get("message") if isinstance(err, dict) else None) or reason}
+    if isinstance(err, dict):
+        out["error_type"] = err.get("type")
+        out["code"] = err.get("code")
+    return out
+
+
+def body_outcome(name: str, content: bytes, complete: bool, streamed: bool, status_code: int,
+                 reason: str) -> tuple:
+    """``(status, output, error, extra, meta)`` of an attempt whose response body (not an SSE
+    stream) is ``content``: a completion (or, for ``responses``, a response object), an HTTP
+    error, a body that is not what the endpoint answers (``malformed_body``), or one cut short
+    (``stream_incomplete``)."""
+    extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
+    try:
+        body = parse_json(content) if content else None
+    except ValueError:
+        body = None
+    if status_code >= 400:
+        return "error", None, http_error(status_code, reason, body), extra, None
+    responses = name == "responses"
+    if not isinstance(body, dict) or ("output" if responses else "choices") not in body:
+        what = "a response object" if responses else "a chat completion"
+        return ("error", None,
+                {"type": "malformed_body", "message": f"the response body is not {what}"} if complete
+                else {"type": "stream_incomplete", "message": "body not fully read"},
+                {**extra, "auto.body": "unrecognized"}, None)
+    output, meta = assemble_response(body) if responses else assemble_completion(body)
+    return "ok", output, None, extra, meta
+
+
+def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_ms: float, env: dict[str, str]) -> None:
+    """Settle an attempt's outcome and complete its span (run by the recorder's writer, in the
+    order spans ended): status, output, error, the request body as ``input``, the attributes,
+    the template digest and ``site``; then report cost, latency and the tool calls asked for to
+    the attempt's scope, and link the tool results the request sent back."""
+    status, output, error, extra, meta = attempt._settle()
+    call, scope = attempt.call, attempt.call.scope
+    body = attempt.body
+    meta = meta or {}
+    in_tok, out_tok, cached = pricing.usage_tokens(meta.get("usage"))
+    status_code = attempt._status_code
+    # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
+    # short; its cost is known only from reported usage (None otherwise, never 0)
+    billed = status_code is not None and status_code < 400
+    cost = pricing.cost_usd_micros(meta.get("model") or body.get("model"), in_tok, out_tok,
+                                   cached or 0) if billed else None
+    headers = sanitize_headers(resp_headers) if resp_headers is not None else {}
+    latency = call_latency(headers, measured_ms)
     attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
     for k, a in REQUEST_ATTRS.items():
         if body.get(k) is not None:
             attrs[a] = body[k]
     if body.get("stop") is not None:
         attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
+    url = attempt._url
     attrs["server.address"] = url.host
     attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
     attrs["url.full"] = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
-    headers = sanitize_headers(request_headers)
+    request_headers = sanitize_headers(attempt._request_headers)
     try:
-        attrs["auto.attempt"] = int(headers.get("x-stainless-retry-count", index))
+        attrs["auto.attempt"] = int(request_headers.get("x-stainless-retry-count", attempt.index))
     except ValueError:
-        attrs["auto.attempt"] = index
-    attrs["auto.logical_call_id"] = logical_id
-    attrs["auto.request.headers"] = headers
+        attrs["auto.attempt"] = attempt.index
+    attrs["auto.logical_call_id"] = call.id
+    attrs["auto.request.headers"] = request_headers
     if status_code is not None:
         attrs["http.response.status_code"] = status_code
-        attrs["auto.response.headers"] = resp_headers
-    in_tok, out_tok, cached = tokens
+        attrs["auto.response.headers"] = headers
     attrs["gen_ai.response.model"] = meta.get("model")
     attrs["gen_ai.response.id"] = meta.get("id")
     attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
@@ -409,11 +461,17 @@ def _complete(span: dict, raw_body: bytes, body: dict | None, request_headers: A
     if env:
         attrs["auto.env_reads"] = {n: _value_digest(v) for n, v in env.items()}
     attrs.update(extra)
-    attrs.update(extra_attributes)
-    tdigest = template_digest(body.get("messages", body.get("input")), task_input)
+    attrs.update(attempt.extra_attributes)
+    tdigest = template_digest(body.get("messages", body.get("input")), scope.task_input if scope is not None else {})
     attrs["auto.template_digest"] = tdigest
-    if sent:
-        attrs["auto.tool_results"] = sent
+    if scope is not None:
+        sent = scope.tool_results(body.get("messages")) if attempt._may_send_tool_results() else None
+        if sent:
+            attrs["auto.tool_results"] = sent
+        if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
+            scope.request_tools(attempt.span_id, output["tool_calls"])
     span["input"] = body
     span["site"] = site(span["task"], span["name"], tdigest)
     span["attributes"] = attrs
+    if scope is not None:
+        scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 from json.encoder import encode_basestring as _encode_str
 from typing import Any, Callable
@@ -50,14 +51,21 @@ _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
+_IDS = random.Random(os.urandom(32))
+"""The id generator: Python's Mersenne Twister seeded from 256 bits of ``os.urandom``, reseeded
+in a forked child (ids are unique, not secret; drawing them costs no system call, which would
+let another thread take the interpreter lock on the recording path)."""
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
+
+
 def new_trace_id() -> str:
     """A fresh random trace id (16 bytes, 32 hex digits)."""
-    return os.urandom(16).hex()
+    return f"{_IDS.getrandbits(128):032x}"
 
 
 def new_span_id() -> str:
     """A fresh random span id (8 bytes, 16 hex digits)."""
-    return os.urandom(8).hex()
+    return f"{_IDS.getrandbits(64):016x}"
 
 
 def span_digest(span: dict) -> str:
