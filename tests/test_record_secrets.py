@@ -189,3 +189,22 @@ def test_a_compile_never_learns_a_redacted_witness():
     s = WitnessSet.of("t", ws)
     assert s.redacted == 2 and len(s.witnesses) == 2
     assert [inp for inp, _out, _share in s.items] == [{"q": "a"}, {"q": "c"}]
+
+
+def test_a_header_snapshot_reads_as_the_headers_do():
+    import httpx2
+
+    from auto.record.redact import header_items, sanitize_headers, secrets_of, snapshot_headers
+
+    class Req:
+        def __init__(self, headers):
+            self.headers = headers
+
+    for pairs in ([("Authorization", "Bearer tok-123456789"), ("X-A", "1"), ("x-a", "2"), ("X-A", "3")],
+                  [(b"X-U", "é".encode()), (b"Api-Key", "k\u00e9y-123456".encode()), (b"host", b"h")],
+                  [(b"cookie", b"a=123456789"), (b"Cookie", b"b=987654321")]):
+        h = httpx2.Headers(pairs)
+        snap = snapshot_headers(h)
+        assert list(header_items(snap)) == list(h.items())
+        assert sanitize_headers(snap) == sanitize_headers(h)
+        assert secrets_of(Req(h), None, snap) == secrets_of(Req(h), None, list(h.items()))

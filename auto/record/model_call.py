@@ -112,8 +112,9 @@ class LogicalCall:
 
     @property
     def status(self) -> str:
-        """``ok``/``error``: that of the attempt that ended last, or ``error`` when the request
-        raised after it (an attempt's status is settled when read: :attr:`Attempt.status`)."""
+        """``ok``/``error`` of a call with its own trace: that of the attempt that ended last, or
+        ``error`` when the request raised after it (an attempt's status is settled when read:
+        :attr:`Attempt.status`); ``ok`` inside a scope (its spans carry the statuses)."""
         status = "ok"
         for e in list(self._events):
             status = e if isinstance(e, str) else e.status
@@ -128,14 +129,15 @@ class LogicalCall:
     def attempt_ended(self, attempt: "Attempt", name: str, ended_ns: int) -> None:
         with self._lock:
             self.open_attempts -= 1
-            self._events.append(attempt)
+            if self.own_trace:  # (only its trace row reads the status)
+                self._events.append(attempt)
             self.name, self.ended_ns = name, max(self.ended_ns, ended_ns)
         self._maybe_finalize()
 
     def request_done(self, exc: BaseException | None) -> None:
         with self._lock:
             self.returned = True
-            if exc is not None:
+            if exc is not None and self.own_trace:
                 self._events.append("error")
         self._maybe_finalize()
 
@@ -152,6 +154,7 @@ class LogicalCall:
 
     def _complete_trace(self, trace: dict) -> None:
         trace["status"] = self.status
+        self._events = [trace["status"]]  # decided: the attempts need not stay alive
 
 
 class Attempt:

@@ -139,20 +139,23 @@ def snapshot_headers(headers: Any) -> Any:
 
 def header_items(headers: Any) -> Any:
     """``(name, value)`` string pairs of headers: an ``httpx`` ``Headers`` or a
-    :class:`RawHeaders` (read from the raw bytes, values of a repeated name joined by ``", "`` as
-    ``httpx``'s ``items()`` does, without its per-header decoding cost), another mapping (its
-    ``items()``) or pairs (as they are)."""
+    :class:`RawHeaders` (as ``httpx``'s ``items()`` gives them: lower-cased names, the values of
+    a repeated name joined by ``", "``; read from the raw bytes without its per-header decoding
+    cost), another mapping (its ``items()``) or pairs (as they are)."""
     if isinstance(headers, RawHeaders):
-        headers = headers.kind(headers.raw)
-    raw = getattr(headers, "raw", None)
-    if isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str):
+        raw, enc = headers.raw, "ascii"
+        if not all(k.isascii() and v.isascii() for k, v in raw):  # httpx works out their encoding
+            return header_items(headers.kind(raw))
+    else:
+        raw = getattr(headers, "raw", None)
+        if not (isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str)):
+            return headers.items() if hasattr(headers, "items") else headers
         enc = headers.encoding
-        out: dict[str, str] = {}
-        for k, v in raw:
-            k, v = k.decode(enc), v.decode(enc)
-            out[k] = f"{out[k]}, {v}" if k in out else v
-        return out.items()
-    return headers.items() if hasattr(headers, "items") else headers
+    out: dict[str, str] = {}
+    for k, v in raw:
+        k, v = k.lower().decode(enc), v.decode(enc)
+        out[k] = f"{out[k]}, {v}" if k in out else v
+    return out.items()
 
 
 def sanitize_headers(headers: Any) -> dict[str, str]:
