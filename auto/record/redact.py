@@ -205,10 +205,13 @@ def secrets_of(request: Any, client: Any, headers: Any = None) -> list[str]:
         # only the credential headers' values decoded; a name's rule is cached
         values = []
         for k, v in raw:
-            if not (k.isascii() and v.isascii()):
+            if not k.isascii():
                 values = None
                 break
             if v and ascii_header_rule(k)[1] == _DROP:
+                if not v.isascii():
+                    values = None
+                    break
                 values.append(v.decode("ascii"))
         if values is not None and len(values) > 1:
             values = None  # a repeated name counts as one value, joined as httpx joins it

@@ -1,34 +1,41 @@
-"""The recorder's span writer: spans are redacted, journaled and written from a background
-thread, batched, off the agent's call path.
+"""The recorder's span writer: spans are completed, redacted, journaled and written from a
+background thread, batched, off the agent's call path.
 
-A synchronous write costs one SQLite transaction per span (``BEGIN IMMEDIATE`` … ``COMMIT``) in
-the agent's thread, and redacting a span (:mod:`auto.record.redact`) and serialising it for the
-journal cost tens of µs more (measured by ``bench/scale/recording.py``). :meth:`SpanWriter.submit`
-only puts the finished scope's spans into an in-memory queue and returns (a few µs); one thread
-takes them in order and, for each batch,
+Writing a span in the agent's thread costs one SQLite transaction (``BEGIN IMMEDIATE`` …
+``COMMIT``), and completing a model-call span (parsing its response, its attributes and template
+digest: :mod:`auto.record.model_call`), redacting it (:mod:`auto.record.redact`) and serialising
+it for the journal cost hundreds of µs more (measured by ``bench/scale/recording.py``).
+:meth:`SpanWriter.submit` only puts the finished scope's spans, and what completes them, into an
+in-memory queue and returns (a few µs, no system call); one thread takes the batches in the
+order they were submitted and, for each,
 
-1. prepares it (``prepare``: the recorder redacts it; a batch that cannot be prepared is reported
-   and dropped — never written unredacted),
+1. completes it (``complete``, given with the batch) and prepares it (``prepare``: the recorder
+   redacts it); a batch that cannot be completed or prepared is reported and dropped — never
+   written unredacted;
 2. appends it to the store's journal (:mod:`auto.store.journal`: one ``write(2)``): from here the
    batch is **durable** (a process killed outright has it replayed by the next open of the store),
+   and the writer keeps only the record's bytes, not the batch's objects;
 3. once no batch has been submitted for :data:`IDLE_S` (or :data:`MAX_MERGED_SPANS` are waiting,
    or on :meth:`SpanWriter.flush`), writes whatever has been journaled in one transaction
    (falling back to one transaction per batch when a merged write fails, so one bad batch never
    takes others with it: each batch is still all-or-nothing).
 
-Guarantees: only prepared (redacted) batches reach the journal or the store; a process killed
+While the agent keeps submitting, the writer takes the new batches every :data:`POLL_S` instead
+of being woken by each (every handover of Python's GIL between the two threads costs the agent's
+thread); the first batch after a pause wakes it at once.
+
+Guarantees: only completed and redacted batches reach the journal or the store; a process killed
 outright loses its open spans and the batches still in the queue — those that ended in the last
-moment before the kill, not yet journaled (the writer journals each batch as soon as it is
-queued: typically within a millisecond; the queue holds at most what the agent ended while the
-writer was busy) — and nothing that was journaled; a batch the database could not take (a
-PostgreSQL server down past its retry deadline) is reported and stays in the journal, replayed
-by the next open of the store; a batch the store refuses (an :class:`~auto.errors.IngestError`)
-is reported and dropped; :meth:`SpanWriter.flush` returns once everything submitted before it is
-written (or has failed, reported through ``on_error``); the recorder flushes at stop, and the
-store flushes before every read through it (read-your-writes in the recording process); at
-interpreter exit every live writer is flushed. When the journal cannot be written the batch is
-written by the writer thread at once. ``AUTO_RECORD_SYNC=1`` (or ``Recorder(sync=True)``) always
-redacts and writes in the calling thread.
+:data:`POLL_S` or so before the kill, not yet journaled (:meth:`SpanWriter.wait_durable` waits
+until everything submitted is journaled) — and nothing that was journaled; a batch the database
+could not take (a PostgreSQL server down past its retry deadline) is reported and stays in the
+journal, replayed by the next open of the store; a batch the store refuses (an
+:class:`~auto.errors.IngestError`) is reported and dropped; :meth:`SpanWriter.flush` returns once
+everything submitted before it is written (or has failed, reported through ``on_error``); the
+recorder flushes at stop, and the store flushes before every read through it (read-your-writes
+in the recording process); at interpreter exit every live writer is flushed. When the journal
+cannot be written the batch is written by the writer thread at once. ``AUTO_RECORD_SYNC=1`` (or
+``Recorder(sync=True)``) always completes, redacts and writes in the calling thread.
 """
 
 from __future__ import annotations
@@ -56,11 +63,13 @@ it would stall them, so it waits for a pause — the spans are safe in the journ
 POLL_S = 0.05
 """While batches keep coming (none idle for :data:`IDLE_S`), the writer takes the new ones every
 this many seconds (s) instead of being woken by each submit: every handover of the GIL between
-the agent's thread and the writer costs the agent's thread (measured with
-``bench/scale/recording.py``: looking every 1 ms added about 90 µs of the calling thread's CPU
-time per call, every 50 ms about 25 µs). A batch submitted while the agent is busy therefore
-waits up to about this long for its journal write: the spans a process killed outright can lose
-beyond its open ones. The first batch after a pause wakes the writer at once."""
+the agent's thread and the writer costs the agent's thread (``bench/scale/recording.py``-style
+runs on a 2-core machine at load 7 measured the calling thread's CPU time per call above that
+of a recorder whose writer does nothing: +94 µs looking every 1 ms, +46 µs every 20 ms, +26 µs
+every 100 ms). A batch submitted while the agent is busy therefore waits up to about this long
+for its journal write: the spans a process killed outright can lose beyond its open ones. The
+first batch after a pause wakes the writer at once; :meth:`SpanWriter.flush`,
+:meth:`SpanWriter.wait_durable` and :meth:`SpanWriter.close` wake it too."""
 
 _LIVE: "weakref.WeakSet[SpanWriter]" = weakref.WeakSet()
 
