@@ -83,7 +83,14 @@ class QueuedRecorder(Recorder):
     def write(self, spans: list[dict], traces: list[dict] = (),  # type: ignore[override]
               complete: Callable[[], None] | None = None) -> None:
         """Queue one batch (never blocks, never raises); ``complete`` fills in what the spans
-        still lack, on the sender thread."""
+        still lack, on the sender thread (a batch with nothing to write only runs it, here)."""
+        if not spans and not traces:
+            if complete is not None:
+                try:
+                    complete()
+                except Exception:  # noqa: BLE001 - recording must not break the proxy
+                    log.exception("auto proxy: could not record a call")
+            return
         with self._cond:
             self._sent += 1
         self._queue.put((list(spans), list(traces), complete))

@@ -105,6 +105,10 @@ def to_jsonable(value: Any, what: str = "value") -> Any:
     raise RecordError(f"{what} is not JSON-serializable (type {type(value).__name__})")
 
 
+_PLAIN = frozenset({str, int, bool})
+"""Exact types :func:`to_jsonable` returns as they are (checked first on the recording path)."""
+
+
 def _json_equal_text(text: str, value: Any) -> bool:
     """Whether ``text`` is JSON whose value is canonically equal to ``value``."""
     try:
@@ -176,6 +180,8 @@ class Recorder:
                 return
             if complete is not None:
                 complete()
+            if not spans and not traces:
+                return  # (a batch that only completes: what the writer learns, in order)
             spans, traces = self.redact(spans, traces)
             self.store.ingest(spans, traces)
             self._count_written(len(spans))
@@ -267,19 +273,27 @@ class SpanScope:
         input: this span's input; attributes: extra attributes written with the span.
     """
 
-    def __init__(self) -> None:  # use SpanScope.open
-        self.recorder: Recorder
-        self.trace_id = self.span_id = ""
-        self.parent_span_id: str | None = None
-        self.name = self.kind = ""
-        self.task: str | None = None
-        self.task_input: dict = {}
-        self.input: Any = None
-        self.started_ns = 0
-        self._t0 = 0.0
-        self.is_root = False
-        self.attributes: dict[str, Any] = {}
-        self.parent: SpanScope | None = None
+    __slots__ = ("recorder", "trace_id", "span_id", "parent_span_id", "name", "kind", "task", "task_input",
+                 "input", "started_ns", "_t0", "is_root", "attributes", "parent", "_lock", "_done", "llm_calls",
+                 "llm_attempts", "cost_micros", "cost_known", "latency", "tool_requests", "tool_runs")
+
+    def __init__(self, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
+                 attributes: dict | None = None) -> None:  # use SpanScope.open
+        self.recorder = recorder
+        self.name, self.kind, self.input = name, kind, input
+        self.parent = parent
+        self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
+        self.span_id = new_span_id()
+        if parent is None:
+            self.trace_id, self.parent_span_id, self.is_root = new_trace_id(), None, True
+        else:
+            self.trace_id, self.parent_span_id, self.is_root = parent.trace_id, parent.span_id, False
+        self.task: str | None
+        if kind == "task":
+            self.task, self.task_input = name, input if isinstance(input, dict) else {}
+        else:
+            self.task = parent.task if parent else None
+            self.task_input = parent.task_input if parent else {}
         self._lock = threading.Lock()
         self._done = False
         # aggregates reported by children
@@ -291,28 +305,14 @@ class SpanScope:
         # tool use: calls requested by model calls in this scope, and the tool spans that ran them
         self.tool_requests: list[dict[str, Any]] = []
         self.tool_runs: dict[str, dict[str, Any]] = {}
+        self.started_ns = time.time_ns()
+        self._t0 = time.perf_counter()
 
     @classmethod
     def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
              attributes: dict | None = None) -> "SpanScope":
-        s = cls()
-        s.recorder = recorder
-        s.name, s.kind, s.input = name, kind, input
-        s.parent = parent
-        s.attributes = dict(attributes or {})
-        s.span_id = new_span_id()
-        if parent is None:
-            s.trace_id, s.parent_span_id, s.is_root = new_trace_id(), None, True
-        else:
-            s.trace_id, s.parent_span_id = parent.trace_id, parent.span_id
-        if kind == "task":
-            s.task, s.task_input = name, input if isinstance(input, dict) else {}
-        else:
-            s.task = parent.task if parent else None
-            s.task_input = parent.task_input if parent else {}
-        s.started_ns = time.time_ns()
-        s._t0 = time.perf_counter()
-        return s
+        """Open a span now (ids drawn, clock started)."""
+        return cls(recorder, name, kind, input, parent, attributes)
 
     # -- tool use ------------------------------------------------------------------------
 
@@ -491,7 +491,7 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
         items = items[1:]
     out = {}
     for k, v in items:
-        out[k] = to_jsonable(v, f"{name}: argument {k!r}")
+        out[k] = v if v is None or type(v) in _PLAIN else to_jsonable(v, f"{name}: argument {k!r}")
     canonical_json(out)
     return out
 
@@ -581,7 +581,7 @@ class TaskSpec:
 
         def end_ok(scope: SpanScope, result: Any) -> None:
             try:
-                out = to_jsonable(result, f"{name}: result")
+                out = result if result is None or type(result) in _PLAIN else to_jsonable(result, f"{name}: result")
                 canonical_json(out)
             except (RecordError, ValueError, TypeError) as exc:
                 err = exc if isinstance(exc, RecordError) else RecordError(f"{name}: result is not JSON: {exc}")

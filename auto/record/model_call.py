@@ -48,7 +48,7 @@ from auto.record.completion import (
 )
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import sanitize_headers, secrets_of, snapshot_headers
+from auto.record.redact import credential_secrets, sanitize_headers, snapshot_headers
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -171,8 +171,12 @@ class Attempt:
         self._lock = threading.Lock()
         self._done = False
         self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
-        # the recorder redacts them from every span it writes from now on (this one included)
-        call.rec.redactor.learn(secrets_of(request, client, self._request_headers))
+        # its credentials are redacted from every span handed to the recorder from now on (this
+        # one included): the writer, which redacts the spans in the order they were handed over,
+        # learns them first
+        key = getattr(client, "__dict__", {}).get("api_key")
+        call.rec.write([], (), functools.partial(_learn, call.rec.redactor, self._request_headers,
+                                                 key if isinstance(key, str) else None))
         try:
             self._raw_body: bytes = request.content or b""
         except Exception:  # a streaming request body that was not read
@@ -374,6 +378,10 @@ class Attempt:
                 span = self._span
                 span["status"], span["output"], span["error"] = outcome[0], outcome[1], outcome[2]
             return self._outcome
+
+
+def _learn(redactor: Any, headers: Any, api_key: str | None) -> None:
+    redactor.learn(credential_secrets(headers, api_key))
 
 
 def http_error(status_code: int, reason: str, body: Any) -> dict:

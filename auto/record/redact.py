@@ -196,8 +196,14 @@ def secrets_of(request: Any, client: Any, headers: Any = None) -> list[str]:
     client): credential header values, the token of ``Bearer <token>``, the client's
     ``api_key``; longest first, so a token is scrubbed before a prefix of it. ``headers``: the
     request's :func:`snapshot_headers` when the caller has them already."""
+    key = getattr(client, "__dict__", {}).get("api_key")
+    return credential_secrets(request.headers if headers is None else headers, key if isinstance(key, str) else None)
+
+
+def credential_secrets(headers: Any, api_key: str | None = None) -> list[str]:
+    """:func:`secrets_of` from a request's headers (or their :func:`snapshot_headers`) and the
+    client's ``api_key``."""
     found: list[str] = []
-    headers = request.headers if headers is None else headers
     raw = getattr(headers, "raw", None)
     values: list[str] | None = None
     if isinstance(raw, list):
@@ -221,9 +227,8 @@ def secrets_of(request: Any, client: Any, headers: Any = None) -> list[str]:
         found.append(v)
         if " " in v:
             found.append(v.split(" ", 1)[1].strip())
-    key = getattr(client, "__dict__", {}).get("api_key")
-    if isinstance(key, str) and key:
-        found.append(key)
+    if api_key:
+        found.append(api_key)
     return sorted({s for s in found if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
 
 

@@ -230,6 +230,9 @@ class SpanWriter:
         try:
             if complete is not None:
                 complete()
+            if not spans and not traces:  # it only completes something, in order: nothing to write
+                self._done(1)
+                return None
             spans, traces = self._prepare(spans, traces)
         except Exception as exc:  # noqa: BLE001 - what cannot be prepared (redacted) is never written
             self._on_error(len(spans), exc)
