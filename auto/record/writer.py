@@ -128,9 +128,7 @@ class SpanWriter:
         lists and what they hold over to the writer and does not change them afterwards).
         ``complete``: called on the writer thread first, fills in what the spans still lack
         (an exception drops the batch, reported)."""
-        if os.getpid() != self._pid:  # forked: the parent writes what it queued; start afresh
-            self._reset()
-        with self._cv:
+        with self._cv:  # (a forked child's writers start afresh: _after_fork)
             self._submitted += 1
             self._inbox.put((spans, traces, complete))
             if self._thread is None:
@@ -302,6 +300,15 @@ class SpanWriter:
                 if not isinstance(exc, IngestError):  # the database failed, not the batch
                     self._keep_journal = True
                 self._on_error(len(spans), exc)
+
+
+def _after_fork() -> None:
+    """In a forked child: every writer starts afresh (the parent writes what it queued)."""
+    for w in list(_LIVE):
+        w._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 @atexit.register
