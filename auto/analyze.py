@@ -54,7 +54,7 @@ from auto.canonical import canonical_json
 from auto.errors import ArgumentError
 from auto.record.template import strip_call_ids
 from auto.sites import census_view, discover, site_answer
-from auto.sites.discover import json_value, span_field
+from auto.sites.discover import MODEL_CALL_KIND, json_value, span_field
 
 WITNESSED = "witnessed-deterministic"
 DIVERGENT = "divergent"
@@ -348,11 +348,6 @@ def census_from_rows(rows: Iterable[CensusRow],
     for site, sc in sites.items():
         sc.task, sc.kind = first_of[site][1], first_of[site][2]
     return Census(sites=[sites[k] for k in sorted(sites)])
-
-
-MODEL_CALL_KIND = "llm"
-"""The span kind of model calls: counted in memory per model-call site (:func:`census`), not in
-the database."""
 
 
 def join(a: Census, b: Census) -> Census:

@@ -155,7 +155,9 @@ class _AutoGroup(click.Group):
 class StoreLocation(click.ParamType):
     """``--store``: an SQLite file path or a ``postgresql://`` URI (libpq connection string).
 
-    With ``exists``, a path must name an existing file (a URI is checked when it is opened)."""
+    With ``exists``, a path must name an existing file (a URI is checked when it is opened). A
+    location that looks like a URI of another scheme is one usage line
+    (:func:`auto.store.postgres.location_error`)."""
 
     name = "store"
 
@@ -163,11 +165,14 @@ class StoreLocation(click.ParamType):
         self.exists = exists
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        from auto.store.postgres import is_dsn
+        from auto.store.postgres import is_dsn, location_error
 
         text = str(value)
         if is_dsn(text):
             return text
+        bad = location_error(text)
+        if bad is not None:  # a typo'd scheme: one line, never an SQLite file of that name
+            raise UsageError(f"--store {bad}")
         p = Path(text)
         if p.is_dir():
             self.fail(f"{text!r} is a directory, not a store (a file path or a postgresql:// URI)", param, ctx)
@@ -177,14 +182,11 @@ class StoreLocation(click.ParamType):
 
 
 def _existing_store(path: str) -> Any:
-    """Open a store a read-mostly command needs to exist already (an empty file is not a store)."""
-    from auto.errors import NotAStore
+    """Open a store a read-mostly command needs to exist already (an empty file, or a PostgreSQL
+    schema without tables, is not a store: nothing is created)."""
     from auto.store import Store
-    from auto.store.postgres import is_dsn
 
-    if not is_dsn(path) and Path(path).stat().st_size == 0:
-        raise NotAStore(f"{path} is an empty file, not an Auto store (nothing was changed)")
-    return Store(path)
+    return Store(path, create=False)
 
 
 def _emit_json(obj: Any) -> None:
@@ -223,9 +225,9 @@ def record(store_path: str, task: str | None, command: tuple[str, ...]) -> None:
     if not cmd:
         raise UsageError("no command given after --")
     code = run_recorded(cmd, store=store_path, task=task)
-    from auto.store.postgres import is_dsn, redact
+    from auto.store.postgres import location_label
 
-    say(f"recorded into {redact(store_path) if is_dsn(store_path) else store_path} (child exit code {code})")
+    say(f"recorded into {location_label(store_path)} (child exit code {code})")
     sys.exit(code)
 
 
@@ -330,12 +332,11 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
 
 @contextlib.contextmanager
 def _compile_lock(store_path: str) -> Iterator[None]:
-    """Hold the store's compile lock (:class:`auto.store.lock.CompileLock`), waiting for it with
+    """Hold the store's compile lock (:func:`auto.store.lock.compile_lock`), waiting for it with
     one line on stderr: one compile at a time takes a store's next generation numbers."""
-    from auto.store import local_path
-    from auto.store.lock import CompileLock
+    from auto.store.lock import compile_lock
 
-    lock = CompileLock(local_path(store_path))
+    lock = compile_lock(store_path)
     if not lock.acquire():
         say("waiting for another compile of this store to finish (one compile at a time takes a generation number)")
         lock.acquire(blocking=True)
@@ -383,9 +384,9 @@ def _compile_all(store_path: str, workers: int | None, address: str | None, out_
 
 def _resolve_site(store: Any, store_path: str, ref: str) -> str:
     """The site id a --site argument names (an id or a unique prefix of one)."""
-    from auto.sites import SITE_PREFIX, discover
+    from auto.sites import SITE_PREFIX, store_sites
 
-    sites = discover(store.spans(kind="llm")).sites
+    sites = store_sites(store)  # from the distinct requests, not every model-call span
     want = ref if ref.startswith(SITE_PREFIX) else SITE_PREFIX + ref
     hits = [sid for sid in sites if sid.startswith(want)]
     if len(hits) == 1:
@@ -636,7 +637,8 @@ def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
 # ----------------------------------------------------------------------------------------- proxy
 @main.command()
 @click.option("--upstream", required=True, help="The OpenAI-compatible endpoint to forward to, e.g. https://api.openai.com/v1.")
-@click.option("--store", "store_path", required=True, type=click.Path(dir_okay=False), help="Store to record into (created if missing).")
+@click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
+              help="Store to record into: an SQLite file (created if missing) or a postgresql:// URI.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
 @click.option("--port", default=8788, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--record-only", is_flag=True, help="Record and forward every call; never answer at tier-1.")
@@ -664,7 +666,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.registry import Registry
     from auto.signing import load_private_key
     from auto.store import Store
-
+    from auto.store.postgres import location_label
     from auto.verify import Contract
 
     Upstream(upstream)  # a bad URL is a usage error before anything starts
@@ -682,14 +684,15 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     run_proxy(cfg, announce=lambda: say(
-        f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {store_path}"
+        f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 
 # ----------------------------------------------------------------------------------------- serve
 @main.command()
 @click.argument("artifacts", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--store", "store_path", default=None, type=click.Path(exists=True, dir_okay=False), help="Also serve every artifact of this store (and capture deopts there).")
+@click.option("--store", "store_path", default=None, type=StoreLocation(),
+              help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI (and capture deopts there).")
 @click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
 @click.option("--reference", default=None, help="module:function answering declined calls (tier-0); without it they answer 409.")

@@ -62,6 +62,7 @@ from auto.record.model_call import Attempt, LogicalCall
 from auto.record.openai_hook import endpoint_for
 from auto.record.template import shape_digest
 from auto.sites import site_answer
+from auto.store.postgres import location_label
 
 log = logging.getLogger("auto.proxy")
 
@@ -80,7 +81,8 @@ class ProxyConfig:
     """What ``auto proxy`` is given.
 
     Attributes:
-        upstream: the upstream base URL; store: the store path.
+        upstream: the upstream base URL; store: the store's location, an SQLite path or a
+            ``postgresql://`` URI (``/auto/health`` shows it without the password).
         host, port: where to listen (loopback by default).
         answer: answer compiled sites at tier-1 (False: record only).
         trust, registry, sign_key: see :class:`auto.proxy.sites.SiteService`.
@@ -232,7 +234,7 @@ class Proxy:
     # ------------------------------------------------------------------ endpoints
 
     async def health(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "upstream": str(self.upstream.base), "store": self.config.store,
+        return JSONResponse({"ok": True, "upstream": str(self.upstream.base), "store": location_label(self.config.store),
                              "answering": self.sites is not None})
 
     async def status(self, request: Request) -> JSONResponse:

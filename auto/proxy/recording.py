@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import queue
 import subprocess
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from auto.canonical import digest_bytes
-from auto.proxy.writer import HEADER
+from auto.proxy.writer import HEADER, WRITER_STORE_ENV
 from auto.record.core import Recorder
 from auto.record.redact import sanitize_headers
 from auto.store import Store, new_span_id, new_trace_id
@@ -60,7 +61,8 @@ class QueuedRecorder(Recorder):
     never competes with the event loop for the interpreter lock.
 
     Args:
-        store: the store path (opened here too, so a bad store fails at once).
+        store: the store's location, an SQLite path or a ``postgresql://`` URI (opened here
+            too, so a bad store fails at once; the writer process opens it again).
 
     Attributes:
         written: spans in the store; write_errors: failed writes (messages).
@@ -73,7 +75,10 @@ class QueuedRecorder(Recorder):
         self._sent = 0
         self._acked = 0
         self._cond = threading.Condition()
-        self._proc = subprocess.Popen([sys.executable, "-m", "auto.proxy.writer", str(self.store.path)],
+        # the location as given (a URI with its password: Store.location has it removed), in the
+        # environment rather than on the command line, where every user of the host could read it
+        self._proc = subprocess.Popen([sys.executable, "-m", "auto.proxy.writer"],
+                                      env={**os.environ, WRITER_STORE_ENV: os.fspath(store)},
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         self._sender = threading.Thread(target=self._send_loop, name="auto-proxy-sender", daemon=True)
         self._acks = threading.Thread(target=self._ack_loop, name="auto-proxy-acks", daemon=True)

@@ -1,11 +1,12 @@
 """The proxy's model-call sites: which site a request belongs to, and the ratchet that serves it.
 
-The proxy finds sites the way the census does (:func:`auto.sites.discover` over the store's
-model calls) when it starts and again, on a background thread, every ``rediscover_s`` seconds
-in which calls that belong to no known site were recorded (only those can make a new site; a
-site's own calls refine it when its ratchet compiles). Each site outside any task (the proxy's calls have no
-enclosing task) with at least ``min_requests`` recorded requests gets a
-:class:`auto.ratchet.Ratchet` keyed by the site id, created on that thread (never on a request):
+The proxy finds sites the way the census does (:func:`auto.sites.store_sites`: discovery over
+the store's distinct model-call requests) when it starts and again, on a background thread,
+every ``rediscover_s`` seconds in which calls that belong to no known site were recorded (only
+those can make a new site; a site's own calls refine it when its ratchet compiles). Each site
+outside any task (the proxy's calls have no enclosing task) with at least ``min_requests``
+recorded requests gets a :class:`auto.ratchet.Ratchet` keyed by the site id, created on that
+thread (never on a request):
 
 * it loads the generation its log says is installed; with none installed, it adopts the site's
   newest generation in the store that loads (one compiled by ``auto compile --site``; under a
@@ -47,7 +48,7 @@ from auto.proxy.upstream import Upstream
 from auto.ratchet import DEFAULT_AUDIT_RATE, Ratchet
 from auto.record.model_call import Attempt, LogicalCall
 from auto.registry import Registry
-from auto.sites import Site, discover, site_answer
+from auto.sites import Site, site_answer, store_sites
 from auto.store import Store
 from auto.verify import Contract
 
@@ -128,15 +129,14 @@ class SiteService:
         """Find the sites again and give new ones a ratchet; returns how many sites are routed."""
         self._seen_unrouted = self._unrouted
         self.recorder.flush()
-        spans = self._store.spans(kind="llm")
-        d = discover(spans)
+        sites = store_sites(self._store)
         by_shape: dict[str, list[Site]] = defaultdict(list)
-        for site in d.sites.values():
+        for site in sites.values():
             if site.task is None:
                 by_shape[site.shape].append(site)
         with self._lock:
-            self._by_shape, self._sites = dict(by_shape), dict(d.sites)
-        for site in d.sites.values():
+            self._by_shape, self._sites = dict(by_shape), dict(sites)
+        for site in sites.values():
             if site.task is None and site.requests >= self.min_requests and site.id not in self._ratchets:
                 try:
                     self._ratchets[site.id] = self._make_ratchet(site)

@@ -1,17 +1,21 @@
 """The proxy's store writer: a child process that ingests batches of spans into the store.
 
-``python -m auto.proxy.writer STORE`` reads batches from standard input, each a 4-byte big-endian
-length and a pickle of ``[(spans, traces), ...]`` (written by :class:`auto.proxy.recording.QueuedRecorder`,
-the only writer of that pipe), ingests each batch in one transaction (a batch the store rejects
-is retried item by item, so one bad span loses only itself), and answers each on standard output
-with one JSON line ``[items, spans, [error messages]]``. It runs in its own session, so an
-interrupt aimed at the proxy's process group does not stop it mid-batch: it ends when its input
-ends (the proxy closed it, or died), after writing what it received.
+``python -m auto.proxy.writer`` opens the store the environment variable :data:`WRITER_STORE_ENV`
+names (an SQLite path or a ``postgresql://`` URI, whose password so stays off the command line
+that every user of the host can read), reads batches from standard input, each a 4-byte
+big-endian length and a pickle of ``[(spans, traces), ...]`` (written by
+:class:`auto.proxy.recording.QueuedRecorder`, the only writer of that pipe), ingests each batch
+in one transaction (a batch the store rejects is retried item by item, so one bad span loses
+only itself), and answers each on standard output with one JSON line
+``[items, spans, [error messages]]``. It runs in its own session, so an interrupt aimed at the
+proxy's process group does not stop it mid-batch: it ends when its input ends (the proxy closed
+it, or died), after writing what it received.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import struct
 import sys
@@ -21,6 +25,9 @@ from auto.record.core import Recorder
 from auto.store import Store
 
 HEADER = struct.Struct(">I")
+
+WRITER_STORE_ENV = "AUTO_PROXY_WRITER_STORE"
+"""Environment variable naming the store the writer opens (see the module docstring)."""
 
 
 def read_batch(stream: BinaryIO) -> list | None:
@@ -36,7 +43,7 @@ def read_batch(stream: BinaryIO) -> list | None:
 
 
 def main(argv: list[str]) -> int:
-    store = Store(argv[1])
+    store = Store(os.environ[WRITER_STORE_ENV])
     rec = Recorder(store, owns_store=False)
     out = sys.stdout
     try:

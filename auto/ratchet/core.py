@@ -63,7 +63,8 @@ from auto.record import openai_hook
 from auto.record.core import Recorder, activate, active_recorder, deactivate
 from auto.record.core import task as task_span
 from auto.store import Store, local_path
-from auto.store.lock import CompileLock
+from auto.store.lock import compile_lock
+from auto.store.postgres import location_label
 from auto.verify import Contract
 
 log = logging.getLogger("auto.ratchet")
@@ -110,8 +111,9 @@ class Ratchet:
         reference: the task's reference implementation, ``reference(input_obj) -> answer``
             (``input_obj`` is the dict of the task's named arguments; the answer must be JSON).
         store: path of the store file (created if missing) or a ``postgresql://`` URI; a child
-            process must be able to open it (the compile runs there). The compile lock and the
-            artifacts live beside it (:func:`auto.store.local_path`).
+            process must be able to open it (the compile runs there). The artifacts live beside
+            it (:func:`auto.store.local_path`); the compile lock is the store's
+            (:func:`auto.store.lock.compile_lock`: shared by every host of a PostgreSQL store).
         task: the task name (the compilation unit's name in the store).
         contract: the gate's contract (default :meth:`Contract.default_for`).
         audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
@@ -207,7 +209,7 @@ class Ratchet:
             self._recorded_reference = recorded_reference
             openai_hook.instrument()
         self._state_lock = threading.RLock()
-        self._compile_lock = CompileLock(local_path(self.store_path))
+        self._compile_lock = compile_lock(self.store_path)
         self._lock_busy_logged = False
         self._compiling: threading.Thread | None = None
         self._closed = False
@@ -785,10 +787,11 @@ class Ratchet:
         return list(self._events)
 
     def status(self) -> dict[str, Any]:
-        """JSON-able state: installed generation, counters, the installed generation's evidence."""
+        """JSON-able state: installed generation, counters, the installed generation's evidence
+        (``store_path``: a URI without its password, as ``/auto/status`` shows it)."""
         with self._state_lock:
             st = self._state
-            return {"task": self.task, "store_path": self.store_path, "calls": self.calls,
+            return {"task": self.task, "store_path": location_label(self.store_path), "calls": self.calls,
                     "generation": st.installed, "artifact_id": self._installed_id,
                     "witnesses": st.witnesses, "compile_attempts": st.attempts,
                     "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,

@@ -49,7 +49,7 @@ from starlette.routing import Route
 
 from auto.errors import ArgumentError
 from auto.registry import Registry
-from auto.store import Store
+from auto.store import Store, is_dsn
 
 CONFIG_ENV = "AUTO_SERVE_CONFIG"
 """Environment variable carrying the JSON :class:`ServeConfig` to worker processes."""
@@ -68,7 +68,7 @@ class ServeConfig:
     Attributes:
         artifacts: artifact files.
         store: a store whose artifacts are served (every generation) and where deopts are
-            captured, or None.
+            captured: an SQLite file (it must exist) or a ``postgresql://`` URI; or None.
         registry: a registry folder whose artifacts are served, or None.
         trust_keys: trusted public-key files (empty: no signature check).
         reference: ``module:function`` answering declined calls, or None.
@@ -228,9 +228,9 @@ def load_artifacts(config: ServeConfig) -> list[Artifact]:
                 out[aid] = Artifact.load(reg.path(aid), expected_id=aid, limits=limits, trust=trust,
                                          signatures=reg.signatures(aid))
     if config.store:
-        if not Path(config.store).is_file():
+        if not is_dsn(config.store) and not Path(config.store).is_file():  # serving never creates a store
             raise ArgumentError(f"--store {config.store}: no such store")
-        with Store(config.store) as st:
+        with Store(config.store, create=False) as st:
             for row in st.artifacts():
                 if row.id in out:
                     continue

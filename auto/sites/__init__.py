@@ -11,6 +11,7 @@ census reports it with its slots.
 Public API::
 
     discover(spans) -> Discovery              # sites, their requests, each request's slot values
+    store_sites(store, task=None) -> {id: Site}          # a store's sites, from its distinct requests
     census_view(spans) -> (spans, sites)      # model calls re-keyed to sites (the census's view)
     read_site(store, site_id) -> SiteWitnesses | None   # a site and its witnesses
     Site.extract(body) -> dict | None ; Site.render(slots) -> body ; Site.to_manifest() / from_manifest()
@@ -22,8 +23,9 @@ Modules: :mod:`~auto.sites.align` (leaf templates), :mod:`~auto.sites.site` (the
 """
 
 from auto.sites.answer import answer_choices, site_answer
-from auto.sites.discover import Discovery, SiteWitnesses, census_view, discover, is_model_call, read_site
+from auto.sites.discover import (Discovery, SiteWitnesses, census_view, discover, is_model_call, read_site,
+                                 store_sites)
 from auto.sites.site import MANIFEST_FORMAT, SITE_PREFIX, Site, Slot, is_site_id
 
 __all__ = ["Discovery", "MANIFEST_FORMAT", "SITE_PREFIX", "Site", "SiteWitnesses", "Slot", "answer_choices",
-           "census_view", "discover", "is_model_call", "is_site_id", "read_site", "site_answer"]
+           "census_view", "discover", "is_model_call", "is_site_id", "read_site", "site_answer", "store_sites"]

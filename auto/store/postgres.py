@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from auto.errors import IngestError, StoreError
+from auto.errors import IngestError, NotAStore, StoreError
 from auto.store.postgres_schema import migrate_pg, read_version_pg
 from auto.store.schema import SCHEMA_VERSION
 
@@ -49,10 +50,53 @@ INGEST_LOCK = 0x6175746F_01
 MIGRATE_LOCK = 0x6175746F_02
 """Key of the advisory lock a schema migration takes."""
 
+COMPILE_LOCK_CLASS = 0x6175746F
+"""First key of the store's compile lock (``"auto"``; the second is the schema's hash:
+:class:`auto.store.lock.PgCompileLock`). A two-key advisory lock never collides with the
+one-key locks above: PostgreSQL keeps the two forms apart (``pg_locks.objsubid`` 2 and 1)."""
+
 
 def is_dsn(location: Any) -> bool:
     """Whether ``location`` names a PostgreSQL store (a ``postgresql://`` URI)."""
     return isinstance(location, str) and location.startswith(DSN_PREFIXES)
+
+
+_URI_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
+"""A location that starts like a URI (``scheme:/``; one-letter schemes are drive letters)."""
+
+
+def location_error(location: Any) -> str | None:
+    """Why ``location`` names no store although it looks like a URI (a typo'd or unsupported
+    scheme: ``postgresq://``, ``postgresql+psycopg://``, ``sqlite://``, ``postgresql:/host``),
+    or None (a ``postgresql://`` URI, or a file path). The reason is one line, password removed.
+
+    Such a location is never taken as a file path: ``postgresq://h/db`` would otherwise become
+    an SQLite file ``postgresq:/h/db``."""
+    if not isinstance(location, str) or is_dsn(location):
+        return None
+    m = _URI_LIKE.match(location)
+    pg = location.lower().startswith(("postgresql:", "postgres:"))
+    if m is None and not pg:
+        return None
+    shown = _without_password(location)
+    if pg:
+        return f"{shown!r} is not a store: a PostgreSQL URI starts with postgresql:// or postgres:// (lower case)"
+    return (f"{shown!r} is not a store: unknown scheme {m.group(1) + '://'!r} (a store is an SQLite file path "
+            "or a postgresql:// URI, e.g. postgresql://user:password@host:5432/db)")
+
+
+def _without_password(text: str) -> str:
+    """``text`` as written, less a ``user:password@`` password and a ``password=`` parameter."""
+    text = re.sub(r"^([^/]*//[^/@:]*):[^@]*@", r"\1@", text)
+    return re.sub(r"(?i)([?&]password=)[^&]*", r"\1***", text)
+
+
+def location_label(location: Any) -> str:
+    """``location`` as messages show it: a URI with its password removed, a path as given."""
+    text = str(location)
+    if is_dsn(text):
+        return redact(text)
+    return _without_password(text) if location_error(text) else text
 
 
 def redact(dsn: str) -> str:
@@ -67,7 +111,11 @@ def redact(dsn: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def _psycopg() -> Any:
+def psycopg_module() -> Any:
+    """The ``psycopg`` module.
+
+    Raises:
+        StoreError: psycopg 3 is not installed (``pip install 'auto[postgres]'``)."""
     try:
         import psycopg
     except ImportError:
@@ -131,25 +179,35 @@ class PgReader:
 class PgConnection:
     """A PostgreSQL store's connection (schema created or migrated on open).
 
+    Args:
+        dsn: the libpq connection URI.
+        create: create the store's tables in an empty schema (False: refuse it, creating
+            nothing).
+
     Raises (from the constructor):
         StoreError: psycopg is missing, or the server cannot be reached (one line, password
             removed).
-        NotAStore: the schema holds other tables and no Auto store.
+        NotAStore: the schema holds other tables and no Auto store; with ``create=False``,
+            it holds no tables.
         SchemaTooNew: the store was written by a newer Auto.
     """
 
     dialect = "postgresql"
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, create: bool = True) -> None:
         self.dsn = dsn
         self.label = redact(dsn)
         self.path = None
-        self._pg = _psycopg()
+        self._pg = psycopg_module()
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._conn: Any = None
         self._conn = self._connect()
-        self._migrate()
+        try:
+            self._migrate(create)
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections ---------------------------------------------------------------------
 
@@ -172,12 +230,15 @@ class PgConnection:
             self._conn = self._raw_connect()
         return self._conn
 
-    def _migrate(self) -> None:
+    def _migrate(self, create: bool) -> None:
         conn = self._conn
         with conn.transaction():
             with conn.cursor() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATE_LOCK])
                 version = read_version_pg(cur, self.label)
+                if version == 0 and not create:
+                    raise NotAStore(f"{self.label} holds no Auto store (its schema has no tables; nothing was "
+                                    "created): record into it first (auto record, auto proxy, auto store import)")
                 if version < SCHEMA_VERSION:
                     migrate_pg(cur, version)
 
@@ -302,4 +363,4 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["DSN_PREFIXES", "PgConnection", "is_dsn", "redact"]
+__all__ = ["DSN_PREFIXES", "PgConnection", "is_dsn", "location_error", "location_label", "redact"]
