@@ -56,7 +56,26 @@ def test_the_span_fast_path_misses_no_format_after_clean_strings(name):
     assert FORMATS[name] not in str(out) and out["attributes"]["auto.redacted"] == ["input"]
 
 
-def test_the_combined_pattern_finds_what_the_patterns_find():
+def test_required_literals_are_in_every_match():
+    import re
+
+    from auto.record.redact import required_literals
+    cases = {r"ab+cd": ("cd",), r"x(?:foo|barbaz)y": ("foo", "barbaz"), r"(?:a|b)zz[0-9]{2}": ("zz",),
+             r"(q1w2)+e": ("q1w2",), r"k?longer": ("longer",), r"(?i)token": None, r"xx(?i:abc)y": ("xx",),
+             r"[a-z]+": None, r"(?:pre|[0-9])fix": ("fix",)}
+    for pat, want in cases.items():
+        rx = re.compile(pat)
+        got = required_literals(rx)
+        assert (got if got is None else tuple(sorted(got))) == (want if want is None else tuple(sorted(want))), pat
+    from auto.record.redact import prefiltered_patterns
+    for rx, lits in prefiltered_patterns():  # every pattern's literals occur in what it matches
+        for text in [f"use {v} now" for v in FORMATS.values()] + [BEARER]:
+            m = rx.search(text)
+            if m and lits is not None:
+                assert any(lit in m.group(0) for lit in lits), (rx.pattern, text)
+
+
+def test_the_prefiltered_patterns_find_what_the_patterns_find():
     texts = [f"use {v} now" for v in FORMATS.values()] + [
         f"header: {BEARER}", "db at https://bob:hunter2secret@db.example/x",
         "hooks at https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",
@@ -170,3 +189,22 @@ def test_a_compile_never_learns_a_redacted_witness():
     s = WitnessSet.of("t", ws)
     assert s.redacted == 2 and len(s.witnesses) == 2
     assert [inp for inp, _out, _share in s.items] == [{"q": "a"}, {"q": "c"}]
+
+
+def test_a_header_snapshot_reads_as_the_headers_do():
+    import httpx2
+
+    from auto.record.redact import header_items, sanitize_headers, secrets_of, snapshot_headers
+
+    class Req:
+        def __init__(self, headers):
+            self.headers = headers
+
+    for pairs in ([("Authorization", "Bearer tok-123456789"), ("X-A", "1"), ("x-a", "2"), ("X-A", "3")],
+                  [(b"X-U", "é".encode()), (b"Api-Key", "k\u00e9y-123456".encode()), (b"host", b"h")],
+                  [(b"cookie", b"a=123456789"), (b"Cookie", b"b=987654321")]):
+        h = httpx2.Headers(pairs)
+        snap = snapshot_headers(h)
+        assert list(header_items(snap)) == list(h.items())
+        assert sanitize_headers(snap) == sanitize_headers(h)
+        assert secrets_of(Req(h), None, snap) == secrets_of(Req(h), None, list(h.items()))
