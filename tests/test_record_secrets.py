@@ -25,6 +25,7 @@ FORMATS = {
             "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"),
     "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAz1x2y3\nq9w8e7r6t5y4\n-----END RSA PRIVATE KEY-----",
     "stripe": "sk_live_abcdefghijklmnopqrstuvwx",
+    "openai-letters-only": "sk-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN",
 }
 BEARER = "Bearer abcdef0123456789abcdef0123456789"
 
@@ -102,6 +103,7 @@ def test_bearer_tokens_and_url_passwords_keep_their_context():
 
 def test_ordinary_text_ids_and_digests_are_left_alone():
     text = ("The app crashes on startup; desk-reservation-system-for-everyone task-abcdefghijklmnopqrstuvwxyz "
+            "an sk-learn-compatible-estimator-pipeline-for-everyone "
             "sha256:" + "ab" * 32 + " trace 0af7651916cd43dd8448eb211c80319c span b7ad6b7169203331 "
             "triage/chat.completions/sha256:" + "0f" * 32)
     assert Redactor().redact_text(text) == (text, 0)
@@ -208,3 +210,16 @@ def test_a_header_snapshot_reads_as_the_headers_do():
         assert list(header_items(snap)) == list(h.items())
         assert sanitize_headers(snap) == sanitize_headers(h)
         assert secrets_of(Req(h), None, snap) == secrets_of(Req(h), None, list(h.items()))
+
+
+def test_a_refusal_says_how_many_witnesses_were_left_out_as_redacted():
+    from auto.errors import RungRefused
+    from auto.compile.rungs.program import compile_rung
+    from auto.verify import Contract
+
+    ws = WitnessSet.of("t", [_witness({"q": f"key {REDACTED} {i}"}, "y", ["input"]) for i in range(30)])
+    with pytest.raises(RungRefused) as refused:
+        compile_rung(ws, Contract(task="t"), None)
+    assert "only 0 distinct witnessed inputs" in str(refused.value)
+    assert "30 witnesses left out because a secret was redacted" in str(refused.value)
+    assert WitnessSet.of("t", [_witness({"q": "a"}, "x")]).redacted_note() == ""

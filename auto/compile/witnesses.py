@@ -165,6 +165,14 @@ class WitnessSet:
         repeated = [outs for outs in self.groups.values() if len(outs) >= 2]
         return Repetition(repeated=len(repeated), consistent=sum(1 for outs in repeated if outs.count(outs[0]) == len(outs)))
 
+    def redacted_note(self) -> str:
+        """``""``, or a clause for a refusal saying how many witnesses were left out because a
+        secret was redacted from them (so a user sees why fewer inputs count than were recorded)."""
+        if not self.redacted:
+            return ""
+        return (f"; {self.redacted} witnesses left out because a secret was redacted from their "
+                f"input or output")
+
     def dominant(self) -> tuple[list[Item], int]:
         """The distinct inputs whose shape (field names and JSON types) is the most common one,
         and how many other inputs were left out.

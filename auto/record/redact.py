@@ -67,8 +67,10 @@ and JWT detectors (replaced by whole-block patterns in :data:`PATTERNS`)."""
 
 PATTERNS = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-api03-) keys: a word
-    # starting with sk- and 20+ key characters, at least one a digit
-    re.compile(r"(?<![\w-])sk-(?=[\w-]*\d)[\w-]{20,}", re.ASCII),
+    # starting with sk- and 20+ key characters, at least one a digit, or (a key of letters
+    # only) up to two lower-case marker words then a run of 32+ key characters with no hyphen;
+    # hyphenated words such as "sk-learn-compatible-estimators" stay
+    re.compile(r"(?<![\w-])sk-(?:(?=[\w-]*\d)[\w-]{20,}|(?:[a-z]+-){0,2}\w{32,}[\w-]*)", re.ASCII),
     # PEM private keys, the whole block (to the end of the text when the END line is missing)
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
                re.DOTALL),
