@@ -204,7 +204,8 @@ def test_a_header_snapshot_reads_as_the_headers_do():
 
     for pairs in ([("Authorization", "Bearer tok-123456789"), ("X-A", "1"), ("x-a", "2"), ("X-A", "3")],
                   [(b"X-U", "é".encode()), (b"Api-Key", "k\u00e9y-123456".encode()), (b"host", b"h")],
-                  [(b"cookie", b"a=123456789"), (b"Cookie", b"b=987654321")]):
+                  [(b"cookie", b"a=123456789"), (b"Cookie", b"b=987654321")],
+                  [("OpenAI-Organization", "org-1"), ("openai-organization", "org-2"), ("Host", "h")]):
         h = httpx2.Headers(pairs)
         snap = snapshot_headers(h)
         assert list(header_items(snap)) == list(h.items())

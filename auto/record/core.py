@@ -190,7 +190,9 @@ class Recorder:
 
     def redact(self, spans: list[dict], traces: list[dict]) -> tuple[list[dict], list[dict]]:
         """``(spans, traces)`` with their secrets redacted (:attr:`redactor`)."""
-        return [self.redactor.redact_span(s) for s in spans], [self.redactor.redact_span(t) for t in traces]
+        values = self.redactor.values()
+        return ([self.redactor.redact_span(s, values) for s in spans],
+                [self.redactor.redact_span(t, values) for t in traces])
 
     def _count_written(self, n: int) -> None:
         with self._lock:

@@ -145,15 +145,20 @@ def header_items(headers: Any) -> Any:
     a repeated name joined by ``", "``; read from the raw bytes without its per-header decoding
     cost), another mapping (its ``items()``) or pairs (as they are)."""
     if isinstance(headers, RawHeaders):
-        raw, enc = headers.raw, "ascii"
-        if not all(k.isascii() and v.isascii() for k, v in raw):  # httpx works out their encoding
-            return header_items(headers.kind(raw))
+        out: dict[str, str] = {}
+        try:  # ASCII: what every header encoding makes of it
+            for k, v in headers.raw:
+                k, v = k.lower().decode("ascii"), v.decode("ascii")
+                out[k] = f"{out[k]}, {v}" if k in out else v
+        except UnicodeDecodeError:  # httpx works out the encoding of the others
+            return header_items(headers.kind(headers.raw))
+        return out.items()
     else:
         raw = getattr(headers, "raw", None)
         if not (isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str)):
             return headers.items() if hasattr(headers, "items") else headers
         enc = headers.encoding
-    out: dict[str, str] = {}
+    out = {}
     for k, v in raw:
         k, v = k.lower().decode(enc), v.decode(enc)
         out[k] = f"{out[k]}, {v}" if k in out else v
@@ -164,12 +169,35 @@ def sanitize_headers(headers: Any) -> dict[str, str]:
     """Headers (a mapping or ``(name, value)`` pairs: :func:`header_items`) as a lower-cased dict
     without any whose name carries credentials (:data:`SECRET_HEADER`), and the account headers
     (:data:`DIGEST_HEADERS`) as digests of their values."""
+    if isinstance(headers, RawHeaders):
+        try:
+            return _sanitize_ascii(headers.raw)
+        except UnicodeDecodeError:  # not ASCII: read as httpx reads it
+            headers = headers.kind(headers.raw)
     out: dict[str, str] = {}
     for k, v in header_items(headers):
         k, rule = header_rule(k)
         if rule == _DROP:
             continue
         out[k] = digest(str(v)) if rule == _DIGEST else str(v)
+    return out
+
+
+def _sanitize_ascii(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """:func:`sanitize_headers` of ASCII raw header pairs in one pass (a name's rule cached;
+    raises ``UnicodeDecodeError`` at the first byte that is not ASCII)."""
+    out: dict[str, str] = {}
+    digested = None
+    for k, v in raw:
+        name, rule = ascii_header_rule(k)
+        if rule == _DROP:
+            continue
+        v = v.decode("ascii")
+        out[name] = f"{out[name]}, {v}" if name in out else v  # a repeated name joined, as httpx does
+        if rule == _DIGEST:
+            digested = (digested or set()) | {name}
+    for name in digested or ():
+        out[name] = digest(out[name])
     return out
 
 
@@ -441,7 +469,7 @@ class Redactor:
             return d, total
         return obj, 0
 
-    def redact_span(self, span: dict) -> dict:
+    def redact_span(self, span: dict, values: list[str] | None = None) -> dict:
         """A copy of ``span`` with its secrets redacted; with any, ``attributes`` gets
         ``auto.redactions`` (count) and ``auto.redacted`` (the fields that held them).
 
@@ -449,8 +477,9 @@ class Redactor:
         substring search each, over the strings joined by NUL) and no string has a pattern match
         (:func:`pattern_secrets`, the same check the full path makes, string by string; a string
         found clean is remembered, so the system prompt, the header values and the digests a
-        site repeats on every call are scanned once), ``span`` is returned as it is."""
-        values = self.values()
+        site repeats on every call are scanned once), ``span`` is returned as it is. ``values``:
+        :meth:`values` when the caller has them already (one batch's spans share them)."""
+        values = self.values() if values is None else values
         strings: list[str] = []
         for f in self.FIELDS:
             if span.get(f) is not None:
