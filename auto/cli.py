@@ -63,6 +63,15 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
+def _interrupted() -> None:
+    """Say ``interrupted`` and exit 130. Objects that Ctrl-C left half-built (an HTTP client
+    interrupted in its constructor) may fail in their finalizers at shutdown; those messages
+    are silenced so the last line a user sees stays ``interrupted``."""
+    sys.unraisablehook = lambda _unraisable: None
+    say("interrupted")
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def load_plugins(builtin: set[str]) -> dict[str, click.Command]:
     """The click commands of the :data:`PLUGIN_GROUP` entry points, by entry-point name.
 
@@ -114,8 +123,7 @@ class _AutoGroup(click.Group):
             return super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.Abort as e:
             if isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-                say("interrupted")
-                sys.exit(EXIT_INTERRUPTED)
+                _interrupted()
             say("aborted")
             sys.exit(EXIT_ERROR)
         except click.UsageError as e:
@@ -144,8 +152,7 @@ class _AutoGroup(click.Group):
             say(f"error: {e}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
-            say("interrupted")
-            sys.exit(EXIT_INTERRUPTED)
+            _interrupted()
         except OSError as e:  # a path that cannot be written or read (a missing folder, /proc, permissions)
             where = f": {e.filename}" if e.filename else ""
             say(f"error: cannot use {where[2:] or 'a file'}: {e.strerror or e}")
