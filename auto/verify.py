@@ -166,8 +166,13 @@ def agreement(answers: Sequence[Any], expected: Sequence[Any]) -> dict[str, Any]
     Returns:
         ``{"n", "agree", "rate", "ci95_low", "ci95_high"}``; rate and bounds are None when n = 0.
     """
+    return agreement_of_texts([canonical_json(a) for a in answers], [canonical_json(e) for e in expected])
+
+
+def agreement_of_texts(answers: Sequence[str], expected: Sequence[str]) -> dict[str, Any]:
+    """:func:`agreement` of answers and expected values given as their canonical JSON texts."""
     n = len(expected)
-    agree = sum(1 for a, e in zip(answers, expected) if canonical_json(a) == canonical_json(e))
+    agree = sum(1 for a, e in zip(answers, expected) if a == e)
     low, high = clopper_pearson(agree, n)
     return {"n": n, "agree": agree, "rate": (agree / n) if n else None, "ci95_low": low, "ci95_high": high}
 
@@ -374,10 +379,10 @@ def eval_record(contract: Contract, generation: int, candidate: Any, checks: lis
 def run_memo_gate(
     *,
     contract: Contract,
-    run_batch: Callable[[list[dict]], list[dict]],
-    reference_predict: Callable[[dict], Any],
-    witnessed: Sequence[tuple[dict, Any]],
-    probes: Sequence[dict],
+    run_batch: Callable[[list[str]], list[dict]],
+    reference_text: Callable[[str], str],
+    witnessed: Sequence[tuple[str, str]],
+    probes: Sequence[str],
     candidate: dict[str, Any],
     generation: int,
     note: str | None = None,
@@ -389,6 +394,16 @@ def run_memo_gate(
     the WebAssembly equals the Python reference; every probe (an input that was never witnessed)
     misses the table (nonconformity 1.0), so the exact-match guard deopts it.
 
+    Inputs and answers are canonical JSON texts (each input encoded once by the caller: a table
+    of 100,000 entries is not re-encoded per check).
+
+    Args:
+        run_batch: the artifact's batched call on input texts (every witnessed input and every
+            probe goes through it), e.g. ``chunked(artifact.call_batch_texts, measure=text_size)``.
+        reference_text: the Python reference's answer to an input text, as canonical JSON text.
+        witnessed: ``(input text, witnessed output text)`` pairs.
+        probes: never-witnessed input texts.
+
     Returns:
         The eval-run record (same shape as :func:`run_gate`).
     """
@@ -397,11 +412,11 @@ def run_memo_gate(
     p_out = run_batch(list(probes)) if probes else []
     errors = sum(1 for o in w_out + p_out if "error" in o)
     checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(p_out), "passed": errors == 0})
-    answers = [o.get("answer") for o in w_out]
-    wa = agreement(answers, [p[1] for p in witnessed])
+    got = [canonical_json(o.get("answer")) for o in w_out + p_out]  # each answer encoded once
+    wa = agreement_of_texts(got[:len(w_out)], [p[1] for p in witnessed])
     checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0 and wa["agree"] == wa["n"]})
-    ref = [reference_predict(p[0]) for p in witnessed] + [reference_predict(p) for p in probes]
-    mism = sum(1 for a, r in zip(answers + [o.get("answer") for o in p_out], ref) if canonical_json(a) != canonical_json(r))
+    ref = [reference_text(p[0]) for p in witnessed] + [reference_text(p) for p in probes]
+    mism = sum(1 for a, r in zip(got, ref) if a != r)
     checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
     hits = sum(1 for o in p_out if "error" not in o and o.get("nonconformity") != 1.0)
     checks.append({"name": "unwitnessed-probes-miss", "n": len(p_out), "hits": hits, "passed": hits == 0})

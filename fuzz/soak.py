@@ -90,8 +90,9 @@ def worker_main(store: str, log_path: str, base_url: str, seed: int) -> None:
     orig_append = Journal.append
 
     def logged_append(self, spans, traces):  # type: ignore[no-untyped-def]
-        orig_append(self, spans, traces)  # durable from here: replayed at the next open if the writer dies
+        payload = orig_append(self, spans, traces)  # durable from here: replayed at the next open if the writer dies
         log("w", [s["span_id"] for s in spans])
+        return payload
 
     Journal.append = logged_append  # type: ignore[method-assign]
     client = openai.OpenAI(base_url=base_url, api_key="sk-soak-not-a-key", max_retries=2)

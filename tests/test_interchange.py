@@ -116,6 +116,22 @@ def test_genai_spans_from_other_instrumentation_become_witnesses(tmp_path):
         assert st.tasks() == {"triage": 1}
 
 
+def test_secrets_in_imported_spans_are_redacted_before_they_are_stored(tmp_path):
+    key = "sk-abcdefghij0123456789klmnopqrstuvwxyzABCD"
+    doc = _genai_doc(1)
+    call = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][2]
+    call["attributes"][4]["value"]["stringValue"] = json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": f"My key {key}, refund please"}]}])
+    f = tmp_path / "other.json"
+    f.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.db") as st:
+        import_otlp(st, f)
+        (llm,) = st.spans(kind="llm")
+        assert llm["input"]["messages"][0]["content"] == "My key [REDACTED], refund please"
+        assert llm["attributes"]["auto.redactions"] >= 1 and key not in json.dumps(list(st.iter_spans()))
+        assert st.verify().ok
+
+
 def test_bad_otlp_files_fail_whole_naming_the_record(tmp_path):
     doc = _genai_doc(2)
     text = json.dumps(doc)

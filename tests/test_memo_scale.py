@@ -55,7 +55,7 @@ def test_memo_compile_measures_a_bounded_sample_and_batches_its_gate(tmp_path, m
     def spy(run_batch, **kw):
         def run(items):
             sizes.append(len(items))
-            return real(run_batch, max_bytes=4096)(items)
+            return real(run_batch, **{**kw, "max_bytes": 4096})(items)
         return run
 
     monkeypatch.setattr(memo_rung, "chunked", spy)

@@ -25,6 +25,7 @@ FORMATS = {
             "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"),
     "pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAz1x2y3\nq9w8e7r6t5y4\n-----END RSA PRIVATE KEY-----",
     "stripe": "sk_live_abcdefghijklmnopqrstuvwx",
+    "openai-letters-only": "sk-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN",
 }
 BEARER = "Bearer abcdef0123456789abcdef0123456789"
 
@@ -56,7 +57,26 @@ def test_the_span_fast_path_misses_no_format_after_clean_strings(name):
     assert FORMATS[name] not in str(out) and out["attributes"]["auto.redacted"] == ["input"]
 
 
-def test_the_combined_pattern_finds_what_the_patterns_find():
+def test_required_literals_are_in_every_match():
+    import re
+
+    from auto.record.redact import required_literals
+    cases = {r"ab+cd": ("cd",), r"x(?:foo|barbaz)y": ("foo", "barbaz"), r"(?:a|b)zz[0-9]{2}": ("zz",),
+             r"(q1w2)+e": ("q1w2",), r"k?longer": ("longer",), r"(?i)token": None, r"xx(?i:abc)y": ("xx",),
+             r"[a-z]+": None, r"(?:pre|[0-9])fix": ("fix",)}
+    for pat, want in cases.items():
+        rx = re.compile(pat)
+        got = required_literals(rx)
+        assert (got if got is None else tuple(sorted(got))) == (want if want is None else tuple(sorted(want))), pat
+    from auto.record.redact import prefiltered_patterns
+    for rx, lits in prefiltered_patterns():  # every pattern's literals occur in what it matches
+        for text in [f"use {v} now" for v in FORMATS.values()] + [BEARER]:
+            m = rx.search(text)
+            if m and lits is not None:
+                assert any(lit in m.group(0) for lit in lits), (rx.pattern, text)
+
+
+def test_the_prefiltered_patterns_find_what_the_patterns_find():
     texts = [f"use {v} now" for v in FORMATS.values()] + [
         f"header: {BEARER}", "db at https://bob:hunter2secret@db.example/x",
         "hooks at https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",
@@ -83,6 +103,7 @@ def test_bearer_tokens_and_url_passwords_keep_their_context():
 
 def test_ordinary_text_ids_and_digests_are_left_alone():
     text = ("The app crashes on startup; desk-reservation-system-for-everyone task-abcdefghijklmnopqrstuvwxyz "
+            "an sk-learn-compatible-estimator-pipeline-for-everyone "
             "sha256:" + "ab" * 32 + " trace 0af7651916cd43dd8448eb211c80319c span b7ad6b7169203331 "
             "triage/chat.completions/sha256:" + "0f" * 32)
     assert Redactor().redact_text(text) == (text, 0)
@@ -170,3 +191,36 @@ def test_a_compile_never_learns_a_redacted_witness():
     s = WitnessSet.of("t", ws)
     assert s.redacted == 2 and len(s.witnesses) == 2
     assert [inp for inp, _out, _share in s.items] == [{"q": "a"}, {"q": "c"}]
+
+
+def test_a_header_snapshot_reads_as_the_headers_do():
+    import httpx2
+
+    from auto.record.redact import header_items, sanitize_headers, secrets_of, snapshot_headers
+
+    class Req:
+        def __init__(self, headers):
+            self.headers = headers
+
+    for pairs in ([("Authorization", "Bearer tok-123456789"), ("X-A", "1"), ("x-a", "2"), ("X-A", "3")],
+                  [(b"X-U", "é".encode()), (b"Api-Key", "k\u00e9y-123456".encode()), (b"host", b"h")],
+                  [(b"cookie", b"a=123456789"), (b"Cookie", b"b=987654321")],
+                  [("OpenAI-Organization", "org-1"), ("openai-organization", "org-2"), ("Host", "h")]):
+        h = httpx2.Headers(pairs)
+        snap = snapshot_headers(h)
+        assert list(header_items(snap)) == list(h.items())
+        assert sanitize_headers(snap) == sanitize_headers(h)
+        assert secrets_of(Req(h), None, snap) == secrets_of(Req(h), None, list(h.items()))
+
+
+def test_a_refusal_says_how_many_witnesses_were_left_out_as_redacted():
+    from auto.errors import RungRefused
+    from auto.compile.rungs.program import compile_rung
+    from auto.verify import Contract
+
+    ws = WitnessSet.of("t", [_witness({"q": f"key {REDACTED} {i}"}, "y", ["input"]) for i in range(30)])
+    with pytest.raises(RungRefused) as refused:
+        compile_rung(ws, Contract(task="t"), None)
+    assert "only 0 distinct witnessed inputs" in str(refused.value)
+    assert "30 witnesses left out because a secret was redacted" in str(refused.value)
+    assert WitnessSet.of("t", [_witness({"q": "a"}, "x")]).redacted_note() == ""

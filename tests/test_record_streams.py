@@ -171,9 +171,10 @@ CHILD = textwrap.dedent("""
     from openai_mock import chunk, client, completion
     TEXT = [chunk({"role": "assistant", "content": ""})] + [chunk({"content": w}) for w in ("a ", "b ", "c")]
     c = client(lambda body, req: TEXT + [chunk({}, "stop")])
-    auto.start_recording(sys.argv[1])
+    rec = auto.start_recording(sys.argv[1])
     for _ in c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True):
         break
+    assert rec.wait_durable(30)  # the break ended the attempt: its span is journaled, not left to exit
     print("broke", flush=True)
     time.sleep(60)
 """)

@@ -94,3 +94,40 @@ def test_a_database_failure_keeps_the_journal_for_replay(tmp_path):
     assert failed == [3] and j.path.exists() and j.path.stat().st_size > 0  # reported, and kept
     with Store(p) as st:  # the next open replays it
         assert st.replayed == 3 and sorted(s["span_id"] for s in st.spans()) == sorted(s["span_id"] for s in spans)
+
+
+def test_spans_are_completed_and_redacted_before_the_journal_write_and_durable_before_written(tmp_path, monkeypatch):
+    from auto.record import writer as writer_mod
+    from auto.store.journal import records
+
+    monkeypatch.setattr(writer_mod, "IDLE_S", 60.0)  # nothing is committed before the flush
+    secret = "sk-live-abcdef1234567890"
+    redactor = Redactor([secret])
+    ingested, failed = [], []
+
+    class Slow:
+        location = str(tmp_path / "s.db")
+
+        def ingest(self, spans, traces):
+            ingested.extend(s["span_id"] for s in spans)
+
+    j = Journal(journal_dir(local_path(str(tmp_path / "s.db"))))
+    w = SpanWriter(Slow(), lambda n: None, lambda n, e: failed.append((n, type(e).__name__)), journal=j,
+                   prepare=lambda sp, tr: ([redactor.redact_span(s) for s in sp], tr))
+    span = make_span(output=None)
+
+    def complete():  # what the agent's thread left for the writer to fill in
+        span["output"] = f"the key is {secret}"
+
+    def broken():
+        raise RuntimeError("cannot complete")
+
+    w.submit([span], [], complete)
+    w.submit([make_span()], [], broken)
+    assert w.wait_durable(30)
+    data = j.path.read_bytes()
+    (batch,) = records(data)  # journaled, redacted, not yet written; the broken batch dropped
+    assert batch["spans"][0]["output"] == f"the key is {REDACTED}" and secret.encode() not in data
+    assert ingested == [] and failed == [(1, "RuntimeError")]
+    assert w.flush(30) and ingested == [span["span_id"]] and j.bytes == 0
+    w.close()

@@ -189,3 +189,51 @@ def test_a_site_keeps_the_template_of_its_latest_generation_while_it_fits(tmp_pa
         sw = read_site(store, sid)
         assert [s.name for s in sw.site.slots] == ["user"]  # the generation's template still fits: kept
         assert set(sw.witnesses[0].input) == {"user"}
+
+
+def test_a_store_s_model_calls_are_read_once_per_state_and_checked(tmp_path, monkeypatch):
+    import sqlite3
+    import sys
+
+    from auto.errors import IntegrityError
+
+    discover_mod = sys.modules["auto.sites.discover"]
+
+    path = tmp_path / "c.sqlite"
+    calls = {"spans": 0, "verified": 0}
+    with Store(path) as store:
+        store.ingest([ticket_call(w, label_of(w)) for w in site_words() for _ in range(2)])
+        (sid,) = discover(store.spans(kind="llm")).sites
+        real_spans, real_verified = store.spans, store.verified_spans
+
+        def spans(*a, **k):
+            calls["spans"] += 1
+            return real_spans(*a, **k)
+
+        def verified(kind):
+            calls["verified"] += 1
+            return real_verified(kind)
+
+        monkeypatch.setattr(store, "spans", spans)
+        monkeypatch.setattr(store, "verified_spans", verified)
+        first = read_site(store, sid, verify=True)
+        again = read_site(store, sid, verify=True)
+        assert calls == {"spans": 0, "verified": 1}  # the second read of the same rows came from the cache
+        assert [w.span_id for w in again.witnesses] == [w.span_id for w in first.witnesses] and again.digest == first.digest
+        assert store.verify(kind="llm", incremental=True).spans == 0  # the read moved the kind's watermark
+        store.ingest([ticket_call("late 1", "bug")])  # a new row: read again
+        assert len(read_site(store, sid, verify=True).witnesses) == len(first.witnesses) + 1
+        assert calls["verified"] == 2
+        monkeypatch.setattr(discover_mod, "MODEL_CALL_CACHE_SPANS", 0)  # more spans than the cap: not kept
+        store.ingest([ticket_call("late 2", "bug")])
+        read_site(store, sid)
+        read_site(store, sid)
+        assert calls["spans"] == 2
+    con = sqlite3.connect(path)
+    con.execute("DROP TRIGGER spans_no_update")
+    con.commit()
+    con.close()
+    with Store(path) as store:
+        assert read_site(store, sid) is not None  # without the check the rows are read as they are
+        with pytest.raises(IntegrityError):
+            read_site(store, sid, verify=True)

@@ -246,9 +246,11 @@ def test_two_processes_writing_concurrently_lose_nothing(tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     import auto
+    from auto.record.core import active_recorder
     @auto.task("step")
     def step(i: int) -> int:
         if i == 5:
+            assert active_recorder().wait_durable(30)  # the spans that ended are journaled
             print("hanging", flush=True)
             time.sleep(60)          # killed in here: this span never ends
         return i * 2

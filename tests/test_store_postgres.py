@@ -55,6 +55,8 @@ def test_same_api_digests_and_immutability(pg_dsn, tmp_path):
         assert rep.ok and rep.spans == 12 and rep.eval_runs == 1 and rep.artifacts == 1, rep.mismatches
         inc = pg.verify(task="triage", incremental=True)
         assert inc.ok and inc.spans == 12 and pg.verify(task="triage", incremental=True).spans == 0
+        checked, lite_ws = pg.task_witnesses("triage", verify=True), lite.task_witnesses("triage", verify=True)
+        assert [w.digest for w in checked[0]] == [w.digest for w in lite_ws[0]] and checked[1] == lite_ws[1]
     with psycopg.connect(pg_dsn, autocommit=True) as c:
         with pytest.raises(psycopg.Error, match="immutable"):
             c.execute("UPDATE spans SET status = 'error'")

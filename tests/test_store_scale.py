@@ -16,7 +16,7 @@ from auto.analyze import DIVERGENT, ERRORED, UNWITNESSED, WITNESSED, census, cen
 from auto.canonical import canonical_json, digest
 from auto.errors import IntegrityError
 from auto.store import SCHEMA_VERSION, Store, new_span_id, new_trace_id, span_digest
-from auto.store.normalize import json_texts, span_text
+from auto.store.normalize import ROW_COLUMNS, json_texts, span_text, span_text_of_values
 from auto.store.payloads import DEFLATE, DEFLATE_DICT, RAW, decode, encode
 from auto.store.schema import MIGRATIONS
 
@@ -43,6 +43,19 @@ json_values = st.recursive(
 def test_assembled_span_text_is_the_canonical_json_of_the_span(inp, out, attrs, name, site):
     s = make_span(inp=inp, out=out, attributes=attrs, name=name, site=site)
     assert span_text(s, json_texts(s)) == canonical_json({f: s[f] for f in s})
+
+
+@settings(max_examples=150, deadline=None)
+@given(inp=json_values, out=json_values, attrs=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+       name=st.text(min_size=1, max_size=12), site=st.none() | st.text(max_size=12),
+       parent=st.none() | st.just("00000000000000ab"), error=st.none() | json_values)
+def test_span_text_of_a_stored_row_is_the_canonical_json_of_the_span(inp, out, attrs, name, site, parent, error):
+    s = make_span(inp=inp, out=out, attributes=attrs, name=name, site=site, parent_span_id=parent, error=error)
+    texts = json_texts(s)
+    ids = {f: None if texts[f] is None else k for k, f in enumerate(("input", "output", "error", "attributes"))}
+    row = (7, *(s[c] for c in ROW_COLUMNS[1:11]), *(ids[f] for f in ("input", "output", "error", "attributes")), "d")
+    by_id = {ids[f]: texts[f] for f in ids if ids[f] is not None}
+    assert span_text_of_values(row, by_id) == canonical_json({f: s[f] for f in s})
 
 
 def test_payload_codecs_roundtrip_and_only_compress_when_it_pays():
@@ -157,6 +170,62 @@ def test_incremental_verify_checks_only_new_rows_of_the_task(tmp_path):
             rep.raise_for_mismatch()
         # a failed check does not move the watermark: the next one sees the bad row again
         assert not st.verify(task="triage", incremental=True).ok
+
+
+def test_kind_scoped_verify_and_verified_spans(tmp_path):
+    from auto.errors import ArgumentError
+
+    p = tmp_path / "s.db"
+    with Store(p) as st:
+        st.ingest([make_span(inp={"ticket": f"t{i}"}) for i in range(3)]
+                  + [make_span(kind="llm", name="chat", inp={"m": i}, out={"r": i}) for i in range(4)])
+        assert st.span_watermark("llm")[0] == 4 and st.span_watermark("tool") == (0, 0)
+        rep = st.verify(kind="llm", incremental=True)
+        assert rep.ok and rep.spans == 4 and rep.scope == "kind:llm" and rep.store_digest == digest(
+            [s["digest"] for s in st.spans(kind="llm")])
+        assert st.verify(kind="llm", incremental=True).spans == 0
+        assert st.verify(task="triage", incremental=True).spans == 7  # another scope (task spans and model calls)
+        with pytest.raises(ArgumentError):
+            st.verify(task="triage", kind="llm")
+        assert st.verified_spans("llm") == st.spans(kind="llm")
+        extra = make_span(kind="llm", name="chat", inp={"m": 9}, out={"r": 9})
+        st.ingest([extra])
+        assert st.verified_spans("llm") == st.spans(kind="llm")
+        assert st.verify(kind="llm", incremental=True).spans == 0  # verified_spans moved the watermark
+    con = sqlite3.connect(p)
+    con.execute("DROP TRIGGER spans_no_update")
+    con.commit()
+    con.close()
+    with Store(p) as st:
+        with pytest.raises(IntegrityError):
+            st.verified_spans("llm")
+
+
+def test_verified_witness_read_checks_the_rows_it_hands_out(tmp_path):
+    p = tmp_path / "s.db"
+    with Store(p) as st:
+        st.ingest([make_span(inp={"ticket": f"t{i}"}, started_ns=100 + i) for i in range(5)]
+                  + [make_span(task="other"), make_span(kind="llm", name="chat", inp={"m": 1}, out={"r": 2})])
+        plain = st.task_witnesses("triage")
+        checked = st.task_witnesses("triage", verify=True)
+        assert [w.span_id for w in checked[0]] == [w.span_id for w in plain[0]] and checked[1] == plain[1]
+        assert [(w.input, w.output, w.input_text, w.output_text) for w in checked[0]] == \
+            [(w.input, w.output, w.input_text, w.output_text) for w in plain[0]]
+        # the check moved the task's watermark: an incremental verify has nothing new to read
+        assert st.verify(task="triage", incremental=True).spans == 0
+        new = make_span(inp={"ticket": "new"}, started_ns=200)
+        st.ingest([new])
+    con = sqlite3.connect(p)
+    con.execute("DROP TRIGGER spans_no_update")
+    con.execute("UPDATE spans SET name = 'forged' WHERE span_id = ?", [new["span_id"]])
+    con.commit()
+    con.close()
+    with Store(p) as st:
+        assert len(st.task_witnesses("triage")[0]) == 6  # no check: the changed row is read as it is
+        with pytest.raises(IntegrityError, match="do not match"):
+            st.task_witnesses("triage", verify=True)
+        with pytest.raises(IntegrityError):  # a failed check does not move the watermark
+            st.task_witnesses("triage", verify=True)
 
 
 def test_witness_set_names_the_witnesses_a_compile_read(tmp_path):
@@ -280,6 +349,17 @@ def test_the_database_census_of_model_call_sites_equals_the_census_of_records(tm
     assert sum(1 for s in sites if s.startswith("site:")) == 2  # the system prompts split the call site
     assert any(s["model_call"]["requests"] == 27 for s in got["sites"] if s.get("model_call"))  # retries counted
     assert "sorter/embeddings.create" in sites or any(s["kind"] == "llm" and not s.get("model_call") for s in got["sites"])
+
+
+def test_a_witness_built_from_a_row_equals_one_built_by_its_constructor():
+    from auto.store import Witness
+
+    fields = dict(input={"t": 1}, output="x", status="ok", error=None, trace_id="t" * 32, span_id="s" * 16,
+                  started_ns=5, digest="sha256:0", attributes={"k": 1}, seq=3, input_text='{"t":1}', output_text='"x"')
+    a, b = Witness(**fields), Witness.of_row(**fields)
+    assert a == b and repr(a) == repr(b) and b.input_text == '{"t":1}' and b.seq == 3
+    with pytest.raises(AttributeError):
+        b.status = "error"  # still frozen
 
 
 def test_bulk_load_writes_the_same_store_and_restores_the_connection(tmp_path):

@@ -13,9 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auto.canonical import canonical_json
-from auto.codegen import (MAX_INPUT, TableModel, canonical_key, compile_model, fnv1a64, lower,
+from auto.codegen import (MAX_INPUT, TableModel, assemble, canonical_key, compile_model, fnv1a64, lower,
                           reference_run, reference_run_batch)
-from auto.codegen.table import HIT_MARGIN
+from auto.codegen.table import HIT_MARGIN, VECTOR_MIN_KEYS, fnv1a64_many
+from auto.codegen.wat import fill_last_segment
+from auto.errors import CodegenError
 from auto.codegen.table_lower import ENTRY, EQ_FUNC, HASH_FUNC, MISS, table_blob
 from auto.distill import Prediction, distill
 from auto.emit import emit
@@ -108,6 +110,32 @@ def test_fnv1a64_reference_vectors():
     assert fnv1a64(b"") == 0xCBF29CE484222325 == 14695981039346656037
     assert fnv1a64(b"a") == 0xAF63DC4C8601EC8C
     assert fnv1a64(b"foobar") == 0x85944171F73967E8
+
+
+def test_fnv1a64_many_equals_one_at_a_time():
+    rng = random.Random(5)
+    lengths = [0, 1, 7, 8, 9, 90, 91, 300, 2000]
+    keys = [bytes(rng.randrange(256) for _ in range(rng.choice(lengths))) for _ in range(3 * VECTOR_MIN_KEYS)]
+    for extra in ([], [b"x" * 5000], [b"y" * 5000] * (VECTOR_MIN_KEYS + 1), [b""] * VECTOR_MIN_KEYS):
+        ks = keys + extra  # a few keys longer than the rest are finished one by one
+        assert fnv1a64_many(ks) == [fnv1a64(k) for k in ks]
+    assert fnv1a64_many(keys[:5]) == [fnv1a64(k) for k in keys[:5]]
+    assert fnv1a64_many([a for a, _, _ in COLLISIONS]) == [h for _, _, h in COLLISIONS]
+
+
+def test_table_data_placed_in_the_binary_equals_the_assembled_text():
+    # compile_model puts the table into the assembled module directly; the bytes must be those
+    # of the text with the table written out (table-only and memo-first)
+    for name in ("kt", "memo", "coll"):
+        assert compile_model(MODELS[name]) == assemble(lower(MODELS[name]))
+    # i32.const immediates whose LEB128 bytes include 0x0B (the `end` opcode) and a multi-byte one
+    for base in (0x0B, 0x0B << 7, 1035, (1 << 31) - 1):
+        text = '(module (memory 1) (data (i32.const 5) "ab") (data (i32.const %d) %s))'
+        assert fill_last_segment(assemble(text % (base, '""')), base, b"xyz\x00") == assemble(text % (base, '"xyz\\00"'))
+    with pytest.raises(CodegenError, match="placeholder"):
+        fill_last_segment(assemble('(module (memory 1) (data (i32.const 8) "ab"))'), 8, b"x")
+    with pytest.raises(CodegenError, match="no data section"):
+        fill_last_segment(assemble("(module (memory 1))"), 8, b"x")
 
 
 def _helpers():

@@ -24,8 +24,8 @@ from .prelude import ERROR_CODES, MAX_BATCH, MAX_INPUT
 from .reference import fixed, reference_run, reference_run_batch
 from .specialist_lower import lower_specialist
 from .table import TableModel, canonical_key, fnv1a64
-from .table_lower import lower_table
-from .wat import assemble
+from .table_lower import lower_table, lower_table_parts
+from .wat import assemble, fill_last_segment
 
 
 def lower(model, *, simd: bool = True) -> str:
@@ -55,11 +55,18 @@ def compile_model(model, *, simd: bool = True) -> bytes:
     """``assemble(lower(model))``: the artifact's code (no manifest yet; see :mod:`auto.emit`).
 
     ``model`` is a :class:`~auto.distill.CompiledModel` (specialist) or a
-    :class:`~auto.codegen.table.TableModel` (exact-match table, optionally memo-first).
+    :class:`~auto.codegen.table.TableModel` (exact-match table, optionally memo-first). A
+    table's data is placed into the assembled module directly
+    (:func:`~auto.codegen.table_lower.lower_table_parts`,
+    :func:`~auto.codegen.wat.fill_last_segment`): the same bytes, without a text detour.
 
     Raises:
         CodegenError: lowering or assembling failed.
     """
+    if isinstance(model, TableModel):
+        text, base, blob = lower_table_parts(model, simd=simd)
+        code = assemble(text)
+        return fill_last_segment(code, base, blob) if blob else code
     return assemble(lower(model, simd=simd))
 
 

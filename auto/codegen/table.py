@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from auto.canonical import canonical_json
 from auto.distill import CompiledModel, Prediction
@@ -51,6 +53,49 @@ def fnv1a64(data: bytes) -> int:
     for b in data:
         h = ((h ^ b) * FNV64_PRIME) & _M64
     return h
+
+
+VECTOR_MIN_KEYS = 64
+""":func:`fnv1a64_many` hashes byte positions in numpy while at least this many keys are that
+long; the few longer keys are finished one by one."""
+
+
+def fnv1a64_many(keys: Sequence[bytes]) -> list[int]:
+    """``[fnv1a64(k) for k in keys]``, computed a byte position at a time over all the keys at
+    once (numpy ``uint64`` arithmetic wraps mod 2**64, as FNV-1a needs): the Python-level work
+    grows with the longest keys' length, not with the number of keys.
+
+    Returns:
+        The hashes, in the order of ``keys``.
+    """
+    n = len(keys)
+    if n < VECTOR_MIN_KEYS:
+        return [fnv1a64(k) for k in keys]
+    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    order = np.argsort(-lens, kind="stable")  # longest first: the keys still going form a prefix
+    slens = lens[order]
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(slens[:-1], out=starts[1:])
+    buf = np.frombuffer(b"".join(map(keys.__getitem__, order.tolist())), dtype=np.uint8)
+    h = np.full(n, FNV64_OFFSET_BASIS, dtype=np.uint64)
+    prime = np.uint64(FNV64_PRIME)
+    # going[j] = how many keys are longer than j bytes
+    going = np.searchsorted(-slens, -np.arange(int(slens[0]) if n else 0), side="left")
+    j = 0
+    while j < len(going) and going[j] >= VECTOR_MIN_KEYS:
+        k = int(going[j])
+        h[:k] ^= buf[starts[:k] + j]
+        h[:k] *= prime
+        j += 1
+    long_ = int(going[j]) if j < len(going) else 0
+    for r in range(long_):  # the few keys longer than that, one by one
+        v = int(h[r])
+        for b in buf[starts[r] + j:starts[r] + slens[r]].tobytes():
+            v = ((v ^ b) * FNV64_PRIME) & _M64
+        h[r] = v
+    res = np.empty(n, dtype=np.uint64)
+    res[order] = h
+    return res.tolist()
 
 
 def canonical_key(obj: Any) -> bytes:
@@ -100,6 +145,7 @@ class TableModel:
             raise TypeError(f"fallback must be a CompiledModel or None, got {type(fallback).__name__}")
         field = fallback.features.field if fallback is not None else None
         table: dict[bytes, str] = {}
+        answers: dict[str, str] = {}
         for i, entry in enumerate(entries):
             try:
                 inp, ans = entry
@@ -114,11 +160,15 @@ class TableModel:
                 key = canonical_key(inp)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"entry {i}: input is not JSON-encodable: {e}") from e
-            try:
-                a = canonical_json(ans)
-                a.encode("utf-8")
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"entry {i}: answer is not JSON-encodable: {e}") from e
+            a = answers.get(ans) if ans.__class__ is str else None  # labels repeat: encoded once
+            if a is None:
+                try:
+                    a = canonical_json(ans)
+                    a.encode("utf-8")
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"entry {i}: answer is not JSON-encodable: {e}") from e
+                if ans.__class__ is str:
+                    answers[ans] = a
             if len(key) > MAX_INPUT:
                 raise ValueError(f"entry {i}: input is {len(key)} bytes, over MAX_INPUT={MAX_INPUT}")
             old = table.get(key)
@@ -128,10 +178,14 @@ class TableModel:
             table[key] = a
         if not table and fallback is None:
             raise ValueError("a table-only TableModel needs at least one entry")
-        order = sorted((fnv1a64(k), k) for k in table)
-        self.hashes: tuple[int, ...] = tuple(h for h, _ in order)
-        self.keys: tuple[bytes, ...] = tuple(k for _, k in order)
-        self.answers: tuple[str, ...] = tuple(table[k] for k in self.keys)
+        # order by (hash, key): keys sorted first, then a stable sort by hash keeps equal hashes
+        # in key order
+        by_key = sorted(table)
+        hashes = np.array(fnv1a64_many(by_key), dtype=np.uint64)
+        order = np.argsort(hashes, kind="stable").tolist()
+        self.hashes: tuple[int, ...] = tuple(hashes[order].tolist())
+        self.keys: tuple[bytes, ...] = tuple(map(by_key.__getitem__, order))
+        self.answers: tuple[str, ...] = tuple(map(table.__getitem__, self.keys))
         self.fallback = fallback
         self._table = table
 

@@ -188,7 +188,22 @@ def lookup_funcs(n: int, index: int, prefix: tuple[int, int], suffix: tuple[int,
 
 
 def lower_table(model: TableModel, *, simd: bool = True) -> str:
-    """WebAssembly text of the artifact for a :class:`TableModel` (deterministic).
+    """WebAssembly text of the artifact for a :class:`TableModel` (deterministic); see
+    :func:`lower_table_parts` (the table written into the text as its last data segment)."""
+    text, base, blob = lower_table_parts(model, simd=simd)
+    return text.replace(placeholder_segment(base), data_segment(base, blob)) if blob else text
+
+
+def placeholder_segment(base: int) -> str:
+    """The empty data segment at ``base`` that stands for the table in :func:`lower_table_parts`."""
+    return data_segment(base, b"")
+
+
+def lower_table_parts(model: TableModel, *, simd: bool = True) -> tuple[str, int, bytes]:
+    """WebAssembly text of the artifact for a :class:`TableModel` (deterministic), with the
+    table (index, keys and answers) left out of the text: its last data segment is an empty
+    placeholder at ``base`` (:func:`placeholder_segment`) for ``blob``, filled in the assembled
+    module (:func:`auto.codegen.wat.fill_last_segment`).
 
     Args:
         model: the table (and its fallback specialist for memo-first).
@@ -196,8 +211,9 @@ def lower_table(model: TableModel, *, simd: bool = True) -> str:
             and the specialist's kernel).
 
     Returns:
-        The WAT module text: exports exactly ``memory``, ``alloc``, ``run``, ``run_batch``; no
-        imports.
+        ``(text, base, blob)``: the WAT module text (exports exactly ``memory``, ``alloc``,
+        ``run``, ``run_batch``; no imports), the table's address and its bytes (empty: no
+        entries, and no placeholder).
 
     Raises:
         CodegenError: the static data (table + specialist) would exceed 1 GiB, or the fallback
@@ -231,9 +247,9 @@ def lower_table(model: TableModel, *, simd: bool = True) -> str:
     gen = lookup_funcs(len(model), index, (pre_at, len(HIT_PREFIX)), (suf_at, len(HIT_SUFFIX)),
                        miss_call)
     if blob:
-        data.append(data_segment(base, blob))
-    return module_text(pages(heap), [pre, *spec_parts, gen], data)
+        data.append(placeholder_segment(base))
+    return module_text(pages(heap), [pre, *spec_parts, gen], data), base, blob
 
 
 __all__ = ["ENTRY", "EQ_FUNC", "HASH_FUNC", "HIT_PREFIX", "HIT_SUFFIX", "MISS", "lower_table",
-           "table_blob"]
+           "lower_table_parts", "placeholder_segment", "table_blob"]

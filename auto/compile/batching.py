@@ -24,11 +24,24 @@ BATCH_ITEMS = 4096
 """At most this many inputs per ``run_batch`` call."""
 
 
+def canonical_size(x: Any) -> int:
+    """Bytes of ``x``'s canonical JSON (UTF-8)."""
+    return len(canonical_text(x).encode("utf-8"))
+
+
+def text_size(text: str) -> int:
+    """Bytes of an input already given as its JSON text (for ``Artifact.call_batch_texts``)."""
+    return len(text.encode("utf-8"))
+
+
 def chunked(run_batch: Callable[[list[Any]], list[dict[str, Any]]], *, max_bytes: int = BATCH_BYTES,
-            max_items: int = BATCH_ITEMS) -> Callable[[list[Any]], list[dict[str, Any]]]:
+            max_items: int = BATCH_ITEMS,
+            measure: Callable[[Any], int] = canonical_size) -> Callable[[list[Any]], list[dict[str, Any]]]:
     """``run_batch`` over consecutive chunks of its input list (each within ``max_bytes`` of
-    canonical JSON, counting one separator per input, and ``max_items`` inputs; an input larger
-    than ``max_bytes`` goes alone); the outputs are concatenated in order.
+    canonical JSON as ``measure`` counts an input's bytes — :func:`canonical_size` of an input,
+    :func:`text_size` of its text — counting one separator per input, and ``max_items``
+    inputs; an input larger than ``max_bytes`` goes alone); the outputs are concatenated in
+    order.
 
     Raises:
         whatever ``run_batch`` raises (a chunk that fails fails the whole call).
@@ -38,7 +51,7 @@ def chunked(run_batch: Callable[[list[Any]], list[dict[str, Any]]], *, max_bytes
         chunk: list[Any] = []
         size = 0
         for x in inputs:
-            n = len(canonical_text(x).encode("utf-8")) + 1
+            n = measure(x) + 1
             if chunk and (size + n > max_bytes or len(chunk) >= max_items):
                 out.extend(run_batch(chunk))
                 chunk, size = [], 0

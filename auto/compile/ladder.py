@@ -1,9 +1,10 @@
 """The compile ladder: program → specialist → memo → refusal.
 
-:func:`compile_task` compiles one generation of a task from the witnesses in a store. It checks
-the integrity of the task's rows added since the last check (the cost follows the task, not the
-store: :meth:`auto.store.Store.verify` with ``task`` and ``incremental``), reads the task's
-witnesses once through the task index (:class:`~auto.compile.witnesses.WitnessSet`),
+:func:`compile_task` compiles one generation of a task from the witnesses in a store. It reads
+the task's witnesses once through the task index (:class:`~auto.compile.witnesses.WitnessSet`)
+and, in the same snapshot, checks the integrity of the task's rows added since the last check
+(the cost follows the task, not the store: :meth:`auto.store.Store.task_witnesses` with
+``verify``, the check of :meth:`auto.store.Store.verify` with ``task`` and ``incremental``),
 and tries the rungs in order; each rung has one signature (:data:`Rung`): it takes the witnesses,
 the contract and the :class:`~auto.compile.context.RungContext`, and returns the emitted
 generation or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is
@@ -30,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome
 from auto.compile.rungs import memo as memo_rung
@@ -110,9 +112,10 @@ def compile_task(
         raise ArgumentError(f"unknown rung(s) {unknown or names!r}; the rungs are {', '.join(RUNGS)}")
     contract = contract or Contract.default_for(task)
     # never compile from rows whose content no longer matches their digests: the task's rows,
-    # through its index, those added since the last check (the rest of the store is not read)
-    store.verify(task=task, incremental=True).raise_for_mismatch()
-    ws = WitnessSet.read(store, task)
+    # through its index, those added since the last check, re-derived in the snapshot the
+    # witnesses are read from (the rest of the store is not read)
+    with cyclic_gc_paused():
+        ws = WitnessSet.read(store, task, verify=True)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)

@@ -32,6 +32,8 @@ MAX_STRATA = 20
 """Answers with at most this many distinct values are split stratified by answer (a program's
 record or open-ended answers, e.g. an order id unique per input, are split uniformly)."""
 
+_UNSET = object()
+
 Item = tuple[dict[str, Any], Any, float]
 """One distinct input: ``(input, modal output, share of the modal output among its witnesses)``."""
 
@@ -39,7 +41,10 @@ Item = tuple[dict[str, Any], Any, float]
 def is_redacted(witness: Any) -> bool:
     """Whether the recorder replaced a secret in the witness's input or output (span attribute
     ``auto.redacted``, :mod:`auto.record.redact`)."""
-    fields = (getattr(witness, "attributes", None) or {}).get("auto.redacted") or ()
+    attrs = getattr(witness, "attributes", None)
+    if not attrs:
+        return False
+    fields = attrs.get("auto.redacted") or ()
     return "input" in fields or "output" in fields
 
 
@@ -92,20 +97,26 @@ class WitnessSet:
     reference_model: str | None = None
 
     @classmethod
-    def read(cls, store: Any, task: str) -> "WitnessSet":
+    def read(cls, store: Any, task: str, *, verify: bool = False) -> "WitnessSet":
         """The task's witnesses and the store digest, from one snapshot of ``store``; for a
         model-call site id, the site's (:func:`auto.sites.read_site`).
 
+        ``verify=True``: the task's rows added since its last incremental check are re-derived in
+        the same snapshot before they are handed out (:meth:`auto.store.Store.task_witnesses`);
+        for a site id, the model-call spans added since the last check of kind ``llm``
+        (:func:`auto.sites.read_site`).
+
         Raises:
             CompileError: ``task`` is a site id the store holds no model calls of.
+            IntegrityError: (``verify``) a stored digest does not match its content.
         """
         if is_site_id(task):
-            sw = read_site(store, task)
+            sw = read_site(store, task, verify=verify)
             if sw is None:
                 raise CompileError(f"no model-call site {task} in the store (auto census lists the sites)")
             return cls.of(task, sw.witnesses, store_digest=sw.digest, site=sw.site.to_manifest(),
                           reference_model=sw.reference_model)
-        ws, d = store.task_witnesses(task)
+        ws, d = store.task_witnesses(task, verify=True) if verify else store.task_witnesses(task)
         return cls.of(task, ws, store_digest=d)
 
     @classmethod
@@ -123,11 +134,24 @@ class WitnessSet:
             groups[key].append(getattr(w, "output_text", None) or canonical_json(w.output))
             inputs[key] = w.input
         items: list[Item] = []
-        overall = Counter(o for outs in groups.values() for o in outs)
+        overall: Counter[str] = Counter()
+        for outs in groups.values():
+            overall.update(outs)
+        scalars: dict[str, Any] = {}  # parsed modal outputs that are not objects or lists (labels)
         for key in sorted(groups):
-            outs = Counter(groups[key])
-            modal, n_modal = sorted(outs.items(), key=lambda kv: (-kv[1], -overall[kv[0]], kv[0]))[0]
-            items.append((inputs[key], json.loads(modal), n_modal / len(groups[key])))
+            outs = groups[key]
+            if outs.count(outs[0]) == len(outs):  # one output (the common case): it is the mode
+                modal, share = outs[0], 1.0
+            else:
+                counted = Counter(outs)
+                modal, n_modal = sorted(counted.items(), key=lambda kv: (-kv[1], -overall[kv[0]], kv[0]))[0]
+                share = n_modal / len(outs)
+            value = scalars.get(modal, _UNSET)
+            if value is _UNSET:
+                value = json.loads(modal)
+                if not isinstance(value, (dict, list)):
+                    scalars[modal] = value
+            items.append((inputs[key], value, share))
         return cls(task=task, witnesses=tuple(witnesses), groups=dict(groups), inputs=inputs, items=tuple(items),
                    store_digest=store_digest, redacted=redacted, site=site, reference_model=reference_model)
 
@@ -138,8 +162,16 @@ class WitnessSet:
 
     def repetition(self) -> Repetition:
         """The repetition evidence over the inputs witnessed more than once."""
-        repeated = [k for k, outs in self.groups.items() if len(outs) >= 2]
-        return Repetition(repeated=len(repeated), consistent=sum(1 for k in repeated if len(set(self.groups[k])) == 1))
+        repeated = [outs for outs in self.groups.values() if len(outs) >= 2]
+        return Repetition(repeated=len(repeated), consistent=sum(1 for outs in repeated if outs.count(outs[0]) == len(outs)))
+
+    def redacted_note(self) -> str:
+        """``""``, or a clause for a refusal saying how many witnesses were left out because a
+        secret was redacted from them (so a user sees why fewer inputs count than were recorded)."""
+        if not self.redacted:
+            return ""
+        return (f"; {self.redacted} witnesses left out because a secret was redacted from their "
+                f"input or output")
 
     def dominant(self) -> tuple[list[Item], int]:
         """The distinct inputs whose shape (field names and JSON types) is the most common one,
@@ -163,8 +195,7 @@ class WitnessSet:
     def consistent_entries(self) -> list[tuple[dict[str, Any], Any]]:
         """``(input, output)`` of every distinct input whose outputs were all equal, sorted by
         canonical input (divergent inputs are left out)."""
-        return [(self.inputs[k], json.loads(self.groups[k][0])) for k in sorted(self.groups)
-                if len(set(self.groups[k])) == 1]
+        return [(inp, out) for inp, out, share in self.items if share == 1.0]
 
 
 def unit_witnesses(store: Any, task: str) -> list[Any]:

@@ -429,6 +429,8 @@ def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], N
     The whole file is parsed and checked first (nothing is written when a record is bad), then
     spans are ingested in batches of :data:`BATCH` inside :meth:`auto.store.Store.bulk_load`
     (re-importing the same file changes nothing: ids and contents are equal) and trace rows last.
+    Secrets are redacted first, as the recorder redacts them (``auto.record.redact.Redactor``:
+    well-known key formats, the environment's secret values), so a foreign span never stores one.
 
     Returns:
         ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans}``.
@@ -440,8 +442,12 @@ def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], N
     """
     say = progress or (lambda _m: None)
     spans, skipped = to_auto_spans(list(raw_spans(path)))
+    from auto.record.redact import Redactor
     from auto.store.normalize import normalize_span  # check every span before writing any
 
+    redactor = Redactor()  # foreign spans are redacted as recorded ones are, before any check
+    spans = [{**redactor.redact_span({k: v for k, v in s.items() if k != "_where"}), "_where": s["_where"]}
+             for s in spans]
     for s in spans:
         try:
             normalize_span({k: v for k, v in s.items() if k != "_where"})

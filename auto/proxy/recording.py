@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from auto.canonical import digest_bytes
 from auto.proxy.writer import HEADER, WRITER_STORE_ENV
@@ -85,11 +85,20 @@ class QueuedRecorder(Recorder):
         self._sender.start()
         self._acks.start()
 
-    def write(self, spans: list[dict], traces: list[dict] = ()) -> None:  # type: ignore[override]
-        """Queue one batch (never blocks, never raises)."""
+    def write(self, spans: list[dict], traces: list[dict] = (),  # type: ignore[override]
+              complete: Callable[[], None] | None = None) -> None:
+        """Queue one batch (never blocks, never raises); ``complete`` fills in what the spans
+        still lack, on the sender thread (a batch with nothing to write only runs it, here)."""
+        if not spans and not traces:
+            if complete is not None:
+                try:
+                    complete()
+                except Exception:  # noqa: BLE001 - recording must not break the proxy
+                    log.exception("auto proxy: could not record a call")
+            return
         with self._cond:
             self._sent += 1
-        self._queue.put((list(spans), list(traces)))
+        self._queue.put((list(spans), list(traces), complete))
 
     def _send_loop(self) -> None:
         while True:
@@ -132,10 +141,12 @@ class QueuedRecorder(Recorder):
         call and the recorder's patterns), on the sender thread, off the event loop; an item
         that cannot be redacted is not written (counted as a write error)."""
         out = []
-        for spans, traces in batch:
+        for spans, traces, complete in batch:
             try:
+                if complete is not None:
+                    complete()
                 out.append(([self.redactor.redact_span(s) for s in spans], [self.redactor.redact_span(t) for t in traces]))
-            except Exception as e:  # noqa: BLE001 - never write what could not be redacted
+            except Exception as e:  # noqa: BLE001 - never write what could not be completed or redacted
                 self._lost([(spans, traces)], f"{type(e).__name__}: {e}")
         return out
 

@@ -9,19 +9,27 @@ Model of a recording:
   the running thread/task is the contextvar :data:`CURRENT`; model calls made inside it become
   its child ``llm`` spans. (New threads start with an empty context in Python 3.11: to keep
   nesting across a thread pool, submit ``contextvars.copy_context().run``.)
-* A span is written when it **ends**, in a short transaction of its own or batched with others
-  that ended meanwhile, by a background writer (:mod:`auto.record.writer`: off the agent's call
-  path; flushed at stop and before any read through the same store), so a killed process loses
-  only its open spans and the few that were still queued. A trace row is written when its root
-  span ends.
+* A span is written when it **ends**: the agent's thread builds what only it can know then
+  (ids, times, status, input and output as JSON values, what a scope counted) and hands the span
+  to a background writer (:mod:`auto.record.writer`, off the agent's call path) that completes
+  it (a model call's response body parsed, its attributes, template digest and site; a scope's
+  counts of the model calls below it), redacts it, appends it to the store's journal (from then
+  on it survives the process being killed outright) and writes it in a short transaction of its
+  own or batched with others that ended meanwhile (flushed at stop and before any read through
+  the same store). The writer completes spans one at a time in the order they ended, so what a
+  span reads from the spans that ended before it is there. A killed process loses its open
+  spans and those that ended in the last moments before the kill, not yet journaled (at most
+  about :data:`auto.record.writer.POLL_S` while the agent is busy; :meth:`Recorder.wait_durable`
+  waits for them). A trace row is written when its root span ends.
 
 Tool use (linked spans): a model call whose response asks for tool calls registers them on its
-scope (:meth:`SpanScope.request_tools`); a ``tool`` span opened below that scope with the same
-tool name takes the oldest matching request (canonically equal arguments first, else the oldest
-of that name) and records ``gen_ai.tool.call.id``, ``auto.tool.requested_by`` (the model-call
-span) and ``auto.tool.arguments_match``; a later model call that sends a ``tool`` message back
-records ``auto.tool_results`` (which tool span's result went back, and whether the content is
-that result). A tool declares ``auto.tool.effects``: ``"read"`` or ``"effect"``.
+scope (:meth:`SpanScope.request_tools`); a ``tool`` span below that scope with the same tool
+name takes, when it is completed, the oldest matching request (canonically equal arguments
+first, else the oldest of that name) and records ``gen_ai.tool.call.id``,
+``auto.tool.requested_by`` (the model-call span) and ``auto.tool.arguments_match``; a later
+model call that sends a ``tool`` message back records ``auto.tool_results`` (which tool span's
+result went back, and whether the content is that result). A tool declares
+``auto.tool.effects``: ``"read"`` or ``"effect"``.
 
 Times: ``*_ns`` are ``time.time_ns()``; latencies ``auto.latency_ms`` are milliseconds (float;
 a span's wall time plus what its model calls reported, :mod:`auto.record.latency`).
@@ -42,8 +50,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from auto_runtime.tools import journal_active, journaled_result
 
@@ -98,6 +105,10 @@ def to_jsonable(value: Any, what: str = "value") -> Any:
     raise RecordError(f"{what} is not JSON-serializable (type {type(value).__name__})")
 
 
+_PLAIN = frozenset({str, int, bool})
+"""Exact types :func:`to_jsonable` returns as they are (checked first on the recording path)."""
+
+
 def _json_equal_text(text: str, value: Any) -> bool:
     """Whether ``text`` is JSON whose value is canonically equal to ``value``."""
     try:
@@ -146,7 +157,8 @@ class Recorder:
         self._writer: SpanWriter | None = None
         if not self.sync:  # spans are written off the agent's call path (auto.record.writer)
             self._writer = SpanWriter(self.store, self._count_written, self._count_failed,
-                                      journal=Journal(journal_dir(local_path(self.store.location))))
+                                      journal=Journal(journal_dir(local_path(self.store.location))),
+                                      prepare=self.redact)
             self.store.add_read_barrier(self._writer.flush)
         self.open_streams: set = set()  # attempts whose response stream is still open
         self.redactor = Redactor()
@@ -155,20 +167,32 @@ class Recorder:
             self.process_scope = SpanScope.open(self, task, "task", {"argv": list(sys.argv)}, parent=None,
                                                 attributes={"auto.scope": "process", "process.pid": os.getpid()})
 
-    def write(self, spans: list[dict], traces: list[dict] = ()) -> None:
-        """Redact, then ingest one batch (one short transaction, all or nothing): queued for
-        the background writer, or in this thread with ``sync``; failures are logged and counted,
-        not raised (a span that cannot be redacted is not written)."""
+    def write(self, spans: list[dict], traces: list[dict] = (), complete: Callable[[], None] | None = None) -> None:
+        """Hand one batch over to be redacted and ingested (one short transaction, all or
+        nothing): queued for the background writer, which redacts it before its journal write
+        (no secret reaches the disk), or redacted and ingested in this thread with ``sync``.
+        ``complete``: fills in what the spans still lack, in place (called first, by whichever
+        thread writes them). Failures are logged and counted, not raised (a span that cannot be
+        completed or redacted is not written). The caller does not change the spans afterwards."""
         try:
-            spans = [self.redactor.redact_span(s) for s in spans]
-            traces = [self.redactor.redact_span(t) for t in traces]
-            if self._writer is not None:  # journaled here (redacted: no secret reaches the disk)
-                self._writer.submit(spans, traces)
+            if self._writer is not None:
+                self._writer.submit(spans, list(traces), complete)
                 return
+            if complete is not None:
+                complete()
+            if not spans and not traces:
+                return  # (a batch that only completes: what the writer learns, in order)
+            spans, traces = self.redact(spans, traces)
             self.store.ingest(spans, traces)
             self._count_written(len(spans))
         except Exception as exc:  # recording must not break the agent
             self._count_failed(len(spans), exc)
+
+    def redact(self, spans: list[dict], traces: list[dict]) -> tuple[list[dict], list[dict]]:
+        """``(spans, traces)`` with their secrets redacted (:attr:`redactor`)."""
+        values = self.redactor.values()
+        return ([self.redactor.redact_span(s, values) for s in spans],
+                [self.redactor.redact_span(t, values) for t in traces])
 
     def _count_written(self, n: int) -> None:
         with self._lock:
@@ -184,6 +208,12 @@ class Recorder:
         """Wait until every span ended so far is written (or its failure counted)."""
         if self._writer is not None:
             self._writer.flush()
+
+    def wait_durable(self, timeout: float | None = None) -> bool:
+        """Wait until every span ended so far would survive the process being killed outright
+        (journaled or written: :meth:`auto.record.writer.SpanWriter.wait_durable`; at once with
+        ``sync``); False on timeout (s)."""
+        return True if self._writer is None else self._writer.wait_durable(timeout)
 
     def current_scope(self) -> "SpanScope | None":
         """The innermost open scope of this context, else the process scope (or None)."""
@@ -245,19 +275,27 @@ class SpanScope:
         input: this span's input; attributes: extra attributes written with the span.
     """
 
-    def __init__(self) -> None:  # use SpanScope.open
-        self.recorder: Recorder
-        self.trace_id = self.span_id = ""
-        self.parent_span_id: str | None = None
-        self.name = self.kind = ""
-        self.task: str | None = None
-        self.task_input: dict = {}
-        self.input: Any = None
-        self.started_ns = 0
-        self._t0 = 0.0
-        self.is_root = False
-        self.attributes: dict[str, Any] = {}
-        self.parent: SpanScope | None = None
+    __slots__ = ("recorder", "trace_id", "span_id", "parent_span_id", "name", "kind", "task", "task_input",
+                 "input", "started_ns", "_t0", "is_root", "attributes", "parent", "_lock", "_done", "llm_calls",
+                 "llm_attempts", "cost_micros", "cost_known", "latency", "tool_requests", "tool_runs")
+
+    def __init__(self, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
+                 attributes: dict | None = None) -> None:  # use SpanScope.open
+        self.recorder = recorder
+        self.name, self.kind, self.input = name, kind, input
+        self.parent = parent
+        self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
+        self.span_id = new_span_id()
+        if parent is None:
+            self.trace_id, self.parent_span_id, self.is_root = new_trace_id(), None, True
+        else:
+            self.trace_id, self.parent_span_id, self.is_root = parent.trace_id, parent.span_id, False
+        self.task: str | None
+        if kind == "task":
+            self.task, self.task_input = name, input if isinstance(input, dict) else {}
+        else:
+            self.task = parent.task if parent else None
+            self.task_input = parent.task_input if parent else {}
         self._lock = threading.Lock()
         self._done = False
         # aggregates reported by children
@@ -269,28 +307,14 @@ class SpanScope:
         # tool use: calls requested by model calls in this scope, and the tool spans that ran them
         self.tool_requests: list[dict[str, Any]] = []
         self.tool_runs: dict[str, dict[str, Any]] = {}
+        self.started_ns = time.time_ns()
+        self._t0 = time.perf_counter()
 
     @classmethod
     def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
              attributes: dict | None = None) -> "SpanScope":
-        s = cls()
-        s.recorder = recorder
-        s.name, s.kind, s.input = name, kind, input
-        s.parent = parent
-        s.attributes = dict(attributes or {})
-        s.span_id = new_span_id()
-        if parent is None:
-            s.trace_id, s.parent_span_id, s.is_root = new_trace_id(), None, True
-        else:
-            s.trace_id, s.parent_span_id = parent.trace_id, parent.span_id
-        if kind == "task":
-            s.task, s.task_input = name, input if isinstance(input, dict) else {}
-        else:
-            s.task = parent.task if parent else None
-            s.task_input = parent.task_input if parent else {}
-        s.started_ns = time.time_ns()
-        s._t0 = time.perf_counter()
-        return s
+        """Open a span now (ids drawn, clock started)."""
+        return cls(recorder, name, kind, input, parent, attributes)
 
     # -- tool use ------------------------------------------------------------------------
 
@@ -399,7 +423,34 @@ class SpanScope:
                 attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
-        attrs = dict(self.attributes)
+        span = {
+            "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
+            "name": self.name, "kind": self.kind, "task": self.task, "site": None,
+            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
+            "input": self.input, "output": output, "error": error, "attributes": None,
+        }
+        traces = []
+        if self.is_root:
+            traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                           "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
+        complete: Callable[[], None] | None = functools.partial(self._complete, span, dict(self.attributes), wall_ms,
+                                                                 output)
+        if self.parent is not None and self.parent.recorder is not self.recorder:
+            complete()  # another recorder writes the parent: what it reads is settled now
+            complete = None
+        self.recorder.write([span], traces, complete)
+
+    def _complete(self, span: dict, attrs: dict[str, Any], wall_ms: float, output: Any) -> None:
+        """Complete the span's attributes (run by the recorder's writer, in the order spans
+        ended, so every model call and child span that ended before this one has reported to
+        it): for a tool span the model call's request it ran (:meth:`claim_tool_request`), the
+        model calls, cost and latency counted here; then this span's counts go to its parent."""
+        if self.kind == "tool" and self.parent is not None:
+            req = self.parent.claim_tool_request(self.name, self.input)
+            if req is not None:
+                attrs["gen_ai.tool.call.id"] = req["id"]
+                attrs["auto.tool.requested_by"] = req["llm_span_id"]
+                attrs["auto.tool.arguments_match"] = req["arguments_match"]
         attrs["auto.llm_calls"] = len(self.llm_calls)
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
@@ -407,17 +458,7 @@ class SpanScope:
         call_id = attrs.get("gen_ai.tool.call.id")
         if self.kind == "tool" and call_id and self.parent is not None:
             self.parent.tool_ran(call_id, self.span_id, output)
-        span = {
-            "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
-            "name": self.name, "kind": self.kind, "task": self.task, "site": None,
-            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
-            "input": self.input, "output": output, "error": error, "attributes": attrs,
-        }
-        traces = []
-        if self.is_root:
-            traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
-                           "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
-        self.recorder.write([span], traces)
+        span["attributes"] = attrs
         if self.parent is not None:
             self.parent._absorb(self)
 
@@ -425,35 +466,57 @@ class SpanScope:
 # ----------------------------------------------------------------------------- @task / @tool
 
 
-def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple, kwargs: dict) -> dict | None:
-    """Bound arguments as a JSON object (defaults applied), or None if the call does not bind."""
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    items = list(bound.arguments.items())
+def _positional_names(sig: inspect.Signature) -> tuple[str, ...] | None:
+    """The parameter names when every parameter is positional-or-keyword (then a call with one
+    positional argument per parameter binds them in order), else None."""
+    params = list(sig.parameters.values())
+    if all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+        return tuple(p.name for p in params)
+    return None
+
+
+def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple, kwargs: dict,
+                names: tuple[str, ...] | None = None) -> dict | None:
+    """Bound arguments as a JSON object (defaults applied), or None if the call does not bind.
+    ``names``: :func:`_positional_names` of ``sig`` (binds a call with all arguments given
+    positionally without :meth:`inspect.Signature.bind`)."""
+    if names is not None and not kwargs and len(args) == len(names):
+        items = list(zip(names, args))
+    else:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        items = list(bound.arguments.items())
     if skip_first and items:
         items = items[1:]
     out = {}
     for k, v in items:
-        out[k] = to_jsonable(v, f"{name}: argument {k!r}")
+        out[k] = v if v is None or type(v) in _PLAIN else to_jsonable(v, f"{name}: argument {k!r}")
     canonical_json(out)
     return out
 
 
-@contextmanager
-def _current(scope: SpanScope) -> Iterator[None]:
-    """``scope`` is the innermost open scope inside the block; an exception leaving the block is
-    recorded on it (status ``error``) and propagates."""
-    token = CURRENT.set(scope)
-    try:
-        yield
-    except BaseException as exc:
-        scope.finish_error(exc)
-        raise
-    finally:
-        CURRENT.reset(token)
+class _current:
+    """``with _current(scope):`` — ``scope`` is the innermost open scope inside the block; an
+    exception leaving the block is recorded on it (status ``error``) and propagates."""
+
+    __slots__ = ("scope", "token")
+
+    def __init__(self, scope: SpanScope) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> None:
+        self.token = CURRENT.set(self.scope)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            if exc is not None:
+                self.scope.finish_error(exc)
+        finally:
+            CURRENT.reset(self.token)
+        return False
 
 
 class TaskSpec:
@@ -491,6 +554,7 @@ class TaskSpec:
         sig = inspect.signature(fn)
         params = list(sig.parameters)
         skip_first = bool(params) and params[0] in ("self", "cls")
+        names = _positional_names(sig)
 
         effects = self.effects
 
@@ -498,12 +562,12 @@ class TaskSpec:
             rec = active_recorder()
             if rec is None:
                 return None
-            inp = _bind_input(sig, skip_first, name, args, kwargs)
+            inp = _bind_input(sig, skip_first, name, args, kwargs, names)
             if inp is None:
                 return None  # the call itself will raise TypeError
             parent = CURRENT.get()
             return SpanScope.open(rec, name, kind, inp, parent,
-                                  attributes=_tool_attributes(name, effects, inp, parent) if kind == "tool" else None)
+                                  attributes=_tool_attributes(name, effects) if kind == "tool" else None)
 
         def journaled(args: tuple, kwargs: dict) -> tuple[bool, Any]:
             """An effect this call already ran at tier-1 (:mod:`auto_runtime.tools`): its result."""
@@ -519,7 +583,7 @@ class TaskSpec:
 
         def end_ok(scope: SpanScope, result: Any) -> None:
             try:
-                out = to_jsonable(result, f"{name}: result")
+                out = result if result is None or type(result) in _PLAIN else to_jsonable(result, f"{name}: result")
                 canonical_json(out)
             except (RecordError, ValueError, TypeError) as exc:
                 err = exc if isinstance(exc, RecordError) else RecordError(f"{name}: result is not JSON: {exc}")
@@ -575,7 +639,7 @@ class TaskSpec:
         if not isinstance(inp, dict):
             raise RecordError(f"{name}: a task input must be a JSON object (dict of arguments)")
         parent = CURRENT.get()
-        attrs = _tool_attributes(name, self.effects, inp, parent) if self.kind == "tool" else None
+        attrs = _tool_attributes(name, self.effects) if self.kind == "tool" else None
         scope = SpanScope.open(rec, name, self.kind, inp, parent, attributes=attrs)
         self._stack.append((scope, CURRENT.set(scope)))
         self.output = None
@@ -619,17 +683,11 @@ TOOL_EFFECTS = ("read", "effect")
 ``effect`` (acts on the world: a compiled path calls it only after the guard admitted the call)."""
 
 
-def _tool_attributes(name: str, effects: str | None, inp: Any, parent: "SpanScope | None") -> dict[str, Any]:
-    """A tool span's attributes: OpenTelemetry GenAI ``execute_tool`` names, the declared effects,
-    and the link to the model call that asked for it (when one did)."""
-    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                             "auto.tool.effects": effects or "read"}
-    req = parent.claim_tool_request(name, inp) if parent is not None else None
-    if req is not None:
-        attrs["gen_ai.tool.call.id"] = req["id"]
-        attrs["auto.tool.requested_by"] = req["llm_span_id"]
-        attrs["auto.tool.arguments_match"] = req["arguments_match"]
-    return attrs
+def _tool_attributes(name: str, effects: str | None) -> dict[str, Any]:
+    """A tool span's attributes when it opens: OpenTelemetry GenAI ``execute_tool`` names and the
+    declared effects (the link to the model call that asked for it is added when the span is
+    completed: :meth:`SpanScope._complete`)."""
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "auto.tool.effects": effects or "read"}
 
 
 def tool(name: str | Callable | None = None, *, effects: str = "read", input: dict | None = None) -> Any:

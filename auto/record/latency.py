@@ -108,6 +108,8 @@ class LatencyTally:
         simulated: some call's response said the reference model is simulated.
     """
 
+    __slots__ = ("_lock", "adjust_ms", "reported", "simulated")
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.adjust_ms = 0.0

@@ -30,6 +30,7 @@ linked to the tool spans that produced them (``auto.tool_results``; :mod:`auto.r
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -47,7 +48,7 @@ from auto.record.completion import (
 )
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import sanitize_headers, secrets_of
+from auto.record.redact import credential_secrets, sanitize_headers, snapshot_headers
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -67,6 +68,22 @@ REQUEST_ATTRS = {
     "n": "gen_ai.request.choice.count",
 }
 """Request body field -> OpenTelemetry GenAI attribute."""
+
+
+@functools.lru_cache(maxsize=64)
+def _value_digest(value: str) -> str:
+    """``digest(value)`` of an environment variable's value (the same few on every call)."""
+    return digest(value)
+
+
+def request_body(raw: bytes) -> dict:
+    """A request body as recorded: its JSON object (another JSON value as ``{"_body": value}``;
+    a body that is not JSON as ``{"_body_digest": "sha256:…"}``)."""
+    try:
+        body = parse_json(raw.decode("utf-8", "replace")) if raw else None
+    except ValueError:
+        body = {"_body_digest": digest_bytes(raw)}
+    return body if isinstance(body, dict) else {"_body": body}
 
 
 class LogicalCall:
@@ -89,9 +106,19 @@ class LogicalCall:
         self.open_attempts = 0
         self.returned = False
         self.done = False
-        self.status = "ok"
+        self._events: list[Any] = []  # attempts as they ended, and "error" where the request raised
         self.name = "llm"
         self.ended_ns = self.started_ns
+
+    @property
+    def status(self) -> str:
+        """``ok``/``error`` of a call with its own trace: that of the attempt that ended last, or
+        ``error`` when the request raised after it (an attempt's status is settled when read:
+        :attr:`Attempt.status`); ``ok`` inside a scope (its spans carry the statuses)."""
+        status = "ok"
+        for e in list(self._events):
+            status = e if isinstance(e, str) else e.status
+        return status
 
     def attempt_started(self) -> int:
         with self._lock:
@@ -99,17 +126,19 @@ class LogicalCall:
             self.open_attempts += 1
             return self.attempts - 1
 
-    def attempt_ended(self, status: str, name: str, ended_ns: int) -> None:
+    def attempt_ended(self, attempt: "Attempt", name: str, ended_ns: int) -> None:
         with self._lock:
             self.open_attempts -= 1
-            self.status, self.name, self.ended_ns = status, name, max(self.ended_ns, ended_ns)
+            if self.own_trace:  # (only its trace row reads the status)
+                self._events.append(attempt)
+            self.name, self.ended_ns = name, max(self.ended_ns, ended_ns)
         self._maybe_finalize()
 
     def request_done(self, exc: BaseException | None) -> None:
         with self._lock:
             self.returned = True
-            if exc is not None:
-                self.status = "error"
+            if exc is not None and self.own_trace:
+                self._events.append("error")
         self._maybe_finalize()
 
     def _maybe_finalize(self) -> None:
@@ -118,11 +147,14 @@ class LogicalCall:
                 return
             self.done = True
         if self.own_trace:
-            self.rec.write([], [{
-                "trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
-                "ended_ns": self.ended_ns, "status": self.status,
-                "attributes": {"auto.root_kind": "llm", "auto.logical_call_id": self.id, "auto.attempts": self.attempts},
-            }])
+            trace = {"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
+                     "ended_ns": self.ended_ns, "status": None,
+                     "attributes": {"auto.root_kind": "llm", "auto.logical_call_id": self.id, "auto.attempts": self.attempts}}
+            self.rec.write([], [trace], functools.partial(self._complete_trace, trace))
+
+    def _complete_trace(self, trace: dict) -> None:
+        trace["status"] = self.status
+        self._events = [trace["status"]]  # decided: the attempts need not stay alive
 
 
 class Attempt:
@@ -138,35 +170,57 @@ class Attempt:
         self.index = call.attempt_started()
         self._lock = threading.Lock()
         self._done = False
-        # the recorder redacts them from every span it writes from now on (this one included)
-        call.rec.redactor.learn(secrets_of(request, client))
+        self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
+        # its credentials are redacted from every span handed to the recorder from now on (this
+        # one included): the writer, which redacts the spans in the order they were handed over,
+        # learns them first
+        key = getattr(client, "__dict__", {}).get("api_key")
+        call.rec.write([], (), functools.partial(_learn, call.rec.redactor, self._request_headers,
+                                                 key if isinstance(key, str) else None))
         try:
-            raw = request.content
+            self._raw_body: bytes = request.content or b""
         except Exception:  # a streaming request body that was not read
-            raw = b""
-        text = raw.decode("utf-8", "replace") if raw else ""
-        try:
-            body = parse_json(text) if text else None
-        except ValueError:
-            body = {"_body_digest": digest_bytes(raw)}
-        self.body = body if isinstance(body, dict) else {"_body": body}
-        hdr = request.headers
-        try:
-            self.attempt_no = int(hdr.get("x-stainless-retry-count", self.index))
-        except ValueError:
-            self.attempt_no = self.index
-        url = request.url
-        self.server = {"server.address": url.host, "server.port": url.port or (443 if url.scheme == "https" else 80)}
-        self.url = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
-        self.request_headers = sanitize_headers(hdr)
+            self._raw_body = b""
+        self._body: dict | None = None
+        self._url = request.url
         self.response: Any = None
         self._sse: SSEParser | None = None
         self._raw: list[bytes] = []
         self._decoder: ContentDecoder | None = None
         self.extra_attributes: dict[str, Any] = {}
         """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
-        self.recorded: dict[str, Any] | None = None
-        """The span as written, once the attempt ended (None before)."""
+        self._span: dict[str, Any] | None = None
+        self._outcome: Any = None  # (status, output, error, extra, meta), or what computes it
+        self._settled = False
+        self._status_code: int | None = None
+        self._reason = ""
+
+    @property
+    def recorded(self) -> dict[str, Any] | None:
+        """The span handed to the recorder once the attempt ended (None before): its status,
+        output and error (reading them settles the outcome, :meth:`_settle`); its ``input``,
+        ``site`` and ``attributes`` once the recorder's writer completed it (off the agent's
+        call path)."""
+        if self._span is not None:
+            self._settle()
+        return self._span
+
+    @property
+    def status(self) -> str | None:
+        """``ok``/``error`` once the attempt ended (settled on first read), else None."""
+        return self._settle()[0] if self._span is not None else None
+
+    @property
+    def body(self) -> dict:
+        """The request body (:func:`request_body`), parsed on first use."""
+        if self._body is None:
+            self._body = request_body(self._raw_body)
+        return self._body
+
+    def _may_send_tool_results(self) -> bool:
+        """Whether the request body may hold a ``tool`` message (the text ``"tool"``, or an
+        escape that could spell it): else it sends no tool results back, unparsed."""
+        return b'"tool"' in self._raw_body or b"\\u" in self._raw_body
 
     # -- response arrival ----------------------------------------------------------------
 
@@ -227,14 +281,14 @@ class Attempt:
 
     def fail(self, exc: BaseException) -> None:
         if self._claim():
-            self._write("error", None, error_json(exc), {}, None)
+            self._end(("error", None, error_json(exc), {}, None))
 
     def _finish_stream(self, complete: bool, why: str = "stream closed before completion") -> None:
         if not self._claim():
             return
         if self._decoder is not None and not self._decoder.ok:
-            self._write(self._status_of(), None, self._http_error(None) if self._is_http_error() else None,
-                        {"auto.body": "undecodable"}, None)
+            self._end((self._status_of(), None, self._http_error(None) if self._is_http_error() else None,
+                       {"auto.body": "undecodable"}, None))
             return
         if self._sse is not None:
             self._sse.close()
@@ -254,37 +308,22 @@ class Attempt:
                 complete = complete or self._sse.done
             extra = {"auto.stream": True, "auto.stream.complete": complete}
             if self._is_http_error():
-                self._write("error", None, self._http_error(None), extra, meta)
+                self._end(("error", None, self._http_error(None), extra, meta))
             elif stream_error is not None:
-                self._write("error", output, stream_error, extra, meta)
+                self._end(("error", output, stream_error, extra, meta))
             elif not complete:
-                self._write("error", output, {"type": "stream_incomplete", "message": why}, extra, meta)
+                self._end(("error", output, {"type": "stream_incomplete", "message": why}, extra, meta))
             else:
-                self._write("ok", output, None, extra, meta)
+                self._end(("ok", output, None, extra, meta))
             return
         self._finish_body(b"".join(self._raw), complete=complete, streamed=True)
 
     def _finish_body(self, content: bytes, complete: bool, streamed: bool = False) -> None:
         if not streamed and not self._claim():
             return
-        extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
-        try:
-            body = parse_json(content) if content else None
-        except ValueError:
-            body = None
-        if self._is_http_error():
-            self._write("error", None, self._http_error(body), extra, None)
-            return
-        responses = self.name == "responses"
-        if not isinstance(body, dict) or ("output" if responses else "choices") not in body:
-            what = "a response object" if responses else "a chat completion"
-            self._write("error", None,
-                        {"type": "malformed_body", "message": f"the response body is not {what}"} if complete
-                        else {"type": "stream_incomplete", "message": "body not fully read"},
-                        {**extra, "auto.body": "unrecognized"}, None)
-            return
-        output, meta = assemble_response(body) if responses else assemble_completion(body)
-        self._write("ok", output, None, extra, meta)
+        # the body is parsed when the outcome is settled: by the writer, off the agent's call path
+        self._end(functools.partial(body_outcome, self.name, content, complete, streamed,
+                                    self.response.status_code, self.response.reason_phrase))
 
     def _is_http_error(self) -> bool:
         return self.response is not None and self.response.status_code >= 400
@@ -293,81 +332,157 @@ class Attempt:
         return "error" if self._is_http_error() else "ok"
 
     def _http_error(self, body: Any) -> dict:
-        err = body.get("error") if isinstance(body, dict) else None
-        out = {"type": "http_status", "status_code": self.response.status_code,
-               "message": (err.get("message") if isinstance(err, dict) else None) or self.response.reason_phrase}
-        if isinstance(err, dict):
-            out["error_type"] = err.get("type")
-            out["code"] = err.get("code")
-        return out
+        return http_error(self.response.status_code, self.response.reason_phrase, body)
 
-    def _write(self, status: str, output: Any, error: dict | None, extra: dict, meta: dict | None) -> None:
+    def _end(self, outcome: Any) -> None:
+        """End the attempt with ``outcome`` — ``(status, output, error, extra, meta)`` or what
+        computes it (:func:`body_outcome`) — and hand its span to the recorder, whose writer
+        settles the outcome and completes the span (:func:`_complete`); what the span's scope
+        learns from it (cost, latency, tool calls) reaches the scope there too, in the order
+        the spans ended."""
         ended = time.time_ns()
         measured_ms = round((time.perf_counter() - self._t0) * 1000.0, 3)
         call = self.call
         scope = call.scope
-        body = self.body
-        attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
-        for k, a in REQUEST_ATTRS.items():
-            if body.get(k) is not None:
-                attrs[a] = body[k]
-        if body.get("stop") is not None:
-            attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
-        attrs.update(self.server)
-        attrs["url.full"] = self.url
-        attrs["auto.attempt"] = self.attempt_no
-        attrs["auto.logical_call_id"] = call.id
-        attrs["auto.request.headers"] = self.request_headers
-        resp_headers: dict[str, str] = {}
-        if self.response is not None:
-            attrs["http.response.status_code"] = self.response.status_code
-            resp_headers = sanitize_headers(self.response.headers)
-            attrs["auto.response.headers"] = resp_headers
-        meta = meta or {}
-        usage = meta.get("usage")
-        in_tok, out_tok, cached = pricing.usage_tokens(usage)
-        resp_model = meta.get("model")
-        attrs["gen_ai.response.model"] = resp_model
-        attrs["gen_ai.response.id"] = meta.get("id")
-        attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
-        if meta.get("system_fingerprint") is not None:
-            attrs["gen_ai.openai.response.system_fingerprint"] = meta["system_fingerprint"]
-        attrs["gen_ai.usage.input_tokens"] = in_tok
-        attrs["gen_ai.usage.output_tokens"] = out_tok
-        if cached is not None:
-            attrs["gen_ai.usage.cached_input_tokens"] = cached
-        attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
-        # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
-        # short; its cost is known only from reported usage (None otherwise, never 0)
-        billed = self.response is not None and self.response.status_code < 400
-        cost = pricing.cost_usd_micros(resp_model or body.get("model"), in_tok, out_tok, cached or 0) if billed else None
-        attrs["auto.cost_usd_micros"] = cost
-        latency = call_latency(resp_headers, measured_ms)
-        attrs.update(latency.attributes())
-        env = {n: digest(os.environ[n]) for n in ENV_READS if n in os.environ}
-        if env:
-            attrs["auto.env_reads"] = env
-        attrs.update(extra)
-        attrs.update(self.extra_attributes)
-        task = scope.task if scope is not None else None
-        task_input = scope.task_input if scope is not None else {}
-        tdigest = template_digest(body.get("messages", body.get("input")), task_input)
-        attrs["auto.template_digest"] = tdigest
-        if scope is not None:
-            sent = scope.tool_results(body.get("messages"))
-            if sent:
-                attrs["auto.tool_results"] = sent
-            if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
-                scope.request_tools(self.span_id, output["tool_calls"])
+        response = self.response
+        resp_headers = None
+        if response is not None:
+            self._status_code, self._reason = response.status_code, response.reason_phrase
+            resp_headers = snapshot_headers(response.headers)
+            self.response = None  # not kept alive while the span waits for the writer
+        env = {n: v for n in ENV_READS if (v := os.environ.get(n)) is not None}
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
-            "name": self.name, "kind": "llm", "task": task, "site": site(task, self.name, tdigest),
-            "started_ns": self.started_ns, "ended_ns": ended, "status": status,
-            "input": body, "output": output, "error": error, "attributes": attrs,
+            "name": self.name, "kind": "llm", "task": scope.task if scope is not None else None, "site": None,
+            "started_ns": self.started_ns, "ended_ns": ended, "status": None,
+            "input": None, "output": None, "error": None, "attributes": None,
         }
-        self.recorded = span
-        call.rec.write([span])
-        if scope is not None:
-            scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)
-        call.attempt_ended(status, self.name, ended)
+        self._outcome = outcome
+        self._span = span
+        complete = functools.partial(_complete, self, span, resp_headers, measured_ms, env)
+        if scope is not None and scope.recorder is not call.rec:
+            complete()  # another recorder writes the scope: what it reads is settled now
+            complete = None
+        call.rec.write([span], (), complete)
+        call.attempt_ended(self, self.name, ended)
+
+    def _settle(self) -> tuple:
+        """The outcome ``(status, output, error, extra, meta)``, computed once (the response body
+        parsed here when that was left to this point); fills in the span's status, output and
+        error."""
+        with self._lock:
+            if not self._settled:
+                outcome = self._outcome() if callable(self._outcome) else self._outcome
+                self._outcome, self._settled = outcome, True
+                span = self._span
+                span["status"], span["output"], span["error"] = outcome[0], outcome[1], outcome[2]
+            return self._outcome
+
+
+def _learn(redactor: Any, headers: Any, api_key: str | None) -> None:
+    redactor.learn(credential_secrets(headers, api_key))
+
+
+def http_error(status_code: int, reason: str, body: Any) -> dict:
+    """The span error of an HTTP error response (``body``: its parsed JSON, or None)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    out = {"type": "http_status", "status_code": status_code,
+           "message": (err.get("message") if isinstance(err, dict) else None) or reason}
+    if isinstance(err, dict):
+        out["error_type"] = err.get("type")
+        out["code"] = err.get("code")
+    return out
+
+
+def body_outcome(name: str, content: bytes, complete: bool, streamed: bool, status_code: int,
+                 reason: str) -> tuple:
+    """``(status, output, error, extra, meta)`` of an attempt whose response body (not an SSE
+    stream) is ``content``: a completion (or, for ``responses``, a response object), an HTTP
+    error, a body that is not what the endpoint answers (``malformed_body``), or one cut short
+    (``stream_incomplete``)."""
+    extra = {"auto.stream": False} if not streamed else {"auto.stream": True, "auto.stream.complete": complete}
+    try:
+        body = parse_json(content) if content else None
+    except ValueError:
+        body = None
+    if status_code >= 400:
+        return "error", None, http_error(status_code, reason, body), extra, None
+    responses = name == "responses"
+    if not isinstance(body, dict) or ("output" if responses else "choices") not in body:
+        what = "a response object" if responses else "a chat completion"
+        return ("error", None,
+                {"type": "malformed_body", "message": f"the response body is not {what}"} if complete
+                else {"type": "stream_incomplete", "message": "body not fully read"},
+                {**extra, "auto.body": "unrecognized"}, None)
+    output, meta = assemble_response(body) if responses else assemble_completion(body)
+    return "ok", output, None, extra, meta
+
+
+def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_ms: float, env: dict[str, str]) -> None:
+    """Settle an attempt's outcome and complete its span (run by the recorder's writer, in the
+    order spans ended): status, output, error, the request body as ``input``, the attributes,
+    the template digest and ``site``; then report cost, latency and the tool calls asked for to
+    the attempt's scope, and link the tool results the request sent back."""
+    status, output, error, extra, meta = attempt._settle()
+    call, scope = attempt.call, attempt.call.scope
+    body = attempt.body
+    meta = meta or {}
+    in_tok, out_tok, cached = pricing.usage_tokens(meta.get("usage"))
+    status_code = attempt._status_code
+    # billed: the provider answered 2xx, so tokens were generated even if the stream was cut
+    # short; its cost is known only from reported usage (None otherwise, never 0)
+    billed = status_code is not None and status_code < 400
+    cost = pricing.cost_usd_micros(meta.get("model") or body.get("model"), in_tok, out_tok,
+                                   cached or 0) if billed else None
+    headers = sanitize_headers(resp_headers) if resp_headers is not None else {}
+    latency = call_latency(headers, measured_ms)
+    attrs: dict[str, Any] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat"}
+    for k, a in REQUEST_ATTRS.items():
+        if body.get(k) is not None:
+            attrs[a] = body[k]
+    if body.get("stop") is not None:
+        attrs["gen_ai.request.stop_sequences"] = body["stop"] if isinstance(body["stop"], list) else [body["stop"]]
+    url = attempt._url
+    attrs["server.address"] = url.host
+    attrs["server.port"] = url.port or (443 if url.scheme == "https" else 80)
+    attrs["url.full"] = f"{url.scheme}://{url.host}{':' + str(url.port) if url.port else ''}{url.path}"
+    request_headers = sanitize_headers(attempt._request_headers)
+    try:
+        attrs["auto.attempt"] = int(request_headers.get("x-stainless-retry-count", attempt.index))
+    except ValueError:
+        attrs["auto.attempt"] = attempt.index
+    attrs["auto.logical_call_id"] = call.id
+    attrs["auto.request.headers"] = request_headers
+    if status_code is not None:
+        attrs["http.response.status_code"] = status_code
+        attrs["auto.response.headers"] = headers
+    attrs["gen_ai.response.model"] = meta.get("model")
+    attrs["gen_ai.response.id"] = meta.get("id")
+    attrs["gen_ai.response.finish_reasons"] = meta.get("finish_reasons") or []
+    if meta.get("system_fingerprint") is not None:
+        attrs["gen_ai.openai.response.system_fingerprint"] = meta["system_fingerprint"]
+    attrs["gen_ai.usage.input_tokens"] = in_tok
+    attrs["gen_ai.usage.output_tokens"] = out_tok
+    if cached is not None:
+        attrs["gen_ai.usage.cached_input_tokens"] = cached
+    attrs["auto.usage"] = "reported" if (in_tok is not None and out_tok is not None) else "unknown"
+    attrs["auto.cost_usd_micros"] = cost
+    attrs.update(latency.attributes())
+    if env:
+        attrs["auto.env_reads"] = {n: _value_digest(v) for n, v in env.items()}
+    attrs.update(extra)
+    attrs.update(attempt.extra_attributes)
+    tdigest = template_digest(body.get("messages", body.get("input")), scope.task_input if scope is not None else {})
+    attrs["auto.template_digest"] = tdigest
+    if scope is not None:
+        sent = scope.tool_results(body.get("messages")) if attempt._may_send_tool_results() else None
+        if sent:
+            attrs["auto.tool_results"] = sent
+        if status == "ok" and isinstance(output, dict) and output.get("tool_calls"):
+            scope.request_tools(attempt.span_id, output["tool_calls"])
+    span["input"] = body
+    span["site"] = site(span["task"], span["name"], tdigest)
+    span["attributes"] = attrs
+    if scope is not None:
+        scope.add_llm_attempt(call.id, status == "ok", cost, latency, billed=billed)

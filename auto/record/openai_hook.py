@@ -36,7 +36,6 @@ import contextvars
 import importlib.abc
 import sys
 import threading
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from auto.record.core import active_recorder, log
@@ -70,30 +69,35 @@ def endpoint_name(request: Any) -> str | None:
 # ----------------------------------------------------------------------------- logical-call layer
 
 
-@contextmanager
-def _logical_call() -> Iterator[None]:
-    """Around one SDK ``request()``: a new logical call that its attempts join (nothing when not
-    recording, or already inside one); it learns when the request returned or raised."""
+def _begin_call() -> "tuple[LogicalCall, contextvars.Token] | None":
+    """Before one SDK ``request()``: a new logical call that its attempts join, made current
+    (None when not recording, or already inside one)."""
     rec = active_recorder()
     if rec is None or _LOGICAL.get() is not None:
-        yield
-        return
+        return None
     call = LogicalCall(rec, rec.current_scope())
-    token = _LOGICAL.set(call)
-    try:
-        yield
-    except BaseException as exc:
-        _LOGICAL.reset(token)
-        call.request_done(exc)
-        raise
+    return call, _LOGICAL.set(call)
+
+
+def _end_call(opened: "tuple[LogicalCall, contextvars.Token]", exc: BaseException | None) -> None:
+    """After the ``request()`` of :func:`_begin_call` returned (``exc`` None) or raised."""
+    call, token = opened
     _LOGICAL.reset(token)
-    call.request_done(None)
+    call.request_done(exc)
 
 
 def _wrap_request_sync(orig: Any) -> Any:
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _logical_call():
+        opened = _begin_call()
+        if opened is None:
             return orig(self, *args, **kwargs)
+        try:
+            out = orig(self, *args, **kwargs)
+        except BaseException as exc:
+            _end_call(opened, exc)
+            raise
+        _end_call(opened, None)
+        return out
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return request
@@ -101,8 +105,16 @@ def _wrap_request_sync(orig: Any) -> Any:
 
 def _wrap_request_async(orig: Any) -> Any:
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _logical_call():
+        opened = _begin_call()
+        if opened is None:
             return await orig(self, *args, **kwargs)
+        try:
+            out = await orig(self, *args, **kwargs)
+        except BaseException as exc:
+            _end_call(opened, exc)
+            raise
+        _end_call(opened, None)
+        return out
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return request
@@ -115,51 +127,58 @@ def _unrecorded(response: Any) -> Any:
     return response
 
 
-@contextmanager
-def _attempt(client: Any, request: Any) -> Iterator[Callable[[Any], Any]]:
-    """Around one ``_send_request``: yields ``answered(response) -> response``, to be called with
-    the HTTP response (it records the attempt now, or tees the response stream to record it at
-    its end). An exception leaving the block is recorded on the attempt and propagates. Nothing
-    is recorded when not recording, inside an inner ``_send_request``, for another endpoint, or
-    when recording fails to start (logged)."""
-    rec = active_recorder()
-    name = endpoint_name(request) if rec is not None and not _IN_SEND.get() else None
-    if name is None:
-        yield _unrecorded
-        return
-    call = _LOGICAL.get()
-    adhoc = None
-    if call is None or call.rec is not rec:  # _send_request used outside request(): its own logical call
-        call = adhoc = LogicalCall(rec, rec.current_scope())
-    try:
-        attempt = Attempt(call, client, request, name)
-    except Exception:  # never break the agent because recording failed
-        log.exception("auto: could not start recording a model call")
-        yield _unrecorded
-        return
-    token: contextvars.Token | None = _IN_SEND.set(True)
+class _attempt:
+    """Around one ``_send_request`` (``with _attempt(client, request) as answered``): gives
+    ``answered(response) -> response``, to be called with the HTTP response (it records the
+    attempt now, or tees the response stream to record it at its end). An exception leaving the
+    block is recorded on the attempt and propagates. Nothing is recorded when not recording,
+    inside an inner ``_send_request``, for another endpoint, or when recording fails to start
+    (logged)."""
 
-    def answered(response: Any) -> Any:
-        nonlocal token
-        _IN_SEND.reset(token)
-        token = None
+    __slots__ = ("attempt", "adhoc", "token")
+
+    def __init__(self, client: Any, request: Any) -> None:
+        self.attempt: Attempt | None = None
+        self.adhoc: LogicalCall | None = None
+        self.token: contextvars.Token | None = None
+        rec = active_recorder()
+        name = endpoint_name(request) if rec is not None and not _IN_SEND.get() else None
+        if name is None:
+            return
+        call = _LOGICAL.get()
+        if call is None or call.rec is not rec:  # _send_request used outside request(): its own logical call
+            call = self.adhoc = LogicalCall(rec, rec.current_scope())
         try:
-            response = attempt.got_response(response)
+            self.attempt = Attempt(call, client, request, name)
+        except Exception:  # never break the agent because recording failed
+            log.exception("auto: could not start recording a model call")
+            self.adhoc = None
+            return
+        self.token = _IN_SEND.set(True)
+
+    def __enter__(self) -> Callable[[Any], Any]:
+        return _unrecorded if self.attempt is None else self.answered
+
+    def answered(self, response: Any) -> Any:
+        _IN_SEND.reset(self.token)  # type: ignore[arg-type]
+        self.token = None
+        try:
+            response = self.attempt.got_response(response)  # type: ignore[union-attr]
         except Exception:
             log.exception("auto: could not record a model call")
-        if adhoc is not None:
-            adhoc.request_done(None)
+        if self.adhoc is not None:
+            self.adhoc.request_done(None)
         return response
 
-    try:
-        yield answered
-    except BaseException as exc:
-        if token is not None:
-            _IN_SEND.reset(token)
-        attempt.fail(exc)
-        if adhoc is not None:
-            adhoc.request_done(exc)
-        raise
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None and self.attempt is not None:
+            if self.token is not None:
+                _IN_SEND.reset(self.token)
+                self.token = None
+            self.attempt.fail(exc)
+            if self.adhoc is not None:
+                self.adhoc.request_done(exc)
+        return False
 
 
 def _wrap_send_sync(orig: Any) -> Any:

@@ -23,6 +23,7 @@ fine-tunes ``ft:...``) are unknown → ``None``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -85,6 +86,7 @@ def price_for(model: str | None) -> Price | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def cost_usd_micros(
     model: str | None,
     input_tokens: int | None,
@@ -101,7 +103,8 @@ def cost_usd_micros(
 
     Returns:
         µ$ as a float (exact to the table's precision), or None if the model is unknown or
-        either token count is None.
+        either token count is None. Cached per arguments (the table is fixed; a call's counts
+        repeat).
     """
     price = price_for(model)
     if price is None or input_tokens is None or output_tokens is None:

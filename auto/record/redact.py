@@ -67,8 +67,10 @@ and JWT detectors (replaced by whole-block patterns in :data:`PATTERNS`)."""
 
 PATTERNS = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-, sk-admin-) and Anthropic (sk-ant-api03-) keys: a word
-    # starting with sk- and 20+ key characters, at least one a digit
-    re.compile(r"(?<![\w-])sk-(?=[\w-]*\d)[\w-]{20,}", re.ASCII),
+    # starting with sk- and 20+ key characters, at least one a digit, or (a key of letters
+    # only) up to two lower-case marker words then a run of 32+ key characters with no hyphen;
+    # hyphenated words such as "sk-learn-compatible-estimators" stay
+    re.compile(r"(?<![\w-])sk-(?:(?=[\w-]*\d)[\w-]{20,}|(?:[a-z]+-){0,2}\w{32,}[\w-]*)", re.ASCII),
     # PEM private keys, the whole block (to the end of the text when the END line is missing)
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
                re.DOTALL),
@@ -118,34 +120,145 @@ def env_secrets(environ: Any = None) -> set[str]:
     return {v for k, v in list(environ.items()) if v and len(v) >= MIN_ENV_SECRET_LEN and is_secret_name(k)}
 
 
+class RawHeaders:
+    """A snapshot of an ``httpx`` ``Headers``: its class and raw ``(name, value)`` byte pairs,
+    decoded only when read (:func:`header_items` rebuilds the headers from them)."""
+
+    __slots__ = ("kind", "raw")
+
+    def __init__(self, kind: type, raw: list[tuple[bytes, bytes]]) -> None:
+        self.kind, self.raw = kind, raw
+
+
+def snapshot_headers(headers: Any) -> Any:
+    """What :func:`header_items` reads from ``headers`` as they are now: a :class:`RawHeaders`
+    of an ``httpx`` ``Headers`` (a copy of its byte pairs, nothing decoded), else their pairs."""
+    raw = getattr(headers, "raw", None)
+    if isinstance(raw, list) and hasattr(type(headers), "encoding"):  # (its encoding is not worked out here)
+        return RawHeaders(type(headers), raw)
+    return list(header_items(headers))
+
+
+def header_items(headers: Any) -> Any:
+    """``(name, value)`` string pairs of headers: an ``httpx`` ``Headers`` or a
+    :class:`RawHeaders` (as ``httpx``'s ``items()`` gives them: lower-cased names, the values of
+    a repeated name joined by ``", "``; read from the raw bytes without its per-header decoding
+    cost), another mapping (its ``items()``) or pairs (as they are)."""
+    if isinstance(headers, RawHeaders):
+        out: dict[str, str] = {}
+        try:  # ASCII: what every header encoding makes of it
+            for k, v in headers.raw:
+                k, v = k.lower().decode("ascii"), v.decode("ascii")
+                out[k] = f"{out[k]}, {v}" if k in out else v
+        except UnicodeDecodeError:  # httpx works out the encoding of the others
+            return header_items(headers.kind(headers.raw))
+        return out.items()
+    else:
+        raw = getattr(headers, "raw", None)
+        if not (isinstance(raw, list) and isinstance(getattr(headers, "encoding", None), str)):
+            return headers.items() if hasattr(headers, "items") else headers
+        enc = headers.encoding
+    out = {}
+    for k, v in raw:
+        k, v = k.lower().decode(enc), v.decode(enc)
+        out[k] = f"{out[k]}, {v}" if k in out else v
+    return out.items()
+
+
 def sanitize_headers(headers: Any) -> dict[str, str]:
-    """Headers (a mapping or ``(name, value)`` pairs) as a lower-cased dict without any whose
-    name carries credentials (:data:`SECRET_HEADER`), and the account headers
+    """Headers (a mapping or ``(name, value)`` pairs: :func:`header_items`) as a lower-cased dict
+    without any whose name carries credentials (:data:`SECRET_HEADER`), and the account headers
     (:data:`DIGEST_HEADERS`) as digests of their values."""
+    if isinstance(headers, RawHeaders):
+        try:
+            return _sanitize_ascii(headers.raw)
+        except UnicodeDecodeError:  # not ASCII: read as httpx reads it
+            headers = headers.kind(headers.raw)
     out: dict[str, str] = {}
-    items = headers.items() if hasattr(headers, "items") else headers
-    for k, v in items:
-        k = str(k).lower()
-        if SECRET_HEADER.search(k):
+    for k, v in header_items(headers):
+        k, rule = header_rule(k)
+        if rule == _DROP:
             continue
-        out[k] = digest(str(v)) if k in DIGEST_HEADERS else str(v)
+        out[k] = digest(str(v)) if rule == _DIGEST else str(v)
     return out
 
 
-def secrets_of(request: Any, client: Any) -> list[str]:
+def _sanitize_ascii(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """:func:`sanitize_headers` of ASCII raw header pairs in one pass (a name's rule cached;
+    raises ``UnicodeDecodeError`` at the first byte that is not ASCII)."""
+    out: dict[str, str] = {}
+    digested = None
+    for k, v in raw:
+        name, rule = ascii_header_rule(k)
+        if rule == _DROP:
+            continue
+        v = v.decode("ascii")
+        out[name] = f"{out[name]}, {v}" if name in out else v  # a repeated name joined, as httpx does
+        if rule == _DIGEST:
+            digested = (digested or set()) | {name}
+    for name in digested or ():
+        out[name] = digest(out[name])
+    return out
+
+
+_KEEP, _DROP, _DIGEST = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=4096)
+def ascii_header_rule(name: bytes) -> tuple[str, int]:
+    """:func:`header_rule` of a raw ASCII header name (cached per name: not decoded again)."""
+    return header_rule(name.decode("ascii"))
+
+
+@functools.lru_cache(maxsize=4096)
+def header_rule(name: Any) -> tuple[str, int]:
+    """``(lower-cased name, rule)`` of a header name: dropped (:data:`SECRET_HEADER`), kept as a
+    digest (:data:`DIGEST_HEADERS`) or kept (cached per name: asked for every header of every
+    model call)."""
+    k = str(name).lower()
+    if SECRET_HEADER.search(k):
+        return k, _DROP
+    return k, _DIGEST if k in DIGEST_HEADERS else _KEEP
+
+
+def secrets_of(request: Any, client: Any, headers: Any = None) -> list[str]:
     """The secrets of one HTTP request (an ``httpx`` request) sent by ``client`` (an ``openai``
     client): credential header values, the token of ``Bearer <token>``, the client's
-    ``api_key``; longest first, so a token is scrubbed before a prefix of it."""
-    found: list[str] = []
-    for k, v in request.headers.items():
-        if SECRET_HEADER.search(k) and v:
-            v = str(v)
-            found.append(v)
-            if " " in v:
-                found.append(v.split(" ", 1)[1].strip())
+    ``api_key``; longest first, so a token is scrubbed before a prefix of it. ``headers``: the
+    request's :func:`snapshot_headers` when the caller has them already."""
     key = getattr(client, "__dict__", {}).get("api_key")
-    if isinstance(key, str) and key:
-        found.append(key)
+    return credential_secrets(request.headers if headers is None else headers, key if isinstance(key, str) else None)
+
+
+def credential_secrets(headers: Any, api_key: str | None = None) -> list[str]:
+    """:func:`secrets_of` from a request's headers (or their :func:`snapshot_headers`) and the
+    client's ``api_key``."""
+    found: list[str] = []
+    raw = getattr(headers, "raw", None)
+    values: list[str] | None = None
+    if isinstance(raw, list):
+        # ASCII names and values read as they are (what every header encoding makes of them),
+        # only the credential headers' values decoded; a name's rule is cached
+        values = []
+        for k, v in raw:
+            if not k.isascii():
+                values = None
+                break
+            if v and ascii_header_rule(k)[1] == _DROP:
+                if not v.isascii():
+                    values = None
+                    break
+                values.append(v.decode("ascii"))
+        if values is not None and len(values) > 1:
+            values = None  # a repeated name counts as one value, joined as httpx joins it
+    if values is None:
+        values = [str(v) for k, v in header_items(headers) if v and header_rule(k)[1] == _DROP]
+    for v in values:
+        found.append(v)
+        if " " in v:
+            found.append(v.split(" ", 1)[1].strip())
+    if api_key:
+        found.append(api_key)
     return sorted({s for s in found if len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
 
 
@@ -175,52 +288,84 @@ def _secret_of(m: re.Match) -> str:
     return max(groups, key=len) if groups else m.group(0)
 
 
-_ANY_PATTERN: tuple[re.Pattern | None, tuple[re.Pattern, ...]] | None = None
+def required_literals(rx: re.Pattern) -> tuple[str, ...] | None:
+    """Texts one of which occurs in every text that ``rx`` matches in, or None when none is
+    known. Read from the parsed pattern (Python's own ``re`` parser): a run of plain literals at
+    its top level (inside groups, and inside repeats of at least one), or one such run per branch
+    of an alternation there; the longest is kept. Case-insensitive patterns, and parts, have none
+    (their case folding is the regex engine's)."""
+    try:
+        from re import _constants as c
+        from re import _parser
+        tree = _parser.parse(rx.pattern, rx.flags)
+    except Exception:  # noqa: BLE001 - another Python's parser: no prefilter, the pattern runs
+        return None
+    if (tree.state.flags | rx.flags) & re.IGNORECASE:
+        return None
+    repeats = tuple(getattr(c, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(c, n))
 
-_UNSAFE_TO_COMBINE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?<[A-Za-z_]|\(\?\(|\(\?[aiLmsux]*-")
-"""Pattern text that an alternation would change: numbered or named groups referred back to,
-conditionals, and flag groups turning flags off."""
-
-
-def any_pattern() -> tuple[re.Pattern | None, tuple[re.Pattern, ...]]:
-    """``(combined, rest)``: one regex that matches wherever one of the combinable patterns of
-    :data:`PATTERNS` and the plugins' patterns matches (an alternation of them, each with its own
-    flags scoped to it), and the patterns that cannot be combined (back-references, conditionals,
-    verbose patterns holding whitespace or ``#``), tried in turn. A text none of them matches has
-    no secret by pattern; one they match goes through :func:`pattern_secrets`."""
-    global _ANY_PATTERN
-    if _ANY_PATTERN is None:
-        parts, rest = [], []
-        for rx in (*PATTERNS, *plugin_patterns()):
-            p, flags = rx.pattern, ""
-            m = re.match(r"\(\?([aiLmsux]+)\)", p)
-            if m:
-                flags, p = m.group(1), p[m.end():]
-            if _UNSAFE_TO_COMBINE.search(p) or re.search(r"\(\?[aiLmsux]+\)", p) or (
-                    rx.flags & re.VERBOSE and re.search(r"[\s#]", p)) or "x" in flags:
-                rest.append(rx)
+    def runs(items: Any) -> list[tuple[str, ...]]:
+        out: list[tuple[str, ...]] = []
+        run: list[str] = []
+        for op, av in items:
+            if op is c.LITERAL:
+                run.append(chr(av))
                 continue
-            for bit, letter in ((re.IGNORECASE, "i"), (re.DOTALL, "s"), (re.MULTILINE, "m"), (re.VERBOSE, "x"),
-                                (re.ASCII, "a")):
-                if rx.flags & bit:
-                    flags += letter
-            flags = "".join(sorted(set(flags) - {"u", "L"}))
-            parts.append(f"(?{flags}:{p})" if flags else f"(?:{p})")
-        try:
-            combined = re.compile("|".join(parts)) if parts else None
-        except re.error:
-            combined, rest = None, [*PATTERNS, *plugin_patterns()]
-        _ANY_PATTERN = (combined, tuple(rest))
-    return _ANY_PATTERN
+            if run:
+                out.append(("".join(run),))
+                run = []
+            if op is c.SUBPATTERN and not av[1] & re.IGNORECASE:
+                out.extend(runs(av[3]))
+            elif op is c.BRANCH:
+                alts = [best(runs(b)) for b in av[1]]
+                if all(a is not None for a in alts):
+                    out.append(tuple(x for a in alts for x in a))  # type: ignore[union-attr]
+            elif op in repeats and av[0] >= 1:
+                out.extend(runs(av[2]))
+            elif op is getattr(c, "ATOMIC_GROUP", None):
+                out.extend(runs(av))
+        if run:
+            out.append(("".join(run),))
+        return out
+
+    def best(conds: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+        return max(conds, key=lambda alts: min(len(a) for a in alts), default=None)
+
+    try:
+        return best(runs(tree))
+    except Exception:  # noqa: BLE001 - a node this reading does not know: no prefilter
+        return None
+
+
+_PREFILTERED: tuple[tuple[re.Pattern, tuple[str, ...] | None], ...] | None = None
+
+
+def prefiltered_patterns() -> tuple[tuple[re.Pattern, tuple[str, ...] | None], ...]:
+    """``(pattern, required literals or None)`` of :data:`PATTERNS` and the plugins' patterns
+    (:func:`required_literals`; computed once)."""
+    global _PREFILTERED
+    if _PREFILTERED is None:
+        _PREFILTERED = tuple((rx, required_literals(rx)) for rx in (*PATTERNS, *plugin_patterns()))
+    return _PREFILTERED
 
 
 def may_hold_pattern(text: str) -> bool:
-    """Whether a pattern of :data:`PATTERNS` or the plugins' matches somewhere in ``text`` (one
-    pass of the combined regex of :func:`any_pattern`, then the rest)."""
+    """Whether a pattern of :data:`PATTERNS` or the plugins' matches somewhere in ``text``: each
+    pattern runs only where one of its required literals occurs (a substring test; the patterns
+    searched one at a time each keep the regex engine's fast scan for a literal prefix, which one
+    alternation of them all loses)."""
     if len(text) < MIN_PATTERN_TEXT:
         return False
-    combined, rest = any_pattern()
-    return bool(combined is not None and combined.search(text)) or any(rx.search(text) for rx in rest)
+    for rx, lits in prefiltered_patterns():
+        if lits is not None:
+            for lit in lits:
+                if lit in text:
+                    break
+            else:
+                continue
+        if rx.search(text):
+            return True
+    return False
 
 
 def pattern_secrets(text: str) -> set[str]:
@@ -257,7 +402,7 @@ class Redactor:
     def learn(self, secrets: Iterable[str]) -> None:
         """Add secret values to redact from now on (shorter than :data:`MIN_SECRET_LEN`: ignored)."""
         new = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LEN}
-        if new:
+        if new and not new <= self.known:  # every call of a client learns the same ones
             with self._lock:
                 self.known |= new
 
@@ -266,18 +411,19 @@ class Redactor:
         clean are remembered (at most :data:`CLEAN_CACHE` characters in all, then forgotten at
         once)."""
         cache = self._clean_strings
-        for t in strings:
-            if len(t) < MIN_PATTERN_TEXT or t in cache:
-                continue
+        new = [t for t in strings if len(t) >= MIN_PATTERN_TEXT and t not in cache]
+        for t in new:
             if may_hold_pattern(t) and pattern_secrets(t):
                 return False
-            if len(t) <= CLEAN_CACHE // 16:
-                with self._lock:
-                    if self._clean_chars + len(t) > CLEAN_CACHE:
-                        cache.clear()
-                        self._clean_chars = 0
-                    cache.add(t)
-                    self._clean_chars += len(t)
+        new = [t for t in new if len(t) <= CLEAN_CACHE // 16]
+        if new:
+            with self._lock:
+                n = sum(len(t) for t in new)
+                if self._clean_chars + n > CLEAN_CACHE:
+                    cache.clear()
+                    self._clean_chars = 0
+                cache.update(new)
+                self._clean_chars += n
         return True
 
     def values(self) -> list[str]:
@@ -323,7 +469,7 @@ class Redactor:
             return d, total
         return obj, 0
 
-    def redact_span(self, span: dict) -> dict:
+    def redact_span(self, span: dict, values: list[str] | None = None) -> dict:
         """A copy of ``span`` with its secrets redacted; with any, ``attributes`` gets
         ``auto.redactions`` (count) and ``auto.redacted`` (the fields that held them).
 
@@ -331,8 +477,9 @@ class Redactor:
         substring search each, over the strings joined by NUL) and no string has a pattern match
         (:func:`pattern_secrets`, the same check the full path makes, string by string; a string
         found clean is remembered, so the system prompt, the header values and the digests a
-        site repeats on every call are scanned once), ``span`` is returned as it is."""
-        values = self.values()
+        site repeats on every call are scanned once), ``span`` is returned as it is. ``values``:
+        :meth:`values` when the caller has them already (one batch's spans share them)."""
+        values = self.values() if values is None else values
         strings: list[str] = []
         for f in self.FIELDS:
             if span.get(f) is not None:
@@ -357,17 +504,35 @@ class Redactor:
 
 
 def _strings(obj: Any, out: list[str]) -> None:
-    """Append every string of a JSON value (object keys included) to ``out``."""
-    stack = [obj]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, dict):
-            out.extend(k for k in v if isinstance(k, str))
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
+    """Append every string of a JSON value (object keys included) to ``out`` (exact types
+    first: the walk runs over every span the recorder writes)."""
+    t = type(obj)
+    if t is str:
+        out.append(obj)
+    elif t is dict:
+        for k, v in obj.items():
+            if type(k) is str:
+                out.append(k)
+            elif isinstance(k, str):
+                out.append(k)
+            tv = type(v)
+            if tv is str:
+                out.append(v)
+            elif tv is not int and tv is not float and tv is not bool and v is not None:
+                _strings(v, out)
+    elif t is list or t is tuple:
+        for v in obj:
+            tv = type(v)
+            if tv is str:
+                out.append(v)
+            elif tv is not int and tv is not float and tv is not bool and v is not None:
+                _strings(v, out)
+    elif isinstance(obj, str):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        _strings(dict(obj), out)
+    elif isinstance(obj, (list, tuple)):
+        _strings(list(obj), out)
 
 
 def scrub(obj: Any, secrets: list[str]) -> Any:

@@ -37,6 +37,33 @@ def _flatten_strings(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
+def _is_word(c: str) -> bool:
+    """Whether ``c`` is a word character (what ``\\w`` matches in a ``str`` regex)."""
+    return c.isalnum() or c == "_"
+
+
+def replace_value(s: str, v: str, ph: str) -> str:
+    """``s`` with each occurrence of ``v`` (leftmost first, not overlapping) replaced by ``ph``
+    where it is not glued to word characters: when ``v`` starts with a word character the
+    character before it is not one, and likewise at its end (what ``re.sub`` with
+    ``(?<!\\w)v(?!\\w)`` does, without compiling a regex per value)."""
+    check_pre, check_post = _is_word(v[0]), _is_word(v[-1])
+    out, start, i, n = [], 0, s.find(v), len(v)
+    while i >= 0:
+        if (not check_pre or i == 0 or not _is_word(s[i - 1])) and (
+                not check_post or i + n == len(s) or not _is_word(s[i + n])):
+            out.append(s[start:i])
+            out.append(ph)
+            start = i + n
+            i = s.find(v, start)
+        else:
+            i = s.find(v, i + 1)
+    if not out:
+        return s
+    out.append(s[start:])
+    return "".join(out)
+
+
 def template_messages(messages: Any, task_input: dict) -> Any:
     """``messages`` with the task's string input values replaced by ``{param}`` placeholders.
 
@@ -51,12 +78,7 @@ def template_messages(messages: Any, task_input: dict) -> Any:
     """
     subs = [(v, "{" + k + "}") for k, v in _flatten_strings(task_input) if v]
     subs.sort(key=lambda kv: len(kv[0]), reverse=True)
-    patterns = []
-    for v, ph in subs:
-        if len(v) >= 4:
-            pre = r"(?<!\w)" if re.match(r"\w", v[0]) else ""
-            post = r"(?!\w)" if re.match(r"\w", v[-1]) else ""
-            patterns.append((re.compile(pre + re.escape(v) + post), ph))
+    inner = [(v, ph) for v, ph in subs if len(v) >= 4]
     ids: dict[str, str] = {}
     counters = {"tool_arguments": 0, "tool_result": 0}
 
@@ -77,8 +99,9 @@ def template_messages(messages: Any, task_input: dict) -> Any:
         for v, ph in subs:
             if s == v:
                 return ph
-        for pat, ph in patterns:
-            s = pat.sub(lambda _m, ph=ph: ph, s)
+        for v, ph in inner:
+            if v in s:
+                s = replace_value(s, v, ph)
         return s
 
     def walk(obj: Any) -> Any:

@@ -1,100 +1,139 @@
-"""The recorder's span writer: spans are written from a background thread, batched, off the
-agent's call path.
+"""The recorder's span writer: spans are completed, redacted, journaled and written from a
+background thread, batched, off the agent's call path.
 
-A synchronous write costs one SQLite transaction per span (``BEGIN IMMEDIATE`` … ``COMMIT``) in
-the agent's thread — most of the recorder's time per model call (measured by
-``bench/scale/recording.py``). :class:`SpanWriter` takes the spans of a finished scope into a
-queue and returns; one thread writes whatever has queued up in one transaction (falling back to
-one transaction per submitted batch when a merged write fails, so one bad batch never takes
-others with it: each batch is still all-or-nothing).
+Writing a span in the agent's thread costs one SQLite transaction (``BEGIN IMMEDIATE`` …
+``COMMIT``), and completing a model-call span (parsing its response, its attributes and template
+digest: :mod:`auto.record.model_call`), redacting it (:mod:`auto.record.redact`) and serialising
+it for the journal cost hundreds of µs more (measured by ``bench/scale/recording.py``).
+:meth:`SpanWriter.submit` only puts the finished scope's spans, and what completes them, into an
+in-memory queue and returns (a few µs, no system call); one thread takes the batches in the
+order they were submitted and, for each,
 
-Guarantees: each batch is appended to the store's journal (:mod:`auto.store.journal`: one
-``write(2)`` in the calling thread) before :meth:`SpanWriter.submit` returns, so a process killed
-outright loses only its open spans — the next open of the store replays what was not committed;
-a batch the database could not take (a PostgreSQL server down past its retry deadline) is
-reported and stays in the journal, replayed by the next open of the store; a batch the store
-refuses (an :class:`~auto.errors.IngestError`) is reported and dropped;
-:meth:`SpanWriter.flush` returns once everything submitted before it is written (or has failed,
-reported through ``on_error``); the recorder flushes at stop, and the store flushes before every
-read through it (read-your-writes in the recording process); at interpreter exit every live
-writer is flushed. When the journal cannot be written the batch is written in the calling thread.
-``AUTO_RECORD_SYNC=1`` (or ``Recorder(sync=True)``) always writes in the calling thread.
+1. completes it (``complete``, given with the batch) and prepares it (``prepare``: the recorder
+   redacts it); a batch that cannot be completed or prepared is reported and dropped — never
+   written unredacted;
+2. appends it to the store's journal (:mod:`auto.store.journal`: one ``write(2)``): from here the
+   batch is **durable** (a process killed outright has it replayed by the next open of the store),
+   and the writer keeps only the record's bytes, not the batch's objects;
+3. once no batch has been submitted for :data:`IDLE_S` (or :data:`MAX_MERGED_SPANS` are waiting,
+   or on :meth:`SpanWriter.flush`), writes whatever has been journaled in one transaction
+   (falling back to one transaction per batch when a merged write fails, so one bad batch never
+   takes others with it: each batch is still all-or-nothing).
+
+While the agent keeps submitting, the writer takes the new batches every :data:`POLL_S` instead
+of being woken by each (every handover of Python's GIL between the two threads costs the agent's
+thread); the first batch after a pause wakes it at once.
+
+Guarantees: only completed and redacted batches reach the journal or the store; a process killed
+outright loses its open spans and the batches still in the queue — those that ended in the last
+:data:`POLL_S` or so before the kill, not yet journaled (:meth:`SpanWriter.wait_durable` waits
+until everything submitted is journaled) — and nothing that was journaled; a batch the database
+could not take (a PostgreSQL server down past its retry deadline) is reported and stays in the
+journal, replayed by the next open of the store; a batch the store refuses (an
+:class:`~auto.errors.IngestError`) is reported and dropped; :meth:`SpanWriter.flush` returns once
+everything submitted before it is written (or has failed, reported through ``on_error``); the
+recorder flushes at stop, and the store flushes before every read through it (read-your-writes
+in the recording process); at interpreter exit every live writer is flushed. When the journal
+cannot be written the batch is written by the writer thread at once. ``AUTO_RECORD_SYNC=1`` (or
+``Recorder(sync=True)``) always completes, redacts and writes in the calling thread.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import queue
 import threading
 import time
 import weakref
-from collections import deque
 from typing import Any, Callable
 
 from auto.errors import IngestError
+from auto.store.journal import load_batch
 
 MAX_MERGED_SPANS = 2000
 """At most this many spans are merged into one write transaction."""
 
 IDLE_S = 0.05
 """The writer commits once no batch has been submitted for this long (s), or when
-:data:`MAX_MERGED_SPANS` are queued, or on :meth:`SpanWriter.flush`. Its work (checking,
-digesting, compressing) holds Python's GIL; done while the agent is busy making calls, it would
-stall them, so it waits for a pause — the spans are safe in the journal meanwhile."""
+:data:`MAX_MERGED_SPANS` are journaled and waiting, or on :meth:`SpanWriter.flush`. Its work
+(checking, digesting, compressing) holds Python's GIL; done while the agent is busy making calls,
+it would stall them, so it waits for a pause — the spans are safe in the journal meanwhile."""
+
+POLL_S = 0.05
+"""While batches keep coming (none idle for :data:`IDLE_S`), the writer takes the new ones every
+this many seconds (s) instead of being woken by each submit: every handover of the GIL between
+the agent's thread and the writer costs the agent's thread (``bench/scale/recording.py``-style
+runs on a 2-core machine at load 7 measured the calling thread's CPU time per call above that
+of a recorder whose writer does nothing: +94 µs looking every 1 ms, +46 µs every 20 ms, +26 µs
+every 100 ms). A batch submitted while the agent is busy therefore waits up to about this long
+for its journal write: the spans a process killed outright can lose beyond its open ones. The
+first batch after a pause wakes the writer at once; :meth:`SpanWriter.flush`,
+:meth:`SpanWriter.wait_durable` and :meth:`SpanWriter.close` wake it too."""
 
 _LIVE: "weakref.WeakSet[SpanWriter]" = weakref.WeakSet()
 
+_FLUSH = object()
+"""Queue marker: commit what is journaled now (put by :meth:`SpanWriter.flush`)."""
+
+_STOP = object()
+"""Queue marker: commit and let the thread end (put by :meth:`SpanWriter.close`)."""
+
+Batch = tuple[list[dict], list[dict]]
+
+
+def _unchanged(spans: list[dict], traces: list[dict]) -> Batch:
+    return spans, traces
+
 
 class SpanWriter:
-    """Writes ``(spans, traces)`` batches into ``store`` from a background thread.
+    """Prepares, journals and writes ``(spans, traces)`` batches into ``store`` from a background
+    thread.
 
     Args:
         store: the :class:`~auto.store.Store`.
         on_written: called with the number of spans of each batch written.
-        on_error: called with ``(n_spans, exception)`` for each batch that could not be written.
+        on_error: called with ``(n_spans, exception)`` for each batch that could not be prepared
+            or written.
+        journal: the :class:`~auto.store.journal.Journal` each prepared batch is appended to
+            before it is queued for writing (None: not journaled).
+        prepare: ``(spans, traces) -> (spans, traces)``, run on the writer thread before the
+            journal write (the recorder's redaction); an exception drops the batch (reported).
     """
 
     def __init__(self, store: Any, on_written: Callable[[int], None],
-                 on_error: Callable[[int, BaseException], None], journal: Any = None) -> None:
+                 on_error: Callable[[int, BaseException], None], journal: Any = None,
+                 prepare: Callable[[list[dict], list[dict]], Batch] | None = None) -> None:
         self.store = store
         self._on_written = on_written
         self._on_error = on_error
         self._journal = journal
+        self._prepare = prepare or _unchanged
         self._reset()
         _LIVE.add(self)
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._q: deque = deque()
-        self._cv = threading.Condition()
-        self._pending = 0
-        self._queued_spans = 0
-        self._last_submit = 0.0
-        self._urgent = False
-        self._closed = False
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._cv = threading.Condition(threading.Lock())
+        self._submitted = 0  # batches submitted
+        self._finished = 0  # batches written, or failed and reported
+        self._settled = 0  # batches journaled (durable), written, or failed and reported
         self._keep_journal = False  # a batch failed for the database's sake: replay it later
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
 
-    def submit(self, spans: list[dict], traces: list[dict]) -> None:
-        """Journal and queue one batch (returns at once); written in this thread when the
-        journal cannot be written."""
-        if os.getpid() != self._pid:  # forked: the parent writes what it queued; start afresh
-            self._reset()
-        with self._cv:
-            if self._journal is not None:
-                try:
-                    self._journal.append(spans, list(traces))
-                except (OSError, ValueError):
-                    self._write([(spans, list(traces))])
-                    return
-            self._q.append((spans, list(traces)))
-            self._pending += 1
-            self._queued_spans += len(spans)
-            self._last_submit = time.monotonic()
-            if self._thread is None or not self._thread.is_alive():
+    def submit(self, spans: list[dict], traces: list[dict], complete: Callable[[], None] | None = None) -> None:
+        """Queue one batch (returns at once: no copy, no serialisation; the caller hands the
+        lists and what they hold over to the writer and does not change them afterwards).
+        ``complete``: called on the writer thread first, fills in what the spans still lack
+        (an exception drops the batch, reported)."""
+        with self._cv:  # (a forked child's writers start afresh: _after_fork)
+            self._submitted += 1
+            self._inbox.put((spans, traces, complete))
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="auto-span-writer", daemon=True)
                 self._thread.start()
-            self._cv.notify_all()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Write now, and wait until every batch submitted so far is written or failed; False
@@ -102,63 +141,150 @@ class SpanWriter:
         if os.getpid() != self._pid or threading.current_thread() is self._thread:
             return True  # a forked child's copy, or a read made by the writer itself
         with self._cv:
-            if self._pending:
-                self._urgent = True
-                self._cv.notify_all()
-            return self._cv.wait_for(lambda: self._pending == 0, timeout)
+            target = self._submitted
+            if self._finished >= target:
+                return True
+            self._inbox.put(_FLUSH)
+            self._wake.set()
+            return self._cv.wait_for(lambda: self._finished >= target, timeout)
+
+    def wait_durable(self, timeout: float | None = None) -> bool:
+        """Wait until every batch submitted so far is durable — journaled (it survives the
+        process being killed outright), written, or failed and reported — without forcing a
+        write; False on timeout. Without a journal this is :meth:`flush`."""
+        if self._journal is None:
+            return self.flush(timeout)
+        if os.getpid() != self._pid or threading.current_thread() is self._thread:
+            return True
+        with self._cv:
+            target = self._submitted
+            if self._settled >= target:
+                return True
+            self._wake.set()
+            return self._cv.wait_for(lambda: self._settled >= target, timeout)
 
     def close(self) -> None:
         """Flush, stop the thread, remove the (empty) journal."""
         self.flush()
         with self._cv:
-            self._closed = True
-            self._cv.notify_all()
-            if self._journal is not None and self._pending == 0:
+            if self._thread is not None:
+                self._inbox.put(_STOP)
+                self._wake.set()
+                self._cv.wait_for(lambda: self._thread is None, 30.0)
+            if self._journal is not None and self._finished == self._submitted:
                 self._journal.close()  # removed when empty; kept (and replayed at the next open) otherwise
 
-    def _take(self) -> list[tuple[list[dict], list[dict]]]:
-        with self._cv:
-            while True:
-                if not self._q:
-                    if self._closed:
-                        return []
-                    self._cv.wait()
-                    continue
-                idle = time.monotonic() - self._last_submit
-                if self._urgent or self._closed or self._queued_spans >= MAX_MERGED_SPANS or idle >= IDLE_S:
-                    break
-                self._cv.wait(IDLE_S - idle)
-            items, n = [], 0
-            while self._q and (not items or n + len(self._q[0][0]) <= MAX_MERGED_SPANS):
-                item = self._q.popleft()
-                items.append(item)
-                n += len(item[0])
-            self._queued_spans -= n
-            if not self._q:
-                self._urgent = False
-            return items
+    # -- the writer thread ----------------------------------------------------------------
 
-    def _done(self, k: int) -> None:
+    def _run(self) -> None:
+        journaled: list[tuple[int, Any]] = []  # prepared and journaled, not yet written: (spans, payload)
+        n_spans = 0
+        last = time.monotonic()
+        urgent = stop = False
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                idle = time.monotonic() - last
+                if journaled and (urgent or stop or idle >= IDLE_S):
+                    self._commit(journaled)
+                    journaled, n_spans = [], 0
+                    continue
+                if journaled or (idle < IDLE_S and not stop):
+                    # busy: look again in a while (a submit to a queue nobody waits on wakes
+                    # nothing); flush, wait_durable and close wake it at once
+                    self._wake.wait(POLL_S if not journaled else min(POLL_S, max(0.0, IDLE_S - idle)))
+                    self._wake.clear()
+                    continue
+                urgent = False
+                if stop:
+                    with self._cv:
+                        if self._inbox.empty():  # a later submit starts a new thread
+                            self._thread = None
+                            self._cv.notify_all()
+                            return
+                    stop = False
+                    continue
+                item = self._inbox.get()  # idle: wait (the next submit wakes this thread)
+            if item is _FLUSH:
+                urgent = True
+                continue
+            if item is _STOP:
+                stop = True
+                continue
+            last = time.monotonic()
+            batch = self._journaled(*item)
+            if batch is not None:
+                journaled.append(batch)
+                n_spans += batch[0]
+                if n_spans >= MAX_MERGED_SPANS:
+                    self._commit(journaled)
+                    journaled, n_spans = [], 0
+
+    def _journaled(self, spans: list[dict], traces: list[dict],
+                   complete: Callable[[], None] | None) -> tuple[int, Any] | None:
+        """The batch completed, prepared and appended to the journal; None when it was dropped
+        or could not be journaled (then written here at once; either way counted as finished)."""
+        try:
+            if complete is not None:
+                complete()
+            if not spans and not traces:  # it only completes something, in order: nothing to write
+                self._done(1)
+                return None
+            spans, traces = self._prepare(spans, traces)
+        except Exception as exc:  # noqa: BLE001 - what cannot be prepared (redacted) is never written
+            self._on_error(len(spans), exc)
+            self._done(1)
+            return None
+        kept: Any = (spans, traces)
+        if self._journal is not None:
+            try:
+                kept = self._journal.append(spans, traces)  # its bytes stand for the batch from now on
+            except (OSError, ValueError):
+                try:  # not durable until written: write it now
+                    self._write([(spans, traces)])
+                finally:
+                    self._done(1)  # the journal still holds earlier batches: not truncated
+                return None
         with self._cv:
-            self._pending -= k
-            if self._pending == 0 and self._journal is not None and not self._keep_journal:
+            self._settled += 1
+            self._cv.notify_all()
+        return len(spans), kept
+
+    def _commit(self, items: list[tuple[int, Any]]) -> None:
+        """Write every journaled batch (``(n_spans, batch or its journal payload)``, merged into
+        transactions of at most :data:`MAX_MERGED_SPANS` spans), then empty the journal."""
+        try:
+            chunk: list[Batch] = []
+            n = 0
+            for k, kept in items:
+                if chunk and n + k > MAX_MERGED_SPANS:
+                    self._write(chunk)
+                    chunk, n = [], 0
+                try:
+                    chunk.append(load_batch(kept) if isinstance(kept, bytes) else kept)
+                except Exception as exc:  # noqa: BLE001 - what marshal wrote it reads; reported if not
+                    self._on_error(k, exc)
+                    continue
+                n += k
+            if chunk:
+                self._write(chunk)
+        finally:
+            self._done(len(items), truncate=True, journaled=self._journal is not None)
+
+    def _done(self, k: int, truncate: bool = False, journaled: bool = False) -> None:
+        with self._cv:
+            self._finished += k
+            if not journaled:
+                self._settled += k
+            if truncate and self._journal is not None and not self._keep_journal:
                 try:
                     self._journal.truncate()  # everything journaled is committed (or reported)
                 except OSError:
                     pass
             self._cv.notify_all()
 
-    def _run(self) -> None:
-        while True:
-            items = self._take()
-            if not items:
-                return
-            try:
-                self._write(items)
-            finally:
-                self._done(len(items))
-
-    def _write(self, items: list[tuple[list[dict], list[dict]]]) -> None:
+    def _write(self, items: list[Batch]) -> None:
         if len(items) > 1:
             try:
                 self.store.ingest([s for sp, _ in items for s in sp], [t for _, tr in items for t in tr])
@@ -174,6 +300,15 @@ class SpanWriter:
                 if not isinstance(exc, IngestError):  # the database failed, not the batch
                     self._keep_journal = True
                 self._on_error(len(spans), exc)
+
+
+def _after_fork() -> None:
+    """In a forked child: every writer starts afresh (the parent writes what it queued)."""
+    for w in list(_LIVE):
+        w._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 @atexit.register

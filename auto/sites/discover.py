@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -345,7 +346,41 @@ class SiteWitnesses:
     reference_model: str | None
 
 
-def read_site(store: Any, sid: str) -> SiteWitnesses | None:
+MODEL_CALL_CACHE_SPANS = 20_000
+"""A store's model-call spans are kept for the next :func:`read_site` of this process (with
+the sites found in them) when there are at most this many: compiling every site of a store
+(``auto compile --all``) reads and aligns them once per worker instead of once per site."""
+
+_CACHE: dict[str, tuple[tuple[int, int], bool, list[dict], Discovery]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _model_calls(store: Any, verify: bool) -> tuple[list[dict], Discovery]:
+    """The store's ``llm`` spans and the sites found in them, from this process's cache when
+    the spans' watermark (:meth:`auto.store.Store.span_watermark`: count and largest ``seq`` of
+    insert-only rows) is the one they were read at, else read (and, with ``verify``, checked:
+    :meth:`auto.store.Store.verified_spans`). The watermark is read before the spans, so a
+    cached read never misses a row the watermark counts. A cache hit under ``verify`` still runs
+    the incremental check (only the rows past its watermark are read: none when nothing new
+    was recorded), so a dropped trigger or a deleted row is still found."""
+    key = store.location
+    mark = store.span_watermark("llm")
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None and hit[0] == mark and (hit[1] or not verify):
+        if verify:
+            store.verify(kind="llm", incremental=True).raise_for_mismatch()
+        return hit[2], hit[3]
+    spans = store.verified_spans("llm") if verify else store.spans(kind="llm")
+    d = discover(spans)
+    with _CACHE_LOCK:
+        _CACHE.clear()  # one store state at a time
+        if len(spans) <= MODEL_CALL_CACHE_SPANS:
+            _CACHE[key] = (mark, verify, spans, d)
+    return spans, d
+
+
+def read_site(store: Any, sid: str, *, verify: bool = False) -> SiteWitnesses | None:
     """The site ``sid`` of a store with its witnesses (:class:`SiteWitnesses`), or None when the
     store holds no such site.
 
@@ -353,13 +388,21 @@ def read_site(store: Any, sid: str) -> SiteWitnesses | None:
     recorded request of the site, that template is kept (so the next generation has the same
     input fields and the ratchet can compare the two on the same live inputs); otherwise the
     freshly aligned one is used.
+
+    The store's model-call spans are read, and the sites found in them, once per store state and
+    process (:data:`MODEL_CALL_CACHE_SPANS`). ``verify=True``: those spans recorded since the
+    last incremental check of kind ``llm`` are re-derived in the snapshot they are read from
+    (:meth:`auto.store.Store.verified_spans`).
+
+    Raises:
+        IntegrityError: (``verify``) a stored digest does not match its content.
     """
-    spans = store.spans(kind="llm")
-    d = discover(spans)
+    spans, d = _model_calls(store, verify)
     site = d.sites.get(sid)
     if site is None:
         return None
     members = [spans[i] for i in d.members[sid]]
+    inputs = {i: d.inputs[i] for i in d.members[sid]}
     latest = store.latest_artifact(sid)
     if latest is not None and isinstance(latest.manifest.get("site"), dict):
         try:
@@ -371,7 +414,7 @@ def read_site(store: Any, sid: str) -> SiteWitnesses | None:
             if all(k is not None for k in kept):
                 site = Site(id=sid, task=site.task, name=site.name, shape=site.shape, skeleton=site.skeleton,
                             leaves=prev.leaves, slots=prev.slots, requests=site.requests, fixed=site.fixed)
-                d.inputs.update(zip(d.members[sid], kept))
+                inputs.update(zip(d.members[sid], kept))
     witnesses = []
     model = None
     for i in d.members[sid]:
@@ -382,7 +425,7 @@ def read_site(store: Any, sid: str) -> SiteWitnesses | None:
             model = f"simulated: {name}" if a.get("auto.reference_model.simulated") else str(name)
         if s.get("status") != "ok":
             continue
-        witnesses.append(Witness(input=d.inputs[i], output=site_answer(s.get("output")), status="ok", error=None,
+        witnesses.append(Witness(input=inputs[i], output=site_answer(s.get("output")), status="ok", error=None,
                                  trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
                                  digest=s.get("digest") or "", attributes=a))
     ordered = sorted(members, key=lambda s: (s.get("started_ns") or 0, s.get("span_id") or ""))

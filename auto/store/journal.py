@@ -63,8 +63,13 @@ class Journal:
             self.bytes = 0
         return self._fd
 
-    def append(self, spans: list[dict], traces: list[dict]) -> None:
+    def append(self, spans: list[dict], traces: list[dict]) -> bytes:
         """Append one batch as one record (one ``write`` call).
+
+        Returns:
+            the record's payload (:func:`load_batch` reads the batch back from it: a writer that
+            keeps these bytes instead of the batch's objects until it commits them keeps the
+            garbage collector's work small).
 
         Raises:
             OSError: the journal cannot be written (the caller falls back to writing directly).
@@ -76,6 +81,7 @@ class Journal:
             fd = self._open()
             os.write(fd, record)
             self.bytes += len(record)
+        return body
 
     def truncate(self) -> None:
         """Everything appended so far is committed: empty the file."""
@@ -128,6 +134,12 @@ def replay(folder: Path, ingest: Callable[[list[dict], list[dict]], Any]) -> int
         finally:
             os.close(fd)
     return n
+
+
+def load_batch(payload: bytes) -> tuple[list[dict], list[dict]]:
+    """``(spans, traces)`` of a record's payload (as :meth:`Journal.append` returned it)."""
+    batch = marshal.loads(payload)
+    return batch["spans"], batch["traces"]
 
 
 def records(data: bytes) -> list[dict]:

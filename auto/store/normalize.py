@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import time
 from json.encoder import encode_basestring as _encode_str
@@ -44,29 +45,39 @@ SPAN_COLUMNS = (
 )
 """The ``spans`` columns a span is written as (``seq`` is assigned by the database)."""
 
-SPAN_SELECT = ", ".join(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
-"""The select list :func:`span_from_row` reads."""
+SPAN_SELECT_COLUMNS = tuple(c for c in SPAN_COLUMNS if c not in ("logical_call_id", "attempt"))
+"""The columns :func:`span_from_row` reads."""
+
+SPAN_SELECT = ", ".join(SPAN_SELECT_COLUMNS)
+"""The select list of :data:`SPAN_SELECT_COLUMNS`."""
 
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
+_IDS = random.Random(os.urandom(32))
+"""The id generator: Python's Mersenne Twister seeded from 256 bits of ``os.urandom``, reseeded
+in a forked child (ids are unique, not secret; drawing them costs no system call, which would
+let another thread take the interpreter lock on the recording path)."""
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
+
+
 def new_trace_id() -> str:
     """A fresh trace id (16 bytes, 32 hex digits): the Unix time in ms (6 bytes, big-endian),
-    then 10 random bytes.
+    then 10 random bytes (from the id generator above).
 
     Time first makes ids made one after another sort together, so inserting them touches the
     last pages of the B-tree indexes on ``trace_id`` instead of a random page per row (at 10M
     spans those indexes far exceed any page cache). The random part keeps ids unique (80 bits)
     and satisfies W3C Trace Context Level 2, which asks for the rightmost 7 bytes to be random.
     """
-    return (time.time_ns() // 1_000_000).to_bytes(6, "big").hex() + os.urandom(10).hex()
+    return (time.time_ns() // 1_000_000).to_bytes(6, "big").hex() + f"{_IDS.getrandbits(80):020x}"
 
 
 def new_span_id() -> str:
     """A fresh random span id (8 bytes, 16 hex digits)."""
-    return os.urandom(8).hex()
+    return f"{_IDS.getrandbits(64):016x}"
 
 
 def span_digest(span: dict) -> str:
@@ -282,7 +293,7 @@ def dedupe(items: list[dict], key: str, what: str) -> list[dict]:
 # ----------------------------------------------------------------------------- rows
 
 
-def _loads(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
+def column_json(text: str | None, table: str = "spans", key: Any = None, column: str = "") -> Any:
     """A JSON column's value (NULL is None).
 
     Raises:
@@ -351,7 +362,7 @@ def span_rows(tx: Any, writer: Any, prepared: list[tuple[dict, dict[str, str | N
     for i, (s, _texts) in enumerate(prepared):
         attrs = s.get("attributes")
         if isinstance(attrs, str):
-            attrs = _loads(attrs)
+            attrs = column_json(attrs)
         lid, attempt = retry_columns(attrs)
         out.append((s["span_id"], s["trace_id"], s["parent_span_id"], s["name"], s["kind"], s["task"], s["site"],
                     s["started_ns"], s["ended_ns"], s["status"], *ids[i * k:(i + 1) * k], lid, attempt, s["digest"]))
@@ -392,7 +403,7 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
             out[f] = parsed[pid]
         else:
             t = texts[pid]
-            v = {} if t == "{}" else _loads(t, "spans", row.get("span_id"), f)
+            v = {} if t == "{}" else column_json(t, "spans", row.get("span_id"), f)
             if parsed is not None and not isinstance(v, (dict, list)):
                 parsed[pid] = v
             out[f] = v
@@ -402,11 +413,30 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
     return out
 
 
-def span_text_of_row(row: dict, texts: dict[int, str]) -> str:
-    """The canonical JSON text a stored span's digest must be the digest of (from its row and
-    payload texts, without parsing them)."""
-    jt = {f: (None if row[f"{f}_id"] is None else texts[row[f"{f}_id"]]) for f in JSON_SPAN_COLUMNS}
-    return span_text(row, jt)
+ROW_COLUMNS = ("seq", *SPAN_SELECT_COLUMNS)
+"""A ``spans`` row as the store's checks and witness reads take it: a tuple in this order."""
+
+
+def span_text_of_values(row: tuple, texts: dict[int, str]) -> str:
+    """The canonical JSON text a stored span's digest must be the digest of (:func:`span_text`),
+    from its row (a tuple in :data:`ROW_COLUMNS` order) and its payloads' canonical texts
+    (``texts``: payload id -> text), without parsing them.
+
+    Raises:
+        KeyError: a payload id without a text. TypeError, ValueError: a column value that is
+            not JSON (changed outside Auto).
+    """
+    (_seq, span_id, trace_id, parent, name, kind, task, site, started, ended, status,
+     iid, oid, eid, aid, _digest) = row
+    st, enc = _scalar_text, _encode_str
+    return (f'{{"attributes":{"null" if aid is None else texts[aid]},"ended_ns":{st(ended)},'
+            f'"error":{"null" if eid is None else texts[eid]},"input":{"null" if iid is None else texts[iid]},'
+            f'"kind":{enc(kind) if kind.__class__ is str else st(kind)},'
+            f'"name":{enc(name) if name.__class__ is str else st(name)},'
+            f'"output":{"null" if oid is None else texts[oid]},"parent_span_id":{st(parent)},"site":{st(site)},'
+            f'"span_id":{enc(span_id) if span_id.__class__ is str else st(span_id)},"started_ns":{st(started)},'
+            f'"status":{enc(status) if status.__class__ is str else st(status)},"task":{st(task)},'
+            f'"trace_id":{enc(trace_id) if trace_id.__class__ is str else st(trace_id)}}}')
 
 
 def trace_from_row(row: dict) -> dict:
@@ -416,5 +446,5 @@ def trace_from_row(row: dict) -> dict:
         IntegrityError: the attributes column is not JSON.
     """
     out = dict(row)
-    out["attributes"] = _loads(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
+    out["attributes"] = column_json(row.get("attributes"), "traces", row.get("trace_id"), "attributes") or {}
     return out

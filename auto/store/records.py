@@ -39,6 +39,18 @@ class Witness:
     input_text: str | None = field(default=None, repr=False, compare=False)
     output_text: str | None = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def of_row(cls, *, input: dict, output: Any, status: str, error: dict | None, trace_id: str, span_id: str,
+               started_ns: int, digest: str, attributes: dict, seq: int | None, input_text: str | None,
+               output_text: str | None) -> "Witness":
+        """The witness ``Witness(...)`` builds from these fields (all given), without the frozen
+        dataclass's ``object.__setattr__`` per field: a store hands out hundreds of thousands."""
+        w = object.__new__(cls)
+        w.__dict__.update(input=input, output=output, status=status, error=error, trace_id=trace_id,
+                          span_id=span_id, started_ns=started_ns, digest=digest, attributes=attributes, seq=seq,
+                          input_text=input_text, output_text=output_text)
+        return w
+
 
 @dataclass(frozen=True)
 class StoredArtifact:
@@ -69,9 +81,9 @@ class VerifyReport:
         ok: no mismatch was found.
         spans, traces, eval_runs, artifacts: how many rows were re-derived.
         mismatches: one dict per bad row: ``{"table", "id", "stored", "derived"}``.
-        store_digest: :meth:`Store.digest <auto.store.Store.digest>` (of the task, for a
-            task-scoped check) at verification time.
-        scope: ``"*"`` (the whole store) or ``"task:<name>"``.
+        store_digest: :meth:`Store.digest <auto.store.Store.digest>` (of the scope's spans, for a
+            task- or kind-scoped check) at verification time.
+        scope: ``"*"`` (the whole store), ``"task:<name>"`` or ``"kind:<kind>"``.
         since_seq: spans with ``seq`` above this were checked (0: all of the scope).
     """
 

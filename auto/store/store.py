@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import operator
 import os
 import threading
 import time
@@ -39,6 +40,8 @@ from auto.store.connection import Connection
 from auto.store.normalize import (
     SITE_KEY_SQL,
     SPAN_SELECT,
+    ROW_COLUMNS,
+    column_json,
     dedupe,
     new_span_id,
     new_trace_id,
@@ -46,7 +49,7 @@ from auto.store.normalize import (
     normalize_trace,
     span_from_row,
     span_rows,
-    span_text_of_row,
+    span_text_of_values,
     trace_digest,
     trace_from_row,
     trace_row,
@@ -57,6 +60,28 @@ from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import bump_counter, immutability_triggers
 
 log = logging.getLogger("auto.store")
+
+VERIFY_BATCH = 2000
+"""Span rows re-derived per batch by a check (their payloads are read in one query per 500)."""
+
+VERIFY_PAYLOAD_CACHE = 200_000
+"""Payload ids a check remembers as already re-derived within its snapshot."""
+
+_UNSET = object()
+
+
+class _Checked(dict):
+    """Payload ids checked within one snapshot (``get`` / ``put`` as :class:`LRU`, unbounded)."""
+
+    put = dict.__setitem__
+
+
+_STORE_ORDER = operator.itemgetter(ROW_COLUMNS.index("started_ns"), ROW_COLUMNS.index("span_id"))
+"""The store order of a :data:`~auto.store.normalize.ROW_COLUMNS` row: ``(started_ns, span_id)``."""
+
+_KIND, _STATUS, _INPUT_ID, _DIGEST = (ROW_COLUMNS.index(c) for c in ("kind", "status", "input_id", "digest"))
+"""Positions in a :data:`~auto.store.normalize.ROW_COLUMNS` row (the payload ids run from
+``_INPUT_ID`` up to ``_DIGEST``)."""
 
 _BARRIERS: dict[str, list[Callable[[], Any]]] = {}
 """Read barriers of this process by database (:meth:`Store.add_read_barrier`)."""
@@ -516,9 +541,10 @@ class Store:
         except ValueError as exc:
             raise IntegrityError(f"{self.location}: {exc}") from None
 
-    def _spans_of(self, rows: list[dict], with_texts: bool = False) -> list[dict]:
-        ids = [r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")]
-        texts = self.payload_texts(ids)
+    def _spans_of(self, rows: list[dict], with_texts: bool = False, texts: dict[int, str] | None = None) -> list[dict]:
+        ids = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
+        texts = dict(texts) if texts is not None else {}
+        texts.update(self.payload_texts(ids - texts.keys()))
         parsed: dict[int, Any] = {}
         out = [span_from_row(r, texts, parsed) for r in rows]
         if with_texts:  # the canonical input/output texts, for readers that key on them
@@ -663,33 +689,143 @@ class Store:
         By default only successful executions (status ``ok``: a *witness* in the architecture's
         words); ``include_errors=True`` adds failed ones (``output`` None, ``error`` set).
         """
-        return self._witness_rows(self._read(self._witness_sql(include_errors), [task]))
+        return self._witness_rows(self._rows(self._witness_sql(include_errors), [task]))
 
-    def task_witnesses(self, task: str) -> tuple[list[Witness], str]:
+    def task_witnesses(self, task: str, *, verify: bool = False) -> tuple[list[Witness], str]:
         """``(witnesses, store digest of the task)`` read from one snapshot through the task
         index, so the digest a compile records is the digest of exactly the witnesses it read
-        (recorders may commit meanwhile)."""
-        dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
-        rows, digests = self._snapshot(lambda q: (q(self._witness_sql(False), [task]), q(dsql, [task])))
-        return self._witness_rows(rows), digest([r["digest"] for r in digests])
+        (recorders may commit meanwhile).
+
+        With ``verify=True``, the same snapshot is also the integrity check a compile needs:
+        the task's rows added since the last incremental check of the task (all of them the
+        first time) are re-derived with their payloads, and the row counters and immutability
+        triggers are checked, exactly as :meth:`verify` with ``task`` and ``incremental=True``
+        (a passing check moves the same watermark forward); the rows are read once for both, and
+        the witnesses handed out are the rows just checked.
+
+        Raises:
+            IntegrityError: (``verify=True``) a stored digest of the task's rows does not match
+                its content, a counter or trigger is off; nothing is returned.
+        """
+        if not verify:
+            dsql = "SELECT digest FROM spans WHERE task = ? ORDER BY started_ns, span_id"
+            rows, digests = self._snapshot(lambda q: (list(q.iter(self._witness_sql(False), [task], size=10_000)),
+                                                      q(dsql, [task])))
+            return self._witness_rows(rows), digest([r["digest"] for r in digests])
+        rows, texts, sd = self._verified_read("task", task)
+        return self._witness_rows([r for r in rows if r[_KIND] == "task" and r[_STATUS] == "ok"], texts), sd
+
+    def verified_spans(self, kind: str) -> list[dict]:
+        """The spans of ``kind`` as :meth:`spans` returns them, read from one snapshot in which
+        those added since the last incremental check of the kind are re-derived first (the check
+        of :meth:`verify` with ``kind`` and ``incremental=True``; a passing check moves the same
+        watermark forward).
+
+        Raises:
+            IntegrityError: a stored digest of those rows does not match its content, a counter
+                or trigger is off; nothing is returned.
+        """
+        rows, texts, _sd = self._verified_read("kind", kind)
+        return self._spans_of([dict(zip(ROW_COLUMNS, r)) for r in rows], texts=texts)
+
+    def span_watermark(self, kind: str) -> tuple[int, int]:
+        """``(count, largest seq)`` of the spans of ``kind``: spans are insert-only, so equal
+        watermarks mean the same rows (a cache of what was read from them stays valid)."""
+        r = self._read("SELECT count(*) AS n, max(seq) AS last FROM spans WHERE kind = ?", [kind])[0]
+        return int(r["n"]), int(r["last"] or 0)
+
+    def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        """The rows of one query as tuples, from one snapshot."""
+        return self._snapshot(lambda q: list(q.iter(sql, params, size=10_000)))
+
+    def _verified_read(self, column: str, value: str) -> tuple[list[tuple], dict[int, str], str]:
+        """``(rows, payload texts of the rows checked, digest)``: the spans (tuples in
+        :data:`~auto.store.normalize.ROW_COLUMNS` order) whose ``column``
+        (``task`` or ``kind``) is ``value``, ordered by ``(started_ns, span_id)``, from one snapshot
+        in which those added since the scope's last incremental check are re-derived with their
+        payloads and the counters and triggers are checked; the watermark moves forward when all
+        pass.
+
+        Raises:
+            IntegrityError: a mismatch (the report's first ones named).
+        """
+        scope = f"{column}:{value}"
+        wm_key = f"verified_through:{scope}"
+        got = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
+        since = int(got[0]["value"]) if got else 0
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE {column} = ?"
+
+        def run(q: Any) -> tuple[list[tuple], list[tuple], dict[int, str], list[dict]]:
+            mismatches: list[dict] = []
+            # ordered by (started_ns, span_id) here rather than by the database's sorter (faster
+            # for large scopes; the same order: integers, and span ids of lowercase hex digits)
+            rows = sorted(q.iter(sql, [value], size=10_000), key=_STORE_ORDER)
+            new = [r for r in rows if r[0] > since]
+            texts: dict[int, str] = {}
+            ok = _Checked()  # every payload of the scope is kept: no eviction to pay for
+            for k in range(0, len(new), VERIFY_BATCH):
+                texts.update(self._check_span_rows(q, new[k:k + VERIFY_BATCH], mismatches, ok))
+            self._check_structure(q, mismatches)
+            return rows, new, texts, mismatches
+
+        rows, new, texts, mismatches = self._snapshot(run)
+        sd = digest([r[_DIGEST] for r in rows])
+        VerifyReport(ok=not mismatches, spans=len(new), traces=0, eval_runs=0, artifacts=0, mismatches=mismatches,
+                     store_digest=sd, scope=scope, since_seq=since).raise_for_mismatch()
+        if new:
+            last = max(r[0] for r in new)
+            self._conn.write(lambda tx: self._set_meta(tx, wm_key, str(last)))
+        return rows, texts, sd
 
     @staticmethod
     def _witness_sql(include_errors: bool) -> str:
-        sql = f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ?"
+        sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE kind = 'task' AND task = ?"
         if not include_errors:
             sql += " AND status = 'ok'"
         return sql + " ORDER BY started_ns, span_id"
 
-    def _witness_rows(self, rows: list[dict]) -> list[Witness]:
+    def _witness_rows(self, rows: list[tuple], texts: dict[int, str] | None = None) -> list[Witness]:
+        """Task-span rows (tuples in :data:`~auto.store.normalize.ROW_COLUMNS` order) as
+        :class:`Witness` records; ``texts``: payload texts already read (the others are fetched).
+        A payload is parsed once: witnesses of the same stored input (or output, error,
+        attributes) share its parsed value, so a witness's values must not be changed in place.
+
+        Raises:
+            IntegrityError: a payload is missing or is not JSON (changed outside Auto).
+        """
+        need = {pid for r in rows for pid in r[_INPUT_ID:_DIGEST]} - {None}
+        texts = dict(texts) if texts is not None else {}
+        texts.update(self.payload_texts(need - texts.keys()))
+        parsed: dict[int, Any] = {}
+
+        def value(pid: int, span_id: str, col: str) -> Any:
+            v = parsed.get(pid, _UNSET)
+            if v is _UNSET:
+                t = texts[pid]
+                v = parsed[pid] = {} if t == "{}" else column_json(t, "spans", span_id, col)
+            return v
+
         out = []
-        for r, s in zip(rows, self._spans_of(rows, with_texts=True)):
-            is_obj = isinstance(s["input"], dict)
-            out.append(Witness(
-                input=s["input"] if is_obj else {},
-                output=s["output"], status=s["status"], error=s["error"],
-                trace_id=s["trace_id"], span_id=s["span_id"], started_ns=s["started_ns"],
-                digest=s["digest"], attributes=s["attributes"], seq=r["seq"],
-                input_text=s["_input_text"] if is_obj else "{}", output_text=s["_output_text"],
+        append = out.append
+        get = parsed.get
+        of_row = Witness.of_row
+        for (seq, span_id, trace_id, _parent, _name, _kind, _task, _site, started, _ended, status,
+             ipid, opid, epid, apid, dig) in rows:
+            inp = None if ipid is None else get(ipid, _UNSET)
+            if inp is _UNSET:
+                inp = value(ipid, span_id, "input")
+            is_obj = inp.__class__ is dict or isinstance(inp, dict)
+            output = None if opid is None else get(opid, _UNSET)
+            if output is _UNSET:
+                output = value(opid, span_id, "output")
+            attrs = None if apid is None else get(apid, _UNSET)
+            if attrs is _UNSET:
+                attrs = value(apid, span_id, "attributes")
+            append(of_row(
+                input=inp if is_obj else {}, output=output, status=status,
+                error=None if epid is None else value(epid, span_id, "error"), trace_id=trace_id,
+                span_id=span_id, started_ns=started, digest=dig, attributes=attrs if attrs is not None else {},
+                seq=seq, input_text=texts[ipid] if is_obj else "{}", output_text="null" if opid is None else texts[opid],
             ))
         return out
 
@@ -722,9 +858,9 @@ class Store:
         if not rows:
             return None
         r = rows[0]
-        sql = (f"SELECT seq, {SPAN_SELECT} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
+        sql = (f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
                "AND seq <= ? ORDER BY started_ns, span_id")
-        ws = self._witness_rows(self._read(sql, [r["task"], r["through_seq"]]))
+        ws = self._witness_rows(self._rows(sql, [r["task"], r["through_seq"]]))
         if len(ws) != r["n"] or digest([w.digest for w in ws]) != set_digest:
             raise IntegrityError(f"witness set {set_digest} of task {r['task']!r}: the stored spans no longer match it")
         return ws
@@ -872,14 +1008,16 @@ class Store:
         rows = self._read(sql, [task] if task else [])
         return digest([r["digest"] for r in rows])
 
-    def verify(self, task: str | None = None, *, incremental: bool = False) -> VerifyReport:
+    def verify(self, task: str | None = None, *, kind: str | None = None, incremental: bool = False) -> VerifyReport:
         """Re-derive stored digests from one snapshot.
 
         * ``verify()``: every digest — spans (and the payloads they reference), traces, eval-run
           ids, artifact ids — plus the row counters and the immutability triggers.
         * ``verify(task=T)``: the spans of task ``T`` only (read through the task index) and
           their payloads, plus the counters and triggers.
-        * ``incremental=True`` (with or without ``task``): only spans added since the last
+        * ``verify(kind=K)``: the spans of kind ``K`` only (``task``, ``llm``, ``tool``; not with
+          ``task``) and their payloads, plus the counters and triggers.
+        * ``incremental=True`` (with or without ``task`` or ``kind``): only spans added since the last
           incremental check of the same scope passed (``meta`` key ``verified_through:<scope>``
           holds the last ``seq`` checked); a passing check moves it forward. Spans are
           insert-only, so what passed once can change only behind the store's back, by dropping a
@@ -889,13 +1027,16 @@ class Store:
         Returns a :class:`VerifyReport`; ``report.ok`` is False on any mismatch (the CLI exits
         non-zero), and ``report.raise_for_mismatch()`` raises :class:`IntegrityError`.
         """
-        scope = f"task:{task}" if task is not None else "*"
+        if task is not None and kind is not None:
+            raise ArgumentError("verify one task or one kind of span, not both")
+        column, value = ("task", task) if task is not None else ("kind", kind) if kind is not None else (None, None)
+        scope = f"{column}:{value}" if column else "*"
         wm_key = f"verified_through:{scope}"
         since = 0
         if incremental:
             rows = self._read("SELECT value FROM meta WHERE key = ?", [wm_key])
             since = int(rows[0]["value"]) if rows else 0
-        full = task is None and not incremental
+        full = column is None and not incremental
         mismatches: list[dict] = []
 
         def check(table: str, key: Any, stored: str, derive: Callable[[], str]) -> None:
@@ -907,38 +1048,22 @@ class Store:
                 mismatches.append({"table": table, "id": key, "stored": stored, "derived": d})
 
         def run(q: Any) -> dict:
-            cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")]]
             where, params = ["seq > ?"], [since]
-            if task is not None:
-                where.append("task = ?")
-                params.append(task)
-            sql = f"SELECT {', '.join(cols)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
+            if column is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+            sql = f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE {' AND '.join(where)} ORDER BY seq"
             n_spans, last_seq, batch = 0, since, []
-            payloads_ok = LRU(200_000)
-
-            def flush(batch: list[dict]) -> None:
-                ids = {r[c] for r in batch for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
-                texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
-                texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
-                sha = hashlib.sha256
-                for r in batch:
-                    try:
-                        d = "sha256:" + sha(span_text_of_row(r, texts).encode("utf-8")).hexdigest()
-                    except (TypeError, ValueError, KeyError) as exc:
-                        d = f"<unreadable: {exc}>"
-                    if d != r["digest"]:
-                        mismatches.append({"table": "spans", "id": r["span_id"], "stored": r["digest"], "derived": d})
-
-            for row in q.iter(sql, params):
-                r = dict(zip(cols, row))
+            payloads_ok = LRU(VERIFY_PAYLOAD_CACHE)
+            for r in q.iter(sql, params):
                 batch.append(r)
                 n_spans += 1
-                last_seq = max(last_seq, r["seq"])
-                if len(batch) >= 2000:
-                    flush(batch)
+                last_seq = max(last_seq, r[0])
+                if len(batch) >= VERIFY_BATCH:
+                    self._check_span_rows(q, batch, mismatches, payloads_ok)
                     batch = []
             if batch:
-                flush(batch)
+                self._check_span_rows(q, batch, mismatches, payloads_ok)
             n_traces = n_evals = n_arts = 0
             if full:
                 for r in q.iter("SELECT trace_id, name, started_ns, ended_ns, status, attributes, digest FROM traces"):
@@ -951,20 +1076,10 @@ class Store:
                 for aid, wasm in q.iter("SELECT id, wasm FROM artifacts"):
                     n_arts += 1
                     check("artifacts", aid, aid, lambda wasm=wasm: digest_bytes(bytes(wasm)))
-            meta = {r["key"]: r["value"] for r in q("SELECT key, value FROM meta")}
-            present = {t: int(q(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in ("spans", "traces")}
-            for key, table in (("span_count", "spans"), ("trace_count", "traces")):
-                if key in meta and int(meta[key]) != present[table]:
-                    mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
-                                       "derived": f"{present[table]} rows present"})
-            triggers = self._conn.trigger_names(q)
-            for table, _op, name in immutability_triggers():
-                if name not in triggers:
-                    mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
-                                       "derived": "missing (rows may have been changed)"})
-            dsql = "SELECT digest FROM spans" + (" WHERE task = ?" if task is not None else "") + \
+            self._check_structure(q, mismatches)
+            dsql = "SELECT digest FROM spans" + (f" WHERE {column} = ?" if column else "") + \
                 " ORDER BY started_ns, span_id"
-            sd = digest([r[0] for r in q.iter(dsql, [task] if task is not None else [])])
+            sd = digest([r[0] for r in q.iter(dsql, [value] if column else [])])
             return {"spans": n_spans, "traces": n_traces, "eval_runs": n_evals, "artifacts": n_arts,
                     "store_digest": sd, "last_seq": last_seq}
 
@@ -977,6 +1092,41 @@ class Store:
                             artifacts=res["artifacts"], mismatches=mismatches, store_digest=res["store_digest"],
                             scope=scope, since_seq=since)
 
+    def _check_span_rows(self, q: Any, batch: list[tuple], mismatches: list[dict], payloads_ok: Any) -> dict[int, str]:
+        """Re-derive the digests of span rows (tuples in :data:`~auto.store.normalize.ROW_COLUMNS`
+        order) and of the payloads they reference, read in the snapshot ``q``; a mismatch is
+        appended to ``mismatches``. ``payloads_ok``: payload ids already checked in this snapshot
+        (not re-hashed; ``get`` / ``put``, e.g. an :class:`~auto.store.payloads.LRU`). Returns the
+        payload texts of the batch."""
+        ids = {pid for r in batch for pid in r[_INPUT_ID:_DIGEST]} - {None}
+        texts = self._verified_texts(q, [i for i in ids if not payloads_ok.get(i)], mismatches, payloads_ok)
+        texts.update(self.payload_texts([i for i in ids if i not in texts and payloads_ok.get(i)]))
+        sha = hashlib.sha256
+        for r in batch:
+            try:
+                d = "sha256:" + sha(span_text_of_values(r, texts).encode("utf-8")).hexdigest()
+            except (TypeError, ValueError, KeyError) as exc:
+                d = f"<unreadable: {exc}>"
+            if d != r[_DIGEST]:
+                mismatches.append({"table": "spans", "id": r[1], "stored": r[_DIGEST], "derived": d})
+        return texts
+
+    def _check_structure(self, q: Any, mismatches: list[dict]) -> None:
+        """The row counters (``meta`` ``span_count`` / ``trace_count`` against the rows present:
+        a deleted row shows) and the immutability triggers, in the snapshot ``q``; a mismatch is
+        appended to ``mismatches``."""
+        meta = {r["key"]: r["value"] for r in q("SELECT key, value FROM meta")}
+        present = {t: int(q(f"SELECT count(*) AS n FROM {t}")[0]["n"]) for t in ("spans", "traces")}
+        for key, table in (("span_count", "spans"), ("trace_count", "traces")):
+            if key in meta and int(meta[key]) != present[table]:
+                mismatches.append({"table": table, "id": "*", "stored": f"{meta[key]} rows ingested",
+                                   "derived": f"{present[table]} rows present"})
+        triggers = self._conn.trigger_names(q)
+        for table, _op, name in immutability_triggers():
+            if name not in triggers:
+                mismatches.append({"table": table, "id": "*", "stored": f"trigger {name}",
+                                   "derived": "missing (rows may have been changed)"})
+
     @staticmethod
     def _set_meta(tx: Any, key: str, value: str) -> None:
         if tx.query("SELECT value FROM meta WHERE key = ?", [key]):
@@ -984,7 +1134,7 @@ class Store:
         else:
             tx.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, value])
 
-    def _verified_texts(self, q: Any, ids: list[int], mismatches: list[dict], ok: LRU) -> dict[int, str]:
+    def _verified_texts(self, q: Any, ids: list[int], mismatches: list[dict], ok: Any) -> dict[int, str]:
         """Texts of payloads ``ids`` read in the snapshot ``q``, each checked against its digest
         (a mismatch is appended; its text is still returned so the spans using it are checked)."""
         texts: dict[int, str] = {}

@@ -3,11 +3,15 @@
 The triage agent calls the simulator (a separate process on loopback, so its work is not in the
 measured process) through the official ``openai`` client. Calls alternate in blocks of 20
 between bare (no recorder active) and recorded (inside one recording session per block, whose
-first, untimed call starts the writer), on the same tickets, so drift and load affect both alike. Reports p50/p95 of each and the difference of the medians (µs), for the
-default (journaled, background) writer and the synchronous one — as wall time, as the calling
-thread's CPU time (``thread_time``: the work added on the call path, less sensitive to other
-load on the machine) and as the process's CPU time per call with the writer's deferred work
-included (``process_time`` over each block, flushed at its end) — plus where a recorded call's time goes (cProfile of recorded calls, auto's own
+first, untimed call starts the writer), on the same tickets, so drift and load affect both
+alike. Reports p50/p95 of each and the difference of the medians (µs), for the default
+(background) writer and the synchronous one — as wall time, as the calling thread's CPU time
+(``thread_time``: the work added on the call path, less sensitive to other load on the machine)
+and as the process's CPU time per call with the writer's deferred work included
+(``process_time`` over each block, flushed at its end) — plus, for the background writer, how
+long after its end a span was journaled (p50/p99 ms: what a process killed outright can lose
+beyond its open spans; measured around :meth:`auto.store.journal.Journal.append`) and where a
+recorded call's time goes on the calling thread (cProfile of recorded calls, auto's own
 functions).
 
     python -m bench.scale.recording --calls 2000
@@ -45,9 +49,21 @@ def measure(calls: int, sync: bool, tickets: list[str]) -> dict:
     from auto.store import Store
     from bench.triage import agent
 
+    from auto.store.journal import Journal
+
     d = tempfile.mkdtemp()
     st = Store(os.path.join(d, "rec.sqlite"))
     os.environ["AUTO_RECORD_SYNC"] = "1" if sync else "0"
+    lag_ms: list[float] = []
+    append = Journal.append
+
+    def timed_append(self, spans, traces):  # type: ignore[no-untyped-def]
+        payload = append(self, spans, traces)
+        now = time.time_ns()
+        lag_ms.extend((now - s["ended_ns"]) / 1e6 for s in spans)
+        return payload
+
+    Journal.append = timed_append  # type: ignore[method-assign]
     bare, rec, bare_cpu, rec_cpu = [], [], [], []
     block_cpu_bare = block_cpu_rec = 0
     block = 20
@@ -73,6 +89,7 @@ def measure(calls: int, sync: bool, tickets: list[str]) -> dict:
         r.flush()  # the background writer's work on these calls counts too
         block_cpu_rec += cpu() - c0
         stop_recording(r)
+    Journal.append = append  # type: ignore[method-assign]
     nb = max(1, calls // block) * block
     n = st.counts()["spans"]
     st.close()
@@ -83,7 +100,9 @@ def measure(calls: int, sync: bool, tickets: list[str]) -> dict:
             "overhead_p50_us": round(statistics.median(rec) - statistics.median(bare), 1),
             "thread_cpu_bare_p50_us": _pct(bare_cpu, 0.5), "thread_cpu_recorded_p50_us": _pct(rec_cpu, 0.5),
             "thread_cpu_overhead_p50_us": round(statistics.median(rec_cpu) - statistics.median(bare_cpu), 1),
-            "cpu_overhead_mean_us_with_writer": round((block_cpu_rec - block_cpu_bare) / nb / 1000, 1)}
+            "cpu_overhead_mean_us_with_writer": round((block_cpu_rec - block_cpu_bare) / nb / 1000, 1),
+            "journaled_after_end_p50_ms": _pct(lag_ms, 0.5) if lag_ms else None,
+            "journaled_after_end_p99_ms": _pct(lag_ms, 0.99) if lag_ms else None}
 
 
 def profile(calls: int, tickets: list[str]) -> list[dict]:

@@ -480,6 +480,34 @@ class Artifact:
             raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
         return self._invoke(data, True, len(inputs), _check_many)
 
+    def call_batch_texts(self, texts: list[str]) -> list[dict[str, Any]]:
+        """:meth:`call_batch` on inputs given as their canonical JSON texts (``canonical_text(x)``
+        of each input ``x``, e.g. as a store hands them out), so a caller that has them does not
+        encode every input again: the batch sent is ``"[" + ",".join(texts) + "]"``, byte for
+        byte what :meth:`call_batch` sends for the inputs themselves. Without a ``run_batch``
+        export, or for a capability artifact, each text is decoded and passed to :meth:`call`.
+
+        Returns:
+            One output object per text, in order (per-item ``{"error": code}`` included).
+
+        Raises:
+            Same as :meth:`call_batch`; a text that is not one JSON value makes the whole batch
+            malformed: the artifact answers it with one error object, an :class:`OutputError`
+            (without ``run_batch``: :class:`InputSchemaError` naming the text's position).
+        """
+        if not texts:
+            return []
+        if not self.has_run_batch or self.tools:
+            out = []
+            for i, t in enumerate(texts):
+                try:
+                    obj = strict_loads(t.encode("utf-8"))
+                except ValueError as e:
+                    raise InputSchemaError(f"$[{i}]: input text is not JSON: {e}") from None
+                out.append(self.call(obj))
+            return out
+        return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
+
     def _invoke(self, data: bytes, batch: bool, n: int, check: Any, session: ToolSession | None = None) -> Any:
         """Run ``run`` (or ``run_batch``) on encoded ``data`` in the sandbox, parse and check the
         output; any failure discards the sandbox so the next call gets a fresh instance."""

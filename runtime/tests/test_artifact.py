@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import time
 
@@ -75,6 +76,10 @@ def test_call_batch(echo_bytes, path):
     outs = art.call_batch(inputs)
     assert [o["answer"] for o in outs] == inputs
     assert art.call_batch([]) == []
+    texts = [json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for x in inputs]
+    assert art.call_batch_texts(texts) == outs and art.call_batch_texts([]) == []
+    with pytest.raises(OutputError):  # one text that is not JSON: the batch itself is malformed
+        art.call_batch_texts(texts[:2] + ['{"ticket":'])
 
 
 def test_large_input_grows_memory(echo_bytes):
@@ -255,6 +260,9 @@ def test_run_batch_optional_when_not_promised():
     art = Artifact.load(build(wat, m))
     assert not art.has_run_batch
     assert art.call_batch([{"ticket": "a"}, {"ticket": "b"}]) == [{"answer": 1, "nonconformity": 0.5}] * 2
+    assert art.call_batch_texts(['{"ticket":"a"}']) == [{"answer": 1, "nonconformity": 0.5}]
+    with pytest.raises(InputSchemaError, match=r"\$\[1\]"):
+        art.call_batch_texts(['{"ticket":"a"}', "{"])
     with pytest.raises(MalformedArtifact, match="no export 'run_batch'"):
         Artifact.load(build(wat))
 

@@ -28,7 +28,8 @@ from auto_runtime.artifact import MAX_ARTIFACT_BYTES
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model
-from auto.compile.batching import chunked
+from auto.compile.batching import chunked, text_size
+from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
@@ -63,6 +64,7 @@ def probes_for(inputs: Sequence[dict[str, Any]], seen: set[str], limit: int = PR
     return out
 
 
+@cyclic_gc_paused()
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
     """Tabulate the consistently answered inputs when the repetition evidence allows.
 
@@ -129,15 +131,15 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     timings: dict[str, float] = {}
     cap = MAX_ARTIFACT_BYTES - MANIFEST_HEADROOM
     t0 = time.perf_counter()
-    payload = sum(len(canonical_json(e[0])) + len(canonical_json(e[1])) for e in entries)
-    if payload > cap:  # the table's bytes alone would not fit: refuse before building it
-        raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
     table = TableModel(entries)
+    payload = sum(map(len, table.keys)) + sum(len(a.encode("utf-8")) for a in table.answers)
+    if payload > cap:  # the table's bytes alone would not fit: refuse before lowering it
+        raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
     code = compile_model(table)
     timings["codegen"] = time.perf_counter() - t0
     if len(code) > cap:
         raise _too_large(ctx, contract, len(entries), len(code), "the compiled table takes", cap)
-    answers = sorted({canonical_json(e[1]) for e in entries})
+    answers = sorted(set(table.answers))
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="memo",
         interface={"input": input_schema([e[0] for e in entries]),
@@ -148,9 +150,11 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     except MemoryLimitExceeded as exc:
         raise _too_large(ctx, contract, len(entries), len(code), f"the table does not fit the sandbox ({exc});", cap) from None
     t0 = time.perf_counter()
-    record = run_memo_gate(contract=contract, run_batch=chunked(art.call_batch),
-                           reference_predict=lambda inp: table.predict(inp).answer,
-                           witnessed=entries, probes=probes, candidate=draft.model, generation=ctx.generation, note=note)
+    texts = [(canonical_json(e[0]), canonical_json(e[1])) for e in entries]  # each entry encoded once
+    record = run_memo_gate(contract=contract, run_batch=chunked(art.call_batch_texts, measure=text_size),
+                           reference_text=lambda t: table.lookup(t.encode("utf-8")) or "null",
+                           witnessed=texts, probes=[canonical_json(p) for p in probes], candidate=draft.model,
+                           generation=ctx.generation, note=note)
     own_reason = record["reason"]
     if cited:
         record["reason"] = f"{cited}; {own_reason}"

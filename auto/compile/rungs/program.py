@@ -80,7 +80,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     items, _excluded = ws.dominant()
     if len(items) < contract.program_min_witnesses:
         raise RungRefused(NAME, f"program rung not attempted: only {len(items)} distinct witnessed inputs "
-                                f"(needs {contract.program_min_witnesses})")
+                                f"(needs {contract.program_min_witnesses}){ws.redacted_note()}")
     timings: dict[str, float] = {}
     inputs = [it[0] for it in items]
     answers = [it[1] for it in items]

@@ -124,7 +124,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise ctx.refuse(NAME, contract, "no input field is a string in every witness: a specialist reads one text field",
                          [{"name": "one-text-field", "passed": False}])
     if n < contract.min_witnesses:
-        reason = f"only {n} distinct witnessed inputs; the specialist needs {contract.min_witnesses}"
+        reason = f"only {n} distinct witnessed inputs; the specialist needs {contract.min_witnesses}{ws.redacted_note()}"
         r = _not_attempted(ctx, contract, reason,
                            [{"name": "enough-witnesses", "n": n, "min": contract.min_witnesses, "passed": False}])
         r.final = n == 0
