@@ -26,13 +26,13 @@ __all__ = ["CompileOutcome", "Contract", "Ratchet", "Store", "census", "census_s
            "start_recording", "stop_recording", "task", "tool"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from auto.analyze import census, census_store
+    from auto.census import census, census_store
     from auto.compile import CompileOutcome, compile_task
     from auto.ratchet import Ratchet, ratchet
     from auto.record import recording, start_recording, stop_recording, tool
     from auto.tasks import task
     from auto.store import Store
-    from auto.verify import Contract
+    from auto.gate import Contract
 
 
 def __getattr__(name: str) -> Any:
@@ -52,11 +52,16 @@ def __getattr__(name: str) -> Any:
             globals()[name] = module
             return module
     elif name in ("census", "census_store"):
-        from auto import analyze as module
+        import auto.census  # noqa: F401  (the module is callable: auto.census(spans))
+
+        module = sys.modules["auto.census"]
+        if name == "census":
+            globals()[name] = module
+            return module
     elif name == "Store":
         from auto import store as module
     elif name == "Contract":
-        from auto import verify as module
+        from auto import gate as module
     else:
         raise AttributeError(f"module 'auto' has no attribute {name!r}")
     value = getattr(module, name)

@@ -253,7 +253,7 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
     Aggregated in the database (memory bounded by the sites, and with --inputs the inputs,
     reported; not by the spans); --parquet runs the same census on DuckDB over an export.
     """
-    from auto.analyze import census_store, render_table
+    from auto.census import census_store, render_table
 
     if with_inputs and not as_json:
         raise UsageError("--inputs applies to --json output")
@@ -304,7 +304,7 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
     --all compiles every task and model-call site (results as a JSON list on stdout, one line each on stderr);
     exit 1 if any compile failed with an error, 3 if any was refused, else 0.
     """
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     if all_tasks:
         if task or site or out_path:
@@ -356,7 +356,7 @@ def _compile_lock(store_path: str) -> Iterator[None]:
 def _compile_all(store_path: str, workers: int | None, address: str | None, out_dir: str | None,
                  contract_path: str | None, no_memo: bool, no_program: bool) -> None:
     from auto.distributed import compile_all
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     contract = None
     if contract_path:  # its fields apply to every task (a task named in the file is ignored)
@@ -674,7 +674,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.signing import load_private_key
     from auto.store import Store
     from auto.store.postgres import location_label
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     Upstream(upstream)  # a bad URL is a usage error before anything starts
     Store(store_path).close()

@@ -75,7 +75,7 @@ def compile_job(job: CompileJob) -> dict[str, Any]:
     from auto.compile import compile_task
     from auto.compile.context import next_generation
     from auto.store import Store
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     t0 = time.perf_counter()
     base = {"task": job.task, "pid": os.getpid()}
@@ -100,8 +100,8 @@ def compile_job(job: CompileJob) -> dict[str, Any]:
 
 def compilable_tasks(store: Any) -> list[str]:
     """The tasks of ``store`` with at least one task span, then its model-call sites (``site:<hex>``
-    ids, found as the census finds them: :func:`auto.analyze.census_model_calls`), sorted by name."""
-    from auto.analyze import MODEL_CALL_KIND, census_model_calls
+    ids, found as the census finds them: :func:`auto.census.census_model_calls`), sorted by name."""
+    from auto.census import MODEL_CALL_KIND, census_model_calls
 
     sites = census_model_calls(store.model_call_rows(MODEL_CALL_KIND), store.payload_texts).sites
     return sorted({*store.tasks(), *(s.site for s in sites if s.model_call is not None)})

@@ -58,7 +58,7 @@ import openai
 
 from auto.guards.parity import excess_disagreement
 from auto.store import Store
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 from bench.triage import corpus
 from bench.triage.agent import SYSTEM_PROMPT, TEMPERATURE, normalize
 

@@ -21,14 +21,14 @@ from auto_runtime.manifest import MANIFEST_SECTION, manifest_payload
 from auto_runtime.tools import ToolBudget
 from auto_runtime.wasm_sections import custom_section, parse
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import digest_bytes
 from auto.codegen.region_lower import compile_region
 from auto.compile.steps.build import ModelCapability, RegionPlan, ValueReport
 from auto.compile.steps.gate import run_region_gate
 from auto.compile.steps.traces import TaskTrace, ToolStep
 from auto.emit import emit
-from auto.verify import Contract
+from auto.gate import Contract
 
 
 def code_of(wasm: bytes) -> bytes:

@@ -42,7 +42,7 @@ from bench.run import _fresh_store, _read_stream, reference_endpoint
 
 def _split_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Tier-1 share, silent-wrong and agreement of TieredTask rows (``tier``, ``agree``)."""
-    from auto.verify import clopper_pearson
+    from auto.gate import clopper_pearson
 
     n = len(rows)
     t1 = [r for r in rows if r["tier"] == 1]
@@ -146,9 +146,9 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
         ArgumentError: unknown family, or a malformed inputs file.
     """
     import auto
-    from auto.analyze import census
+    from auto.census import census
     from auto.compile import compile_task
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.families import get_family
 
     say = progress or (lambda _m: None)

@@ -31,7 +31,7 @@ Row fields (``guards.json`` ``rows``): ``family, guard, split, n, tier1, false_p
 (wrong tier-1 answers / tier-1 answers), ``false_proceed_ci95_high``, ``false_abstain``
 (deopted inputs the artifact would have answered correctly / inputs it would have answered
 correctly), ``false_abstain_ci95_high``, ``tier1_share``, ``admitted`` (ood only: tier-1
-share), ``notes``. Upper bounds are 95% Clopper–Pearson (:func:`auto.verify.clopper_pearson`).
+share), ``notes``. Upper bounds are 95% Clopper–Pearson (:func:`auto.gate.clopper_pearson`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from auto_runtime.guard import AlwaysDeopt, Guard
 from auto.canonical import canonical_json
 from auto.errors import ArgumentError
 from auto.guards.semantic import SemanticNovelty, SemanticUnavailable, load_embedder, make_host_guard, without_novelty
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 from bench.triage.oracle import triage_oracle
 
 VARIANTS = ("lexical", "semantic", "combined")
@@ -223,7 +223,7 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
         GateRefused: the offline generation was refused (nothing to measure).
     """
     from auto.errors import GateRefused
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.run import _fresh_store, _metered_triage, _open_store, generated_stream, offline_generation, reference_endpoint
     from bench.report import write_ratchet_csv
     from bench.stream import run_stream

@@ -15,9 +15,9 @@ import time
 import wasmtime
 
 from auto.codegen import compile_model
-from auto.distill import distill
+from auto.models.specialist.train import distill
 from auto.emit import emit
-from auto.features import FeatureSpec
+from auto.models.specialist.features import FeatureSpec
 
 
 def _corpus(n: int, seed: int) -> list[tuple[str, str]]:

@@ -80,7 +80,7 @@ def _step_census(traces: list[Any], field: str, serving: Any) -> dict[str, Any]:
 
 
 def _site_census(store: Any, serving: Any) -> list[dict[str, Any]]:
-    from auto.analyze import census
+    from auto.census import census
 
     spans = store.spans()
     step_of: dict[str, str | None] = {}
@@ -125,7 +125,7 @@ def serve_and_compare(fam: Any, serving: Any, wasm: bytes, texts: list[str], *, 
 
     from auto.canonical import canonical_json
     from auto.guards.parity import excess_disagreement
-    from auto.verify import clopper_pearson
+    from auto.gate import clopper_pearson
 
     field = fam.field
     control_store = _fresh_store(out_dir / f"{tag}.control.sqlite")
@@ -242,7 +242,7 @@ def run_region_family(family: str, *, out_dir: Path, inputs_path: Path | None = 
         eval_path: verify on these inputs (JSONL) instead of the generated held-out slice.
         seed: corpus and simulator seed.
         progress: callback for human-readable lines.
-        contract: the gate's :class:`auto.verify.Contract` (default: the task's default).
+        contract: the gate's :class:`auto.gate.Contract` (default: the task's default).
         train_limit, heldout_limit: use only the first N generated inputs (tests).
         hostile: run the hostile cases (:mod:`bench.capability_cases`).
 

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 
 from auto.canonical import canonical_json
 from auto.guards.parity import excess_disagreement
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 
 STEADY_STATE_SHARE = 0.2
 """The steady state is the last fifth of the stream."""

@@ -168,7 +168,7 @@ def offline_generation(data: dict[str, Any], *, out_dir: Path, contract: Any, re
         when the gate refused.
     """
     import auto
-    from auto.analyze import census
+    from auto.census import census
     from auto.compile import compile_task
     from bench.triage import agent
 
@@ -271,7 +271,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     if stream_kind not in STREAMS:
         raise ArgumentError(f"unknown stream {stream_kind!r} (choose from {', '.join(STREAMS)})")
     say = progress or (lambda _m: None)
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.triage import corpus
 
     out_dir.mkdir(parents=True, exist_ok=True)

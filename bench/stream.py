@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from auto.errors import ArgumentError
 from auto.ratchet import CompilePolicy, Ratchet
-from auto.verify import Contract
+from auto.gate import Contract
 
 
 @dataclass

@@ -92,7 +92,7 @@ def child_main(name: str, stats: str, crash_dir: str, libfuzzer_args: list[str])
         import auto  # noqa: F401
         import auto.canonical  # noqa: F401
         import auto.codegen  # noqa: F401
-        import auto.extract.regex  # noqa: F401
+        import auto.models.program.regex  # noqa: F401
         import auto.record.body  # noqa: F401
         import auto.record.completion  # noqa: F401
         import auto.store  # noqa: F401

@@ -40,7 +40,7 @@ def tickets(n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 def _programs() -> dict[str, Any]:
-    from auto.extract import ast as A
+    from auto.models.program import ast as A
 
     t = A.Field("t")
     money = A.ParseMoney(A.Search(t, r"\$(\d+(?:,\d{3})*(?:\.\d+)?)", 1))
@@ -58,7 +58,7 @@ def models() -> dict[str, tuple[Any, bytes]]:
     """``name -> (model, wasm code)`` (a program AST, a ``TableModel`` or a ``CompiledModel``)."""
     from auto.codegen import TableModel, compile_model
     from auto.codegen.program_lower import compile_program
-    from auto.distill import distill
+    from auto.models.specialist.train import distill
 
     out: dict[str, tuple[Any, bytes]] = {}
     for name, prog in _programs().items():

@@ -225,7 +225,7 @@ def _program_expected(program: Any, data: bytes) -> bytes | None:
     """The interpreter's answer for a well-formed single-field input, else None (not compared)."""
     from auto.canonical import canonical_json
     from auto.codegen import MAX_INPUT
-    from auto.extract import run_program
+    from auto.models.program import run_program
     from auto_runtime.jsonio import strict_loads
 
     if len(data) > MAX_INPUT:
@@ -288,7 +288,7 @@ _ALPHABET = "ab-.é\n "
 
 def _python_pattern(p: str) -> str:
     """The pattern in Python's syntax (the product's own translation: ``$`` is end of text)."""
-    from auto.extract.synth.patterns import py_pattern
+    from auto.models.program.synth.patterns import py_pattern
 
     return py_pattern(p)
 
@@ -305,7 +305,7 @@ def _python_slots(pattern: str, text: str) -> tuple[int, ...] | None:
 
 
 def _regex_one(data: bytes) -> None:
-    from auto.extract.regex import compile_regex, pike_search
+    from auto.models.program.regex import compile_regex, pike_search
 
     cut = data.find(b"\x00")
     pattern = (data if cut < 0 else data[:cut]).decode("utf-8", "replace")[:80]
@@ -335,7 +335,7 @@ def _regex_seeds() -> list[bytes]:
 
 
 def _regex_errors() -> tuple[type[BaseException], ...]:
-    from auto.extract.regex import RegexError
+    from auto.models.program.regex import RegexError
 
     return (RegexError,)
 

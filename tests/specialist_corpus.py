@@ -38,7 +38,7 @@ def tickets(n: int, seed: int = 0, topics=TOPICS) -> list[tuple[str, str]]:
 
 
 def witnesses(n: int, seed: int = 0, field: str = "ticket", topics=TOPICS, label=lambda t: t):
-    """``(input, label, weight)`` triples for :func:`auto.distill.distill`."""
+    """``(input, label, weight)`` triples for :func:`auto.models.specialist.train.distill`."""
     return [({field: text}, label(t), 1.0) for text, t in tickets(n, seed, topics)]
 
 

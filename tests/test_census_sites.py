@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auto.analyze import census, census_store
+from auto.census import census, census_store
 from auto.sites.align import MAX_ALIGN_VALUES, SLOT, align, extract
 from auto.store import Store
 

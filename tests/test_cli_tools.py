@@ -17,7 +17,7 @@ from auto.cli import main
 from auto.compile import compile_task
 from auto.errors import GateRefused
 from auto.store import Store
-from auto.verify import Contract
+from auto.gate import Contract
 
 RELAXED = dict(min_witnesses=20, program_min_agreement=0.8, program_min_agreement_ci95_low=0.6)
 TEAMS = {f"topic{i}": ("finance", "identity", "platform")[i % 3] for i in range(60)}

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from auto.codegen import (MAX_BATCH, MAX_INPUT, compile_model, fixed, lower, reference_run,
                           reference_run_batch)
-from auto.distill import distill
-from auto.features import FeatureSpec
+from auto.models.specialist.train import distill
+from auto.models.specialist.features import FeatureSpec
 from specialist_corpus import TOPICS, Artifact, tickets, witnesses
 
 FIELD2 = 'the "text" ✓'

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from auto.canonical import canonical_json
-from auto.distill import DEFAULT_BUCKETS, CompiledModel, Prediction, distill, split_witnesses
+from auto.models.specialist.train import DEFAULT_BUCKETS, CompiledModel, Prediction, distill, split_witnesses
 from auto.errors import CompileError, InputSchemaError
-from auto.features import FeatureSpec, featurize
+from auto.models.specialist.features import FeatureSpec, featurize
 from specialist_corpus import TOPICS, tickets, witnesses
 
 SPEC = FeatureSpec("ticket", 2, 4, 1024)

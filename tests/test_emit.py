@@ -8,7 +8,7 @@ import pytest
 from auto.canonical import canonical_bytes, canonical_json, digest
 from auto.codegen.program_lower import compile_program
 from auto.emit import emit, read_manifest
-from auto.extract import ast as A
+from auto.models.program import ast as A
 from auto_runtime import Artifact
 from auto_runtime.manifest import manifest_digest
 

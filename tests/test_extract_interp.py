@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from auto.canonical import canonical_json
 from auto.errors import CompileError, ArgumentError
-from auto.extract import (
+from auto.models.program import (
     DeoptSignal,
     ProgramTypeError,
     SerialError,
@@ -25,7 +25,7 @@ from auto.extract import (
     size,
     to_json,
 )
-from auto.extract.ast import (
+from auto.models.program.ast import (
     TYPES,
     And,
     Compare,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from auto.errors import CompileError, ArgumentError
-from auto.extract.regex import (
+from auto.models.program.regex import (
     ASSERT,
     BYTE,
     JMP,

@@ -1,4 +1,4 @@
-"""Program synthesis (auto.extract.synth) and proposals (auto.extract.propose) on witness sets
+"""Program synthesis (auto.models.program.synth) and proposals (auto.models.program.propose) on witness sets
 generated here: extraction with nulls, money amounts, a routing policy, keyword intents,
 records, determinism, label noise, random labels, and the proposers."""
 
@@ -9,12 +9,12 @@ import random
 import pytest
 
 from auto.errors import SpendCapExceeded, ArgumentError
-from auto.extract import ast as A
-from auto.extract.interp import run_program
-from auto.extract.propose import LLMProposer, ScriptedProposer, extract_json_values
-from auto.extract.serial import to_json
-from auto.extract.synth import _roundest, description_length, py_pattern, synthesize
-from auto.extract.types import check
+from auto.models.program import ast as A
+from auto.models.program.interp import run_program
+from auto.models.program.propose import LLMProposer, ScriptedProposer, extract_json_values
+from auto.models.program.serial import to_json
+from auto.models.program.synth import _roundest, description_length, py_pattern, synthesize
+from auto.models.program.types import check
 
 # ---------------------------------------------------------------------------------------------
 # witness generators (seeded)
@@ -328,7 +328,7 @@ def test_pattern_translation_and_round_thresholds():
 def test_search_time_regex_agrees_with_the_pike_vm():
     """The search evaluates Search with Python's re; the interpreter runs the Pike VM. On the
     pattern shapes the search enumerates, both must give the same answer."""
-    from auto.extract.synth import _answer, _shape_bodies
+    from auto.models.program.synth import _answer, _shape_bodies
 
     rng = random.Random(9)
     alphabet = "ab AZ09-_.,:$#\n\té"

@@ -1,4 +1,4 @@
-"""Precedence decision lists of auto.extract.synth on witness sets generated here: overlapping
+"""Precedence decision lists of auto.models.program.synth on witness sets generated here: overlapping
 keyword cues with a default by elimination, a rare exception before a broad threshold, a keyword
 conjoined with a threshold, decoy numbers, the last amount of a text, and the ranking (minimum
 description length, the one-standard-error rule, the significance test)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import random
 
-from auto.extract import ast as A
-from auto.extract.interp import run_program
-from auto.extract.synth import LRS_MIN, _Budget, _laplace, _lrs, _mdl_ratio, _Part, synthesize
+from auto.models.program import ast as A
+from auto.models.program.interp import run_program
+from auto.models.program.synth import LRS_MIN, _Budget, _laplace, _lrs, _mdl_ratio, _Part, synthesize
 
 
 def _agreement(program, pairs) -> float:

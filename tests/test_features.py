@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from auto.features import (FeatureSpec, featurize, featurize_counts, featurize_many, featurize_row,
+from auto.models.specialist.features import (FeatureSpec, featurize, featurize_counts, featurize_many, featurize_row,
                            fnv1a32, frame)
 
 

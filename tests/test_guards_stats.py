@@ -353,7 +353,7 @@ def test_audit_summary():
 def _compile(store_path, tmp_path, name, memo=True, **contract_kw):
     from auto.compile import compile_task
     from auto.store import Store
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     kw = {"programs": False}
     with Store(store_path) as st:

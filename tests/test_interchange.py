@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from auto.analyze import census_store
+from auto.census import census_store
 from auto.errors import IngestError
 from auto.interchange.otlp import export_otlp, import_otlp
 from auto.interchange.parquet import FORMAT, InterchangeError, census_parquet, check_layout, export_parquet

@@ -8,7 +8,7 @@ from auto.emit import read_manifest
 from auto.errors import GateRefused
 from auto.compile import compile_task
 from auto.store import Store
-from auto.verify import Contract
+from auto.gate import Contract
 
 
 def test_same_witnesses_give_same_bytes(triage_store, tmp_path):

@@ -1,5 +1,5 @@
 """The program DSL's WebAssembly backend (auto.codegen.program_lower) against the reference
-interpreter (auto.extract.interp): hand-written programs for every node kind, random well-typed
+interpreter (auto.models.program.interp): hand-written programs for every node kind, random well-typed
 programs on random inputs (byte-for-byte parity), bad and huge inputs, and one artifact loaded
 and called through auto_runtime."""
 
@@ -18,8 +18,8 @@ from auto.codegen.program_expr import float_const_units
 from auto.codegen.program_lower import DEOPT_OUTPUT, compile_program, lower_program
 from auto.emit import emit
 from auto.errors import CodegenError, CompileError
-from auto.extract import ast as A
-from auto.extract import run_program
+from auto.models.program import ast as A
+from auto.models.program import run_program
 from specialist_corpus import Artifact as Runner  # raw wasmtime: run(bytes) -> bytes
 
 
@@ -312,7 +312,7 @@ def text_node(draw, depth):
     if k == 4:
         return A.Slice(text_node(draw, d), draw(st.none() | IDX), draw(st.none() | IDX))
     if k in (5, 6):
-        from auto.extract.regex import compile_regex
+        from auto.models.program.regex import compile_regex
         pat = draw(st.sampled_from(PATTERNS))
         return A.Search(text_node(draw, d), pat, draw(st.integers(0, compile_regex(pat).ngroups)))
     if k == 7:
@@ -413,7 +413,7 @@ SETTINGS = settings(max_examples=200, deadline=None,
 @SETTINGS
 @given(programs(), st.lists(INPUT_TEXT, min_size=1, max_size=6))
 def test_random_programs_match_the_interpreter(program, texts):
-    from auto.extract.types import ProgramTypeError, check
+    from auto.models.program.types import ProgramTypeError, check
     try:
         check(program)
     except ProgramTypeError:  # the generator is typed, but If/Lookup may unify records badly

@@ -1,4 +1,4 @@
-"""The guard of a program with a stated meaning: its evidence expression (auto.extract.evidence),
+"""The guard of a program with a stated meaning: its evidence expression (auto.models.program.evidence),
 its calibration (auto.guards.program), its runtime evaluation (auto_runtime.guard.program), the
 few-shot program rung (auto.compile.program_fit), and the ratchet installing a program."""
 
@@ -11,10 +11,10 @@ import pytest
 
 from auto.canonical import canonical_json
 from auto.codegen.program_lower import compile_program
-from auto.extract import ast as A
-from auto.extract.evidence import (CONTESTED, NO_DEFAULT_EVIDENCE, SPLIT_PHRASE, SPLIT_STEM, SPLIT_WORD, SUPPORTED,
+from auto.models.program import ast as A
+from auto.models.program.evidence import (CONTESTED, NO_DEFAULT_EVIDENCE, SPLIT_PHRASE, SPLIT_STEM, SPLIT_WORD, SUPPORTED,
                                    build_evidence, event_table, events, specific_variants)
-from auto.extract.interp import run_program
+from auto.models.program.interp import run_program
 from auto.guards.program import OutOfFold, calibrate_program_guard, decide, inspect_lines
 from specialist_corpus import Artifact as Runner
 
@@ -206,7 +206,7 @@ def test_forty_witnesses_compile_a_program_chosen_by_cross_validation(tmp_path):
 
 
 def test_the_gate_refuses_a_program_whose_guard_answers_nothing():
-    from auto.verify import Contract, run_program_gate
+    from auto.gate import Contract, run_program_gate
 
     c = Contract(task="t")
     guard = {"calibration": {"n": 40, "tier1": 0, "tier1_wrong": 0}, "risk": {"threshold": None}, "few_shot": True}

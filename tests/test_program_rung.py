@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from auto.extract import ast as A
-from auto.extract.domain import extractors, guard_domain
-from auto.extract.interp import run_program
+from auto.models.program import ast as A
+from auto.models.program.domain import extractors, guard_domain
+from auto.models.program.interp import run_program
 
 AMOUNT = A.ParseMoney(A.Search(A.Field("request"), r"\$(\d+(?:,\d{3})*)", 1))
 POLICY = A.If(((A.Compare("ge", AMOUNT, 1000), A.Const("review")),), A.Const("approve"))

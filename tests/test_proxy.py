@@ -268,7 +268,7 @@ def test_requests_the_proxy_does_not_understand_are_forwarded_and_recorded_opaqu
     assert [r["name"] for r in rows] == ["opaque", "opaque"]
     assert rows[0]["site"] == "opaque/GET /v1/models" and rows[0]["attributes"]["auto.opaque"]
     assert rows[1]["input"]["body_bytes"] == len(b"{not json") and "body" not in rows[1]["input"]
-    from auto.analyze import census
+    from auto.census import census
 
     assert {s.site for s in census(rows).sites} == {"opaque/GET /v1/models", "opaque/POST /v1/chat/completions"}
 
@@ -403,7 +403,7 @@ def test_the_readme_agent_recorded_with_no_code_change_is_one_site_with_a_slot(s
     import subprocess
     import sys
 
-    from auto.analyze import census
+    from auto.census import census
 
     store = tmp_path / "rec.sqlite"
     tickets = _tickets_file(tmp_path, 15)

@@ -25,7 +25,7 @@ from auto.ratchet.evidence import RiskMonitor, upper_confidence_bound
 from auto.ratchet.policy import PolicyState
 from auto.ratchet.worker import THREAD_LIMIT_VARS, CompileRequest, child_env, run_compile
 from auto.store import Store
-from auto.verify import Contract, clopper_pearson
+from auto.gate import Contract, clopper_pearson
 
 from specialist_corpus import TOPICS, tickets
 

@@ -216,7 +216,7 @@ def test_a_header_snapshot_reads_as_the_headers_do():
 def test_a_refusal_says_how_many_witnesses_were_left_out_as_redacted():
     from auto.errors import RungRefused
     from auto.compile.rungs.program import compile_rung
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     ws = WitnessSet.of("t", [_witness({"q": f"key {REDACTED} {i}"}, "y", ["input"]) for i in range(30)])
     with pytest.raises(RungRefused) as refused:

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import canonical_json
 from auto.codegen.region_lower import compile_region
 from auto.emit import emit
 from auto.errors import CompileError
-from auto.extract import ast as A
+from auto.models.program import ast as A
 from auto_runtime import Artifact, TieredTask
 from auto_runtime.tools import Replay
 

@@ -13,13 +13,13 @@ import json
 import pytest
 
 import auto
-from auto import region as R
+from auto.models import region as R
 from auto.compile import compile_task
 from auto.compile.rungs import region as region_rung
 from auto.compile.steps.traces import read_task_traces
 from auto.errors import GateRefused
 from auto.store import Store
-from auto.verify import Contract
+from auto.gate import Contract
 from auto_runtime import Artifact, TieredTask
 from auto_runtime.guard import AlwaysDeopt
 from bench.run import reference_endpoint

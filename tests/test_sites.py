@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auto.analyze import census, render_table
+from auto.census import census, render_table
 from auto.compile import compile_task
 from auto.errors import CompileError
 from auto.record.template import request_leaves, request_skeleton, shape_digest

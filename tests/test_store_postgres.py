@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from auto.analyze import census_store
+from auto.census import census_store
 from auto.errors import IngestError, StoreError
 from auto.store import SCHEMA_VERSION, Store, new_span_id, new_trace_id
 from auto.store import postgres as pgmod

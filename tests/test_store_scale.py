@@ -12,7 +12,7 @@ import sqlite_utils
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auto.analyze import DIVERGENT, ERRORED, UNWITNESSED, WITNESSED, census, census_store
+from auto.census import DIVERGENT, ERRORED, UNWITNESSED, WITNESSED, census, census_store
 from auto.canonical import canonical_json, digest
 from auto.errors import IntegrityError
 from auto.store import SCHEMA_VERSION, Store, new_span_id, new_trace_id, span_digest

@@ -19,10 +19,10 @@ from auto.codegen.table import HIT_MARGIN, VECTOR_MIN_KEYS, fnv1a64_many
 from auto.codegen.wat import fill_last_segment
 from auto.errors import CodegenError
 from auto.codegen.table_lower import ENTRY, EQ_FUNC, HASH_FUNC, MISS, table_blob
-from auto.distill import Prediction, distill
+from auto.models.specialist.train import Prediction, distill
 from auto.emit import emit
 from auto.errors import InputSchemaError
-from auto.features import FeatureSpec
+from auto.models.specialist.features import FeatureSpec
 from specialist_corpus import Artifact, tickets, witnesses
 
 SETTINGS = settings(max_examples=80, deadline=None,

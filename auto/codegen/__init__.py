@@ -32,7 +32,7 @@ def lower(model, *, simd: bool = True) -> str:
     """WebAssembly text of the artifact for ``model`` (deterministic: same model, same text).
 
     Args:
-        model: an :class:`auto.distill.CompiledModel` (lowered by
+        model: an :class:`auto.models.specialist.train.CompiledModel` (lowered by
             :func:`auto.codegen.specialist_lower.lower_specialist`), or a
             :class:`~auto.codegen.table.TableModel` (lowered by
             :func:`auto.codegen.table_lower.lower_table`; same ABI, same guarantees).
@@ -54,7 +54,7 @@ def lower(model, *, simd: bool = True) -> str:
 def compile_model(model, *, simd: bool = True) -> bytes:
     """``assemble(lower(model))``: the artifact's code (no manifest yet; see :mod:`auto.emit`).
 
-    ``model`` is a :class:`~auto.distill.CompiledModel` (specialist) or a
+    ``model`` is a :class:`~auto.models.specialist.train.CompiledModel` (specialist) or a
     :class:`~auto.codegen.table.TableModel` (exact-match table, optionally memo-first). A
     table's data is placed into the assembled module directly
     (:func:`~auto.codegen.table_lower.lower_table_parts`,

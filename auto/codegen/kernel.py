@@ -6,14 +6,14 @@ start states folded in; four start offsets hashed at once in i32x4 lanes), compu
 bucket against its contiguous block of ``H`` f32 weights in f64 (two rows per f64x2 lane pair,
 a group of rows per pass so the accumulators stay in registers), applies the heads and writes
 the answer object. Every row sums its terms in first-touch order, exactly as
-:meth:`auto.distill.CompiledModel.scores` does, so results are bit-identical.
+:meth:`auto.models.specialist.train.CompiledModel.scores` does, so results are bit-identical.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from auto.features import FNV_OFFSET_BASIS, FNV_PRIME
+from auto.models.specialist.features import FNV_OFFSET_BASIS, FNV_PRIME
 
 from .layout import GROUP, TABLE, Layout
 from .wat import f64_text, i32_const

@@ -5,7 +5,7 @@ Values at run time are a tag (i32) and a payload (i64)::
 
     tag 0 null    payload unused
     tag 1 int     i64
-    tag 2 float   i64 ten-thousandths (|v| < 10**14, :mod:`auto.extract.values`)
+    tag 2 float   i64 ten-thousandths (|v| < 10**14, :mod:`auto.models.program.values`)
     tag 3 bool    0 / 1
     tag 4 text    (ptr << 32) | len of UTF-8 bytes (a view into the input or the arena)
     tag 5 list    (ptr << 32) | count of an array of ``count`` i64 text payloads
@@ -30,9 +30,9 @@ import json
 from collections import Counter
 
 from auto.errors import CodegenError
-from auto.extract import ast as A
-from auto.extract.ast import COMPARE_OPS
-from auto.extract.values import FLOAT_LIMIT_UNITS, FLOAT_SCALE, I64_MAX, I64_MIN, float_units
+from auto.models.program import ast as A
+from auto.models.program.ast import COMPARE_OPS
+from auto.models.program.values import FLOAT_LIMIT_UNITS, FLOAT_SCALE, I64_MAX, I64_MIN, float_units
 
 from .program_regex import RegexTables, place_regex
 from .static import StaticData
@@ -45,7 +45,7 @@ T_NULL, T_INT, T_FLOAT, T_BOOL, T_TEXT, T_LIST, T_JSON = range(7)
 
 
 def float_const_units(value: float) -> int:
-    """A float constant in ten-thousandths (:func:`auto.extract.values.float_units`).
+    """A float constant in ten-thousandths (:func:`auto.models.program.values.float_units`).
 
     Raises:
         CodegenError: not finite, more than 4 fractional digits, or ``|value| >= 10**14``.

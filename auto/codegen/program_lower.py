@@ -1,4 +1,4 @@
-"""Lowering a program of the DSL (:mod:`auto.extract.ast`) to a WebAssembly artifact.
+"""Lowering a program of the DSL (:mod:`auto.models.program.ast`) to a WebAssembly artifact.
 
 Public API::
 
@@ -46,7 +46,7 @@ stack of at most ``2 * instructions + 2`` entries. Time ``O(len * instructions *
 from __future__ import annotations
 
 from auto.errors import CodegenError, CompileError
-from auto.extract.types import check, input_fields
+from auto.models.program.types import check, input_fields
 
 from .prelude import any_object, base_tokens, fill, module_text, prelude, put_errors, wat_source
 from .program_expr import ExprGen, prog_func
@@ -66,9 +66,9 @@ def lower_program(program, field: str | None, evidence=None) -> str:
     Deterministic: the same program and field give the same text.
 
     Args:
-        program: the root node of a program (:mod:`auto.extract.ast`), assumed type-checked
+        program: the root node of a program (:mod:`auto.models.program.ast`), assumed type-checked
             (:func:`compile_program` checks it).
-        field: the task input's string field every :class:`~auto.extract.ast.Field` reads;
+        field: the task input's string field every :class:`~auto.models.program.ast.Field` reads;
             ``None`` for a program without a Field (then any JSON object is a valid input).
         evidence: an optional second expression over the same field, evaluated after the
             program when it produced a value; the output then carries its value as
@@ -157,7 +157,7 @@ def compile_program(program, evidence=None) -> bytes:
     Raises:
         CompileError: the program and its evidence read more than one input field between them.
         CodegenError: lowering or assembling failed (see :func:`lower_program`).
-        Whatever :func:`auto.extract.types.check` raises for an ill-typed program or evidence.
+        Whatever :func:`auto.models.program.types.check` raises for an ill-typed program or evidence.
     """
     check(program)
     names = input_fields(program)

@@ -1,8 +1,8 @@
 """A program's regexes as static data: the Pike-VM program of each pattern and its first-byte table.
 
-Each pattern is compiled by :func:`auto.extract.regex.compile_regex` to a Pike-VM program (the
+Each pattern is compiled by :func:`auto.models.program.regex.compile_regex` to a Pike-VM program (the
 contract: ops 0 BYTE set, 1 SPLIT x y, 2 JMP x, 3 SAVE slot, 4 ASSERT kind, 5 MATCH;
-:mod:`auto.extract.regex` defines them), checked,
+:mod:`auto.models.program.regex` defines them), checked,
 and stored as 12-byte instructions ``(op, a, b)`` (i32 little-endian; a BYTE's ``a`` is the
 absolute address of its 32-byte bitmap, placed 4-aligned). The program runtime's one shared
 ``$search`` (``program_runtime.wat``) runs them.
@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 
 from auto.errors import CodegenError
-from auto.extract.regex import (ASSERT, ASSERT_END, ASSERT_NOT_WORD, ASSERT_START, ASSERT_WORD, BYTE,
+from auto.models.program.regex import (ASSERT, ASSERT_END, ASSERT_NOT_WORD, ASSERT_START, ASSERT_WORD, BYTE,
                                 JMP, MATCH, SAVE, SPLIT, compile_regex)
 
 from .static import StaticData

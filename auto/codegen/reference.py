@@ -1,7 +1,7 @@
 """Python reference of the artifact's ``run`` / ``run_batch`` (bytes in, bytes out).
 
 Built on Python's own ``json`` (an independent JSON reader) and
-:meth:`auto.distill.CompiledModel.predict_text`; the differential tests compare the wasm against it.
+:meth:`auto.models.specialist.train.CompiledModel.predict_text`; the differential tests compare the wasm against it.
 
 Input rules, shared with the artifact: the input must be UTF-8 JSON (RFC 8259: no NaN/Infinity,
 no raw control characters in strings, no lone surrogate escapes, whitespace is space/tab/LF/CR);

@@ -1,4 +1,4 @@
-"""Lowering a region (:mod:`auto.region`) to one capability artifact.
+"""Lowering a region (:mod:`auto.models.region`) to one capability artifact.
 
 Public API::
 
@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import json
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import canonical_json
 from auto.errors import CodegenError
-from auto.extract.types import check, input_fields
+from auto.models.program.types import check, input_fields
 
 from .prelude import base_tokens, fill, prelude, put_errors, wat_source
 from .program_expr import T_BOOL, T_INT, T_JSON, T_NULL, T_TEXT, ExprGen, prog_func

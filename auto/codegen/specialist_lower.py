@@ -1,4 +1,4 @@
-"""Lowering a :class:`~auto.distill.CompiledModel` (a specialist) to WebAssembly text.
+"""Lowering a :class:`~auto.models.specialist.train.CompiledModel` (a specialist) to WebAssembly text.
 
 The module is the hand-written prelude (:mod:`auto.codegen.prelude`: allocator, JSON reader and
 validator, fixed-number writer, ``run`` / ``run_batch``) with its at-sign tokens filled in from
@@ -46,7 +46,7 @@ def lower_specialist(model, *, simd: bool = True) -> str:
     """WebAssembly text of the artifact for the specialist ``model`` (deterministic).
 
     Args:
-        model: an :class:`auto.distill.CompiledModel`.
+        model: an :class:`auto.models.specialist.train.CompiledModel`.
         simd: use wasm SIMD (on by default in wasmtime): four n-gram hashes at once, 16-byte
             string scanning, two f64 accumulators per lane pair. Results are bit-identical
             either way; ``False`` gives a module without any v128 instruction.

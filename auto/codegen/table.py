@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from auto.canonical import canonical_json
-from auto.distill import CompiledModel, Prediction
+from auto.models.specialist.train import CompiledModel, Prediction
 from auto.errors import InputSchemaError
 
 from .prelude import MAX_INPUT

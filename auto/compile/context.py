@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from auto.errors import RungRefused
-from auto.verify import Contract, eval_record
+from auto.gate import Contract, eval_record
 
 
 def next_generation(store: Any, task: str) -> int:
@@ -37,7 +37,7 @@ class RungContext:
         reference_model: provenance label (None: read from the recorded model-call spans).
         say: progress callback (human-readable lines).
         memo_first: the specialist answers witnessed inputs from an exact-match table in front.
-        proposer: optional LLM-guided program proposer (:mod:`auto.extract.propose`).
+        proposer: optional LLM-guided program proposer (:mod:`auto.models.program.propose`).
         prior: refusals of the rungs tried before this one, in ladder order.
         site: for a model-call site, its manifest entry (written under the manifest key
             ``site``), else None.

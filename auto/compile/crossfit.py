@@ -29,8 +29,8 @@ from typing import Any, Sequence
 from sklearn.model_selection import StratifiedKFold
 
 from auto.canonical import canonical_json
-from auto.distill import DEFAULT_BUCKETS, DEFAULT_GRID, CompiledModel, DistillResult, distill
-from auto.features import FeatureSpec
+from auto.models.specialist.train import DEFAULT_BUCKETS, DEFAULT_GRID, CompiledModel, DistillResult, distill
+from auto.models.specialist.features import FeatureSpec
 
 DEFAULT_FOLDS = 5
 """K of the K-fold cross-fit from :data:`MANY_INPUTS` distinct inputs on: 80% train each fold model."""
@@ -92,11 +92,11 @@ class CrossFit:
 def choose_config(items: Sequence[tuple[dict[str, Any], Any, float]], seed: int,
                   selection_fraction: float = 0.25, field: str | None = None) -> tuple[Config, DistillResult]:
     """Select the candidate (linear estimator × n-gram range, :data:`SELECTIVE_MODELS`) by
-    agreement on a stratified selection split (:func:`auto.distill.distill`); ``field`` names the
+    agreement on a stratified selection split (:func:`auto.models.specialist.train.distill`); ``field`` names the
     input field to featurize (default: the one string field).
 
     Raises:
-        CompileError: as :func:`auto.distill.distill`.
+        CompileError: as :func:`auto.models.specialist.train.distill`.
     """
     specs = None if field is None else [FeatureSpec(field, a, b, DEFAULT_BUCKETS) for a, b in DEFAULT_GRID]
     res = distill(list(items), specs, heldout_fraction=selection_fraction, seed=seed, models=SELECTIVE_MODELS)
@@ -107,7 +107,7 @@ def fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config, seed
     """Train ``config`` on every item (no held-out).
 
     Raises:
-        CompileError: as :func:`auto.distill.distill`.
+        CompileError: as :func:`auto.models.specialist.train.distill`.
     """
     return distill(list(items), [config.features], heldout=[], seed=seed, models=(config.model,))
 

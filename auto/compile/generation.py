@@ -19,9 +19,9 @@ from auto.compile.context import RungContext
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import fuel_per_call, latency_summary
 from auto.emit import emit, read_manifest
-from auto.features import featurize_row
+from auto.models.specialist.features import featurize_row
 from auto.guards.stack import without_scores
-from auto.verify import Contract
+from auto.gate import Contract
 
 
 @dataclass

@@ -40,7 +40,7 @@ from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
 from auto.errors import ArgumentError, CompileError, GateRefused, RungRefused
-from auto.verify import Contract
+from auto.gate import Contract
 
 Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
 """``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
@@ -90,7 +90,7 @@ def compile_task(
             and the memo rung is on the ladder.
         programs: try the program rung first.
         rungs: the rung names to try, in order (default :func:`ladder` of ``programs`` / ``memo``).
-        proposer: optional LLM-guided program proposer (:mod:`auto.extract.propose`).
+        proposer: optional LLM-guided program proposer (:mod:`auto.models.program.propose`).
         progress: optional callback for human-readable progress lines.
 
     Returns:

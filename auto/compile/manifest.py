@@ -75,7 +75,7 @@ class ManifestDraft:
         """The manifest that is emitted.
 
         Args:
-            contract: the :class:`auto.verify.Contract` the gate checked (id and fields recorded).
+            contract: the :class:`auto.gate.Contract` the gate checked (id and fields recorded).
             eval_runs: the eval run ids the manifest cites (the gate's last).
             provenance: ``{"witness_set": {"digest", "n"}, "store_digest", "witnesses",
                 "distinct_inputs", "reference_model"}`` (the set's members stay in the store:

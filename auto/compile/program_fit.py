@@ -2,8 +2,8 @@
 its complexity by cross-validation when the witnesses are few.
 
 The program rung does not spend witnesses on a fixed held-out split. Its *procedure* — synthesis
-(:func:`auto.extract.synth.synthesize`), the witnessed-domain guard (:mod:`auto.extract.domain`),
-the evidence expression and its event table (:mod:`auto.extract.evidence`) — runs once per fold
+(:func:`auto.models.program.synth.synthesize`), the witnessed-domain guard (:mod:`auto.models.program.domain`),
+the evidence expression and its event table (:mod:`auto.models.program.evidence`) — runs once per fold
 on the other ``K - 1`` folds (stratified by answer when there are few distinct answers, seeded:
 :func:`auto.compile.crossfit.fold_assignment`), and predicts the fold's witnesses
 (:class:`auto.guards.program.OutOfFold`); the deployed program is the procedure run on every
@@ -33,12 +33,12 @@ from typing import Any, Callable, Sequence
 from auto.canonical import canonical_json
 from auto.compile.crossfit import fold_assignment
 from auto.compile.witnesses import MAX_STRATA
-from auto.distill import split_witnesses
-from auto.extract import ast as A
-from auto.extract.domain import guard_domain
-from auto.extract.evidence import (EventTable, ProgramEvidence, build_evidence, event_table, events, evaluate_fast,
+from auto.models.specialist.train import split_witnesses
+from auto.models.program import ast as A
+from auto.models.program.domain import guard_domain
+from auto.models.program.evidence import (EventTable, ProgramEvidence, build_evidence, event_table, events, evaluate_fast,
                                    parts_of, same_answer)
-from auto.extract.synth import SynthResult, synthesize
+from auto.models.program.synth import SynthResult, synthesize
 from auto.guards.program import OutOfFold, confidence, novel, score
 
 FEW_SHOT_MAX = 100
@@ -71,7 +71,7 @@ class FittedProgram:
         program: the synthesized program (None when synthesis found none).
         guarded: the program inside its witnessed-domain guard (what the artifact runs).
         guarded_extractors: the extractors the domain guard checks.
-        evidence: the evidence of ``program`` (:func:`auto.extract.evidence.build_evidence`).
+        evidence: the evidence of ``program`` (:func:`auto.models.program.evidence.build_evidence`).
         table: its event table on the training witnesses.
     """
 

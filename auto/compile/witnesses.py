@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from auto_runtime.schema import json_type_name
 
 from auto.canonical import canonical_json
-from auto.distill import split_witnesses
+from auto.models.specialist.train import split_witnesses
 from auto.errors import CompileError
 from auto.sites import is_site_id, read_site
 
@@ -229,7 +229,7 @@ def split_three(answers: Sequence[Any], heldout_fraction: float, second_fraction
 
     Held-out takes ``heldout_fraction`` of the items; the second split (the specialist's
     calibration split, the program rung's selection split) takes ``second_fraction`` of all
-    items, from the rest. Both draws are stratified by answer (:func:`auto.distill.split_witnesses`,
+    items, from the rest. Both draws are stratified by answer (:func:`auto.models.specialist.train.split_witnesses`,
     seeds ``seed`` and ``seed + 1``) when there are at most ``max_strata`` distinct answers
     (``None``: always), otherwise uniform.
     """

@@ -4,7 +4,7 @@ The runtime (``auto_runtime.TieredTask(audit_rate=...)``) re-asks a seeded rando
 tier-1 answers at tier 0 in the background. Because the audited answers are a uniform random
 sample of tier-1 answers, the share that disagree with the reference estimates the silent-wrong
 rate of tier-1 answers without bias; the interval is the exact binomial (Clopper–Pearson, 1934)
-95% interval (:func:`auto.verify.clopper_pearson`).
+95% interval (:func:`auto.gate.clopper_pearson`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from auto.errors import ArgumentError
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 
 
 def _get(audit: Any, name: str) -> Any:

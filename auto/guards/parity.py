@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from auto.canonical import canonical_json
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 
 
 def _ne(a: Any, b: Any) -> bool:

@@ -1,12 +1,12 @@
 """The guard of a program with a stated meaning: calibration of the ``program-evidence`` entry.
 
 A program artifact reports, beside its answer, the evidence of every part
-(:mod:`auto.extract.evidence`): the rule that decided it and the kind of evidence behind that rule
+(:mod:`auto.models.program.evidence`): the rule that decided it and the kind of evidence behind that rule
 on this input (an *event*). The guard (``auto_runtime.guard.program``) answers at tier 1 iff:
 
 1. the program did not deopt (its own ``Deopt`` nodes, including the witnessed-domain guard);
 2. **unwitnessed evidence**: no part's evidence is of a kind that marks an unwitnessed
-   generalization (a contested precedence, a split version space: :data:`auto.extract.evidence.UNWITNESSED_KINDS`);
+   generalization (a contested precedence, a split version space: :data:`auto.models.program.evidence.UNWITNESSED_KINDS`);
    how often that deopts inputs like the witnesses is measured out of fold;
 3. **novelty, per part**: the part's nonconformity ``s = 1 - support(event) / n`` (``support`` =
    the witnesses on which the same event occurred, of ``n``) has a conformal p-value
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from auto.errors import ArgumentError
-from auto.extract.evidence import KIND_NAMES, UNWITNESSED_KINDS, EventTable, ProgramEvidence
+from auto.models.program.evidence import KIND_NAMES, UNWITNESSED_KINDS, EventTable, ProgramEvidence
 from auto.guards.risk import calibrate_selective_risk, min_points
 
 CONFIDENCE = "the smallest, over the record's parts, of the deciding event's Laplace-smoothed precision on the training witnesses"
@@ -72,7 +72,7 @@ class OutOfFold:
 
     @property
     def unwitnessed(self) -> bool:
-        """Some part's evidence is of a kind that marks an unwitnessed generalization (:data:`~auto.extract.evidence.UNWITNESSED_KINDS`)."""
+        """Some part's evidence is of a kind that marks an unwitnessed generalization (:data:`~auto.models.program.evidence.UNWITNESSED_KINDS`)."""
         return any(k in UNWITNESSED_KINDS for k in (self.kinds or {}).values())
 
 

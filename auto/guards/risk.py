@@ -48,7 +48,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from auto.errors import ArgumentError
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 
 PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
 PROCEDURE_HOLM = "Bonferroni-Holm (LTT, mapie.risk_control)"

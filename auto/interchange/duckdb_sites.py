@@ -1,6 +1,6 @@
 """The census of model calls over an ``auto.parquet/2`` export, in DuckDB SQL.
 
-The same sites and counts as :func:`auto.analyze.census_model_calls` (which reads a store's rows
+The same sites and counts as :func:`auto.census.census_model_calls` (which reads a store's rows
 in Python), found without a Python step per request: ``requests.parquet`` holds what discovery
 reads of each request (shape, leaf texts, :func:`auto.sites.discover.leaves_key`), so DuckDB
 
@@ -29,7 +29,7 @@ import dataclasses
 import json
 from typing import Any, Callable, Hashable
 
-from auto.analyze import MODEL_CALL_KIND, census_from_rows, census_from_site_rows
+from auto.census import MODEL_CALL_KIND, census_from_rows, census_from_site_rows
 from auto.canonical import canonical_json
 from auto.sites.align import MAX_ALIGN_CHARS, MAX_ALIGN_VALUES, MIN_ALIGN_VALUES, SLOT, Parts, sample_key, template_candidate
 from auto.sites.discover import MODEL_CALL_SPANS, SPLIT_ROLES, build_site, split_paths

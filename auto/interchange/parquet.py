@@ -270,7 +270,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
     """The census over an ``auto.parquet/2`` export, computed by DuckDB: the store's census SQL
     over ``spans.parquet`` for every span but the model calls, and the model calls per
     model-call site found in SQL (:func:`auto.interchange.duckdb_sites.model_call_census`), so
-    the results are those of :func:`auto.analyze.census_store` on the exported store.
+    the results are those of :func:`auto.census.census_store` on the exported store.
 
     Args:
         folder: the export folder.
@@ -282,7 +282,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
         InterchangeError: a file is missing, truncated or of another layout (one line naming it),
             or DuckDB cannot read a row group.
     """
-    from auto.analyze import MODEL_CALL_KIND, census_from_rows, census_from_site_rows, join
+    from auto.census import MODEL_CALL_KIND, census_from_rows, census_from_site_rows, join
     from auto.interchange.duckdb_sites import model_call_census
     from auto.store.store import census_params, census_site_sql, census_sql
 

@@ -50,7 +50,7 @@ from auto.record.model_call import Attempt, LogicalCall
 from auto.registry import Registry
 from auto.sites import Site, site_answer, store_sites
 from auto.store import Store
-from auto.verify import Contract
+from auto.gate import Contract
 
 log = logging.getLogger("auto.proxy")
 
@@ -89,7 +89,7 @@ class SiteService:
         min_requests: recorded requests a site needs before it gets a ratchet.
         ratchet_options: more :class:`~auto.ratchet.Ratchet` arguments (policy, worker, …).
         contract_path: a contract TOML every site's ratchet gates with (its fields; the task is
-            the site id), or None for :meth:`auto.verify.Contract.default_for`.
+            the site id), or None for :meth:`auto.gate.Contract.default_for`.
         say: progress lines (installs, refusals).
     """
 

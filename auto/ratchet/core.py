@@ -65,7 +65,7 @@ from auto.record.core import task as task_span
 from auto.store import Store, local_path
 from auto.store.lock import compile_lock
 from auto.store.postgres import location_label
-from auto.verify import Contract
+from auto.gate import Contract
 
 log = logging.getLogger("auto.ratchet")
 

@@ -92,7 +92,7 @@ def compile_once(req: CompileRequest) -> CompileResult:
     from auto.compile import compile_task
     from auto.errors import AutoError, GateRefused
     from auto.store import Store
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     t0 = time.perf_counter()
     try:

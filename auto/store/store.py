@@ -156,7 +156,7 @@ input_id, task, kind, status, output_id, n, first_ns``: ``n`` observations): one
 obs, errors, outs, inputs, NULL, NULL, NULL)`` per site and distinct ``(observations, errors,
 distinct successful outputs)`` of its inputs, with the number of inputs that have them, and one
 row ``(site, NULL, NULL, NULL, NULL, task, kind, first_ns)`` per site, task and kind with its
-earliest observation (:func:`auto.analyze.census_from_site_rows` folds them). A successful
+earliest observation (:func:`auto.census.census_from_site_rows` folds them). A successful
 observation whose output is JSON null (``output_id`` NULL) is a distinct output of its own."""
 
 
@@ -211,7 +211,7 @@ def model_call_census_sql(task: bool, ordered: bool = True) -> str:
     ``(site, task, name, input_id, status, output_id, n, first_ns, spans)`` per recorded site key,
     task, span name, request, status and response (``spans``: the spans of those ``n`` logical
     observations, retried attempts included), ordered by task, name, then request (what
-    :func:`auto.analyze.census_model_calls` folds into model-call sites); ``ordered=False``
+    :func:`auto.census.census_model_calls` folds into model-call sites); ``ordered=False``
     leaves out the ``ORDER BY``."""
     conds = ("AND task = ? " if task else "") + "AND kind = ?"
     final = _MODEL_CALL_FINAL + (_MODEL_CALL_ORDER if ordered else "")

@@ -173,7 +173,7 @@ def ratchet(store: Any, entries: list, deopts: list[dict[str, Any]], probes: lis
     from auto_runtime import Artifact, TieredTask
 
     from auto.compile import compile_memo
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     new = [(S.specialist_input(r), S.answer(r)) for r in deopts if r.get("status") == "ok"]
     seen = {R.canonical_json(e[0]) for e in entries}
@@ -249,7 +249,7 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     from auto.errors import ArgumentError
     from auto.compile import compile_memo
     from auto.store import Store
-    from auto.verify import Contract
+    from auto.gate import Contract
 
     say = progress or (lambda _m: None)
     raw1, raw2, ho = _load(replay_dir, "pass1"), _load(replay_dir, "pass2"), _load(replay_dir, "holdout")

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recorders", type=int, default=16)
     ap.add_argument("--calls", type=int, default=1000)
     a = ap.parse_args(argv)
-    from auto.analyze import census_store
+    from auto.census import census_store
     from auto.store import Store
 
     sim = subprocess.Popen([sys.executable, "-m", "bench.sim", "--port", "0"], stdout=subprocess.PIPE, text=True)

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from auto.verify import clopper_pearson
+from auto.gate import clopper_pearson
 from bench.triage.oracle import triage_oracle
 from bench.triage.probes import KINDS, Probe, generate_probes
 
@@ -110,7 +110,7 @@ def _stream_store(tmp_path, train_store):
 @pytest.mark.slow
 def test_stream_alarm_tightens_and_recompiles_on_a_shift(oracle_generation, tmp_path):
     from auto.ratchet import CompilePolicy
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.stream import run_stream
     from bench.triage import corpus
 
@@ -141,7 +141,7 @@ def test_stream_alarm_tightens_and_recompiles_on_a_shift(oracle_generation, tmp_
 @pytest.mark.slow
 def test_stream_shadow_audit_is_counted(oracle_generation, tmp_path):
     from auto.ratchet import CompilePolicy
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.run import shadow_audit_figures
     from bench.stream import run_stream
     from bench.triage import corpus
@@ -166,7 +166,7 @@ def test_stream_shadow_audit_is_counted(oracle_generation, tmp_path):
 
 def test_stream_rejects_bad_settings(tmp_path):
     from auto.errors import ArgumentError
-    from auto.verify import Contract
+    from auto.gate import Contract
     from bench.stream import run_stream
 
     with pytest.raises(ArgumentError, match="audit_rate"):

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from auto.cli import main
-from auto.verify import Contract
+from auto.gate import Contract
 from bench.region_family import render_region_summary, run_region_family
 
 RELAXED = dict(min_witnesses=20, program_min_agreement=0.8, program_min_agreement_ci95_low=0.6)

@@ -12,7 +12,7 @@ the reference's behaviour on an input does not change; the bar is about usefulne
 
 The artifact answers exactly the witnessed inputs with their outputs and reports nonconformity
 1.0 on anything else; its guard (``exact-match``) deopts every input that was not witnessed. The
-gate (:func:`auto.verify.run_memo_gate`) requires every witnessed output to be repeated exactly
+gate (:func:`auto.gate.run_memo_gate`) requires every witnessed output to be repeated exactly
 and every probe (a never-witnessed variant of a witnessed input) to miss.
 """
 
@@ -37,7 +37,7 @@ from auto.compile.measure import call_latency_us
 from auto.compile.witnesses import WitnessSet, input_schema
 from auto.emit import emit
 from auto.errors import CompileError, MemoryLimitExceeded, RungRefused
-from auto.verify import Contract, clopper_pearson, run_memo_gate
+from auto.gate import Contract, clopper_pearson, run_memo_gate
 
 NAME = "memo"
 

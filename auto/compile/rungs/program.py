@@ -7,14 +7,14 @@
    ``contract.folds`` folds (5 when the contract leaves it to the data: each fold is a synthesis) (every witness is predicted by a program synthesized without it) and
    run once more on every witness for the deployed program; with few witnesses its complexity is
    chosen by cross-validation. The deployed program is wrapped in its witnessed-domain guard
-   (:mod:`auto.extract.domain`) and carries its evidence expression (:mod:`auto.extract.evidence`:
+   (:mod:`auto.models.program.domain`) and carries its evidence expression (:mod:`auto.models.program.evidence`:
    per part, the rule that decided it and the kind of evidence behind it);
 3. the guard (:mod:`auto.guards.program`) is calibrated on the out-of-fold evidence: unwitnessed
    evidence deopts, a conformal novelty test per part, and a Learn-then-Test confidence threshold
    when there are enough points to certify ``contract.epsilon``;
 4. :func:`auto.codegen.program_lower.compile_program` lowers program and evidence to one module,
    loaded in the sandbox;
-5. the program gate (:func:`auto.verify.run_program_gate`): the artifact equals the Python
+5. the program gate (:func:`auto.gate.run_program_gate`): the artifact equals the Python
    interpreter on every witness (answer, deopt flag and evidence), the out-of-fold agreement and
    its lower bound reach the contract's bars, and the guard answers something (and certifies
    its risk when it can);
@@ -39,12 +39,12 @@ from auto.compile.program_fit import DEFAULT_FOLDS, FEW_SHOT_MAX, fit_program
 from auto.compile.witnesses import MAX_STRATA, WitnessSet, input_schema, main_text_field
 from auto.emit import emit
 from auto.errors import RungRefused
-from auto.extract.interp import run_program
-from auto.extract.pretty import render, size
-from auto.extract.serial import program_digest, to_json
-from auto.extract.types import check
+from auto.models.program.interp import run_program
+from auto.models.program.pretty import render, size
+from auto.models.program.serial import program_digest, to_json
+from auto.models.program.types import check
 from auto.guards.program import calibrate_program_guard, without_calibration
-from auto.verify import Contract, run_program_gate
+from auto.gate import Contract, run_program_gate
 
 NAME = "program"
 

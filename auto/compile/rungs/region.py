@@ -32,7 +32,7 @@ from typing import Any
 from auto_runtime import Artifact, Limits
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen.region_lower import compile_region
 from auto.compile.context import RungContext
@@ -44,10 +44,10 @@ from auto.compile.steps.build import RegionRefused, ValueCompile, build_region, 
 from auto.compile.steps.gate import group_by_input, run_region_gate
 from auto.compile.steps.traces import read_task_traces
 from auto.compile.witnesses import WitnessSet
-from auto.distill import split_witnesses
+from auto.models.specialist.train import split_witnesses
 from auto.errors import RungRefused
-from auto.extract import ast as A
-from auto.verify import Contract
+from auto.models.program import ast as A
+from auto.gate import Contract
 
 NAME = "region"
 

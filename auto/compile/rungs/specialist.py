@@ -5,7 +5,7 @@
 2. a deterministic split of distinct inputs (stratified by label) into training, calibration and
    held-out sets (fractions from the contract);
 3. distill candidates on the training set and select on the calibration set
-   (:func:`auto.distill.distill`);
+   (:func:`auto.models.specialist.train.distill`);
 4. lower the winner to WebAssembly and load it in the sandbox; with ``memo_first`` the artifact
    answers the training and calibration inputs from an exact-match table in front of the
    specialist (held-out inputs stay out of the table, so the gate measures the specialist on
@@ -44,12 +44,12 @@ from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
 from auto.compile.witnesses import WitnessSet, input_schema, main_text_field, split_three, text_fields
-from auto.distill import DEFAULT_BUCKETS, DEFAULT_GRID, distill
-from auto.features import FeatureSpec
+from auto.models.specialist.train import DEFAULT_BUCKETS, DEFAULT_GRID, distill
+from auto.models.specialist.features import FeatureSpec
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
 from auto.guards.stack import calibrate_stack, without_scores
-from auto.verify import Contract, run_selective_gate
+from auto.gate import Contract, run_selective_gate
 
 NAME = "specialist"
 
@@ -108,7 +108,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     The guard is calibrated by cross-fitting (``contract.calibration == "cross-fit"``, the default:
     every distinct input trains the deployed model and calibrates the guard through its
     out-of-fold prediction) or on a calibration split (``"split"``: train / calibration /
-    held-out). The gate (:func:`auto.verify.run_selective_gate`) requires the guard to certify the
+    held-out). The gate (:func:`auto.gate.run_selective_gate`) requires the guard to certify the
     selective risk of the answers it lets through; overall agreement is reported.
 
     Raises:

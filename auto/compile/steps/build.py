@@ -6,7 +6,7 @@ reproduces that behaviour (:func:`build_region`):
 
 1. **Paths.** Runs are grouped by the tools they call, in order. Where runs diverge (a different
    tool, or none, at the same position), the tool to call is itself a value to compile, and the
-   region branches on it (:class:`~auto.region.Branch`); a branch with too few runs to compile is
+   region branches on it (:class:`~auto.models.region.Branch`); a branch with too few runs to compile is
    left out (its inputs deopt).
 2. **Values.** Every argument of every tool call, the branch value and every field of the answer
    is *resolved*, in this order: a constant (the same in every run); a value the region already
@@ -23,7 +23,7 @@ reproduces that behaviour (:func:`build_region`):
    refuses the region, naming it.
 3. **Decide first, then act.** Per path, every step that can deopt moves before the first
    effectful or paid call (if it depends on one, the region is refused), a
-   :class:`~auto.region.Commit` of the decided values goes there (or before the answer), and no
+   :class:`~auto.models.region.Commit` of the decided values goes there (or before the answer), and no
    branch may follow it.
 
 The result (:class:`RegionPlan`) carries the region, the tool declarations for the manifest, and
@@ -37,13 +37,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import canonical_json
 from auto.compile.steps.schemas import declared_schema, recorded_schema
 from auto.compile.steps.template import synthesize_template
 from auto.compile.steps.traces import ModelStep, TaskTrace
-from auto.extract import ast as A
-from auto.extract.interp import ascii_strip
+from auto.models.program import ast as A
+from auto.models.program.interp import ascii_strip
 
 GENERATIVE_BELOW = 0.8
 """A value whose repeated inputs got the same value less often than this is generative: it is

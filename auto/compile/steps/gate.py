@@ -1,7 +1,7 @@
 """The hermetic gate of a region: every recorded input replayed, no live tool, every field checked.
 
 Each distinct recorded input runs twice — through the artifact (WebAssembly, with a replay
-:class:`~auto_runtime.tools.ToolSession`) and through the interpreter (:func:`auto.region.run_region`)
+:class:`~auto_runtime.tools.ToolSession`) and through the interpreter (:func:`auto.models.region.run_region`)
 — with its tools answered from the recordings, matched by tool name and canonical arguments
 (never by order): the input's own run first, then every other run. No live tool runs, and a call
 no recording answers is a refusal of that input.
@@ -33,11 +33,11 @@ from typing import Any, Callable, Sequence
 from auto_runtime.errors import AutoError, InputSchemaError, ToolCallError
 from auto_runtime.tools import Replay
 
-from auto import region as R
+from auto.models import region as R
 from auto.canonical import canonical_json
 from auto.compile.steps.build import RegionPlan
 from auto.compile.steps.traces import TaskTrace
-from auto.verify import Contract, clopper_pearson, eval_record
+from auto.gate import Contract, clopper_pearson, eval_record
 
 
 class _Unmatched(Exception):
@@ -147,7 +147,7 @@ def run_region_gate(*, contract: Contract, artifact: Any, plan: RegionPlan, trai
     """The eval-run record of the region gate (module docstring) and the held-out runs.
 
     Returns:
-        ``(record, heldout runs)``; the record has the shape of :func:`auto.verify.eval_record`.
+        ``(record, heldout runs)``; the record has the shape of :func:`auto.gate.eval_record`.
     """
     field = plan.region.field
     model_fields = {v.label for v in plan.values if v.how == "model"}

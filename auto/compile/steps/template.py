@@ -1,7 +1,7 @@
 """Template synthesis: a text built from constants and values the region already has.
 
 Given, for each example, the target text and the values available (name -> text as it would be
-rendered in a template: :func:`auto.region.render_value`), :func:`synthesize_template` cuts every
+rendered in a template: :func:`auto.models.region.render_value`), :func:`synthesize_template` cuts every
 target into constant pieces and value references — the occurrences of available values, longest
 first, at least :data:`MIN_SLOT_CHARS` characters, never overlapping — and keeps the template
 most examples share. It returns that template and the share of examples it reproduces exactly;

@@ -1,0 +1,78 @@
+"""Contract parsing, Clopper–Pearson bounds and gate verdicts."""
+
+import pytest
+
+from auto.errors import ContractError
+from auto.gate import Contract, agreement, clopper_pearson, run_gate
+
+
+def test_clopper_pearson_known_values():
+    # n/n successes: lower bound = (alpha/2)^(1/n) (closed form of the exact interval)
+    low, high = clopper_pearson(20, 20)
+    assert low == pytest.approx(0.025 ** (1 / 20), rel=1e-9) and high == 1.0
+    low, high = clopper_pearson(0, 10)
+    assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / 10), rel=1e-9)
+    assert clopper_pearson(0, 0) == (None, None)
+
+
+def test_contract_defaults_and_toml(tmp_path):
+    c = Contract.default_for("triage")
+    assert c.output == "witnessed-label" and 0 < c.heldout_fraction <= 0.5
+    p = tmp_path / "c.toml"
+    p.write_text('[contract]\nmin_agreement = 0.99\nheldout_fraction = 0.3\n')
+    c2 = Contract.load(p, task="triage")
+    assert c2.min_agreement == 0.99 and c2.task == "triage" and c2.id != c.id
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("[contract]\nmin_agreemnt = 0.9\n", "min_agreemnt"),
+    ("[contract]\nmin_agreement = 1.5\n", "min_agreement"),
+    ("not = [toml", "not valid TOML"),
+    ("[contract]\nheldout_fraction = 0.5\ncalibration_fraction = 0.4\n", "20%"),
+])
+def test_bad_contracts_are_clear_errors(tmp_path, text, needle):
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(ContractError, match=needle):
+        Contract.load(p, task="triage")
+
+
+def test_contract_for_other_task_is_refused(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[contract]\ntask = "routing"\n')
+    with pytest.raises(ContractError, match="routing"):
+        Contract.load(p, task="triage")
+
+
+def _gate(answers_by_text, witnessed, heldout, contract=None, labels=("a", "b")):
+    def run_batch(inputs):
+        return [{"answer": answers_by_text[i["t"]]} if i["t"] in answers_by_text else {"error": "missing_field"} for i in inputs]
+
+    return run_gate(contract=contract or Contract(task="t", min_agreement=0.9, min_agreement_ci95_low=0.8),
+                    run_batch=run_batch, reference_predict=lambda i: answers_by_text.get(i["t"]),
+                    witnessed=witnessed, heldout=heldout, labels=list(labels), candidate={"kind": "test"}, generation=1)
+
+
+def test_gate_passes_and_refuses_on_heldout_agreement():
+    held = [({"t": f"h{i}"}, "a") for i in range(40)]
+    ans = {f"h{i}": "a" for i in range(40)}
+    rec = _gate(ans, held, held)
+    assert rec["verdict"] == "pass"
+    ans_bad = {**ans, **{f"h{i}": "b" for i in range(6)}}  # 34/40 = 0.85 < 0.9
+    rec = _gate(ans_bad, held, held)
+    assert rec["verdict"] == "refuse" and "34/40" in rec["reason"]
+
+
+def test_gate_refuses_small_heldout_by_lower_bound_and_unwitnessed_labels():
+    held = [({"t": f"h{i}"}, "a") for i in range(5)]
+    rec = _gate({f"h{i}": "a" for i in range(5)}, held, held)
+    assert rec["verdict"] == "refuse" and "lower bound" in rec["reason"]
+    held = [({"t": f"h{i}"}, "a") for i in range(40)]
+    rec = _gate({**{f"h{i}": "a" for i in range(40)}, "h0": "zzz"}, held, held)
+    assert rec["verdict"] == "refuse"
+    assert any(c["name"] == "output-is-witnessed-label" and not c["passed"] for c in rec["checks"])
+
+
+def test_agreement_is_canonical():
+    a = agreement([{"x": 1, "y": 2}], [{"y": 2, "x": 1}])
+    assert a["agree"] == 1 and a["rate"] == 1.0
