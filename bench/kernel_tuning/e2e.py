@@ -446,24 +446,14 @@ def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: floa
     keep: list[Any] = []
     rel: dict[str, float] = {}
     with torch.no_grad():
-        comp = ChoiceStep(cfg, weights, batch, caches, cos, sin, answers, wls)
-        comp.set(tokens, pos)
-        ts = time.time()
-        comp.capture()
-        res["compiled_capture_s"] = round(time.time() - ts, 2)
-        legs["compiled"] = (comp.graph.replay, replays)
-        keep.append(comp)
+        # the torch.compile legs first: fresh_inductor clears Inductor's in-memory caches, which must not
+        # happen after the compiled step (whose "inductor" candidates are Inductor kernels) is captured
         eager = TorchStep(cfg, weights, batch, caches, cos, sin)
-        legs["eager"] = (lambda: eager(tokens, pos, context), max(2, replays // 4))
         ge, oe = _capture(lambda: eager(tokens, pos, context))
-        legs["eager_graph"] = (ge.replay, replays)
         keep += [eager, ge]
         ge.replay()
         torch.cuda.synchronize()
         ref = oe.float().clone()
-        comp.graph.replay()
-        torch.cuda.synchronize()
-        rel["compiled"] = _rel(comp.logits.float(), ref)
         order = [k for _ in range(compiles) for k in ("layer", "whole")]
         done = {"layer": 0, "whole": 0}
         for kind in order:
@@ -511,6 +501,24 @@ def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: floa
                 res["errors"][name] = row["error"]
                 log(f"[e2e] {name} failed: {row['error'][:300]}")
             res["compiles"].append(row)
+        comp = ChoiceStep(cfg, weights, batch, caches, cos, sin, answers, wls)
+        comp.set(tokens, pos)
+        ts = time.time()
+        comp.capture()
+        res["compiled_capture_s"] = round(time.time() - ts, 2)
+        keep.append(comp)
+        comp.graph.replay()
+        torch.cuda.synchronize()
+        rel["compiled"] = _rel(comp.logits.float(), ref)
+        legs = {"compiled": (comp.graph.replay, replays), "eager": (lambda: eager(tokens, pos, context), max(2, replays // 4)),
+                "eager_graph": (ge.replay, replays), **legs}
+        for n, (fn, _) in legs.items():  # every leg once more before timing: an error shows here, per leg
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception as e:
+                res["errors"][f"check:{n}"] = f"{type(e).__name__}: {str(e)[:300]}"
+                raise
         res["cudagraph_skips"] = _cudagraph_skips()
         res["logits_rel_vs_eager_graph"] = rel
         res["clock_before_timing"] = clocks.read() if clocks else None
