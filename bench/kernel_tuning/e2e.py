@@ -583,8 +583,9 @@ def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None =
                argv: list[str] | None = None) -> Path:
     """``auto bench run kernel-tuning --e2e``: compile the specialist from the recordings in
     ``traces`` (the replay, into ``out``; the next generation when ``e2e_deopt.jsonl`` holds
-    earlier deopts), then measure the decode step on this machine's GPU, writing ``e2e.json``,
-    ``e2e.log`` and ``e2e_deopt.jsonl`` into ``traces``. Returns ``traces``.
+    earlier deopts), then measure the decode step on this machine's GPU, writing the next free
+    ``e2e_<n>.json`` with its ``.log`` and ``e2e_<n>_deopt.jsonl`` into ``traces`` (what the replay
+    reads). Returns ``traces``.
 
     Raises:
         ArgumentError: no CUDA GPU with torch and Triton here, or the e2e run failed.
@@ -600,7 +601,7 @@ def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None =
         has_gpu = False
     if not has_gpu:
         raise ArgumentError("--e2e measures on a CUDA GPU (torch + triton); on this machine replay a recorded run: "
-                         "--replay traces/kernel-tuning (it reports e2e.json when present)")
+                         "--replay traces/kernel-tuning (it reports the recorded e2e_<n>.json runs)")
     from .replay import run_replay
 
     run_replay(traces, out, progress=progress)
@@ -608,7 +609,11 @@ def run_on_gpu(traces: Path, out: Path, progress: Callable[[str], None] | None =
     art = out / "kernel-tuning-next.wasm"
     if not art.exists():
         art = out / "kernel-tuning.wasm"
-    rc = main(["--artifact", str(art), "--out", str(traces)] + list(argv or []))
+    extra = list(argv or [])
+    if "--file" not in extra:
+        n = 1 + max([int(p.stem.split("_")[1]) for p in traces.glob("e2e_[0-9]*.json")] or [0])
+        extra += ["--file", f"e2e_{n}.json"]
+    rc = main(["--artifact", str(art), "--out", str(traces)] + extra)
     if rc == 1:
         raise ArgumentError(f"the e2e measurement failed; see {traces / 'e2e.log'}")
     return traces

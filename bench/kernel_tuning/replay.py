@@ -194,6 +194,21 @@ def ratchet(store: Any, entries: list, deopts: list[dict[str, Any]], probes: lis
                                 "reason": outcome.reason}}
 
 
+def e2e_deopts(replay_dir: Path) -> list[dict[str, Any]]:
+    """The reference agent's records for the workloads the specialist deopted on in the GPU runs:
+    ``e2e_deopt.jsonl`` (the ratchet's cumulative input) and every ``e2e_<n>_deopt.jsonl``, each
+    record once (by digest), in that order."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    paths = [replay_dir / "e2e_deopt.jsonl"] + sorted(replay_dir.glob("e2e_[0-9]*_deopt.jsonl"))
+    for p in paths:
+        for r in (R.load_jsonl(str(p)) if p.exists() else []):
+            if r["digest"] not in seen:
+                seen.add(r["digest"])
+                out.append(r)
+    return out
+
+
 def e2e_files(replay_dir: Path) -> list[Path]:
     """The end-to-end runs of the current recordings: ``e2e_<n>.json``, in run order."""
     return sorted(replay_dir.glob("e2e_[0-9]*.json"), key=lambda p: int(p.stem.split("_")[1]))
@@ -283,7 +298,7 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     # the current generation: pass1/pass2, with the re-recorded row-op workloads substituted
     p1, p2, gen_info = S.generation_passes(str(replay_dir), 2)
     rer = [r for n in S.RERECORDS for r in _load(replay_dir, n)] if gen_info["generation"] == 2 else []
-    deopts = _load(replay_dir, "e2e_deopt")
+    deopts = e2e_deopts(replay_dir)
     env_path = replay_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     copy_gbs = (env.get("copy_bandwidth") or {}).get("gbs")
