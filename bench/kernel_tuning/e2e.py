@@ -60,6 +60,7 @@ from typing import Any, Callable
 
 from . import record as R
 from . import specialist as S
+from .e2e_report import kernel_category
 from .workloads import LAYOUTS, MODELS, QK_NORM_MODELS, Workload
 
 SCHEMA = "auto.kt.e2e.v1"
@@ -299,25 +300,6 @@ def time_legs(legs: dict[str, tuple[Callable[[], Any], int]], rounds: int, clock
                   "warmup_rounds_ms": [round(x, 5) for x in warm[n]], "sm_mhz": clk[n], "warmup_sm_mhz": wclk[n],
                   "steps_per_round": legs[n][1]}
     return out
-
-
-KERNEL_CATEGORIES = (  # first match wins; a label for the per-kernel table, which is the data
-    ("attention", ("attn", "flash", "fmha", "sdpa", "attention", "softmax")),
-    ("rope_kv", ("rope",)),
-    ("norm", ("rmsnorm", "qk_norm", "rsqrt", "norm")),
-    ("swiglu", ("swiglu", "silu")),
-    ("gemm", ("gemv", "gemm", "_mm", "mm_", "nvjet", "xmma", "cutlass", "splitk", "matmul", "cublas", "sm90")),
-    ("embedding", ("index", "embedding", "gather")),
-    ("copy", ("memcpy", "memset", "copy")),
-)
-
-
-def kernel_category(name: str) -> str:
-    low = name.lower()
-    for cat, keys in KERNEL_CATEGORIES:
-        if any(k in low for k in keys):
-            return cat
-    return "other"
 
 
 def kernel_breakdown(fn: Callable[[], Any], steps: int = 10) -> dict[str, Any]:

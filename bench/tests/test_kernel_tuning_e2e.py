@@ -270,7 +270,8 @@ def test_e2e_report_best_spread_and_targets_on_synthetic_runs():
 
 
 def test_plan_parsing_and_kernel_categories():
-    from bench.kernel_tuning.e2e import kernel_category, parse_plan
+    from bench.kernel_tuning.e2e import parse_plan
+    from bench.kernel_tuning.e2e_report import kernel_category
 
     assert parse_plan("Qwen3-4B=1x512,8x512/1;Llama-3.2-1B=4x512/0", "", "", 3) == [
         ("Qwen3-4B", [(1, 512, 3), (8, 512, 1)]), ("Llama-3.2-1B", [(4, 512, 0)])]
@@ -280,8 +281,9 @@ def test_plan_parsing_and_kernel_categories():
     with pytest.raises(ValueError):
         parse_plan("Qwen3-4B=0x512", "", "", 3)
     assert [kernel_category(n) for n in ("gemv_kernel", "attn_split_kernel", "rope_kv_kernel", "rmsnorm_residual_kernel",
-                                         "swiglu_kernel", "triton_tem_fused_mm_3", "Memcpy DtoD", "triton_poi_fused_cat_2")] \
-        == ["gemm", "attention", "rope_kv", "norm", "swiglu", "gemm", "copy", "other"]
+                                         "swiglu_kernel", "triton_tem_fused_mm_3", "Memcpy DtoD", "triton_poi_fused_cat_2",
+                                         "triton_red_fused__fused_rms_norm_mm_t_10", "triton_red_fused__fused_rms_norm_9")] \
+        == ["gemm", "attention", "rope_kv", "norm", "swiglu", "gemm", "copy", "other", "gemm", "norm"]
 
 
 # --------------------------------------------------------------------------- replay: new keys
