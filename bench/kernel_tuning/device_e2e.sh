@@ -2,8 +2,8 @@
 # Run on the device machine from the repo root:
 #   bash bench/kernel_tuning/device_e2e.sh TOTAL_S STAGE [STAGE ...]
 # Stages (in the order given; each gets the time left):
-#   smoke     e2e on Llama-3.2-1B, batch 1, context 512, 20 numerics steps, plus the whole-step
-#             torch.compile(mode="max-autotune") check; into $OUT/smoke
+#   smoke     e2e on Llama-3.2-1B, batch 1, context 512, 20 numerics steps, one fresh compile of
+#             each torch.compile configuration; into $OUT/smoke
 #   rerecord  the 64 RMSNorm / SwiGLU / softmax workloads re-recorded twice (rerecord1, rerecord2:
 #             torch.compile's kernel among the candidates, P2 deciding); into $OUT/rerecord
 #   e2e       the full e2e (3 models x 1x512, 1x4096, 8x512; $KT_E2E_ARGS are passed on, e.g.
@@ -45,8 +45,8 @@ for stage in "$@"; do
     smoke)
       s=${KT_SMOKE_S:-200}
       [ "$s" -gt "$l" ] && s=$l
-      timeout "$s" python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/smoke" --models Llama-3.2-1B \
-        --configs 1x512 --steps 20 --rounds 3 --whole-compile --limit-s $(( s - 20 )) || rc=$?
+      timeout "$s" python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/smoke" --plan Llama-3.2-1B=1x512/1 \
+        --steps 20 --rounds 3 --file e2e_smoke.json --limit-s $(( s - 20 )) || rc=$?
       ;;
     rerecord)
       mkdir -p "$OUT/rerecord"

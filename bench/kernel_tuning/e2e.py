@@ -39,9 +39,9 @@ Per model (random bf16 weights at the real shapes, ``decoder.CONFIGS``):
    (:func:`kernel_breakdown`: profiler over 10 steps; device time per kernel, per category, and
    the idle time between kernels).
 
-Output ``DIR/e2e.json`` (rewritten after every measurement, so a run cut short keeps what it
-measured) and ``DIR/e2e.log``. Exit 0 when every requested measurement ran, 2 when the time limit
-stopped it early, 1 on an error.
+Output ``DIR/<file>`` (``--file``, default ``e2e.json``; rewritten after every measurement, so a
+run cut short keeps what it measured), ``DIR/<stem>.log`` and ``DIR/<stem>_deopt.jsonl``. Exit 0
+when every requested measurement ran, 2 when the time limit stopped it early, 1 on an error.
 
 torch / triton / auto_runtime are imported inside functions: the module imports on any machine.
 """
