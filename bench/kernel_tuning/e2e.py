@@ -344,15 +344,21 @@ def kernel_breakdown(fn: Callable[[], Any], steps: int = 10) -> dict[str, Any]:
             "kernel_names": len(kernels)}
 
 
-def fresh_inductor(base: str, tag: str) -> dict[str, Any]:
+def fresh_inductor(base: str, tag: str, caches_off: bool = False) -> dict[str, Any]:
     """Make the next torch.compile a fresh compile: a new empty Inductor cache directory
     (``TORCHINDUCTOR_CACHE_DIR``: FX graph cache, GEMM autotuning results, the tuned configs of its
-    Triton kernels), the FX graph and autotuning caches switched off, and Inductor's in-memory
-    caches cleared (``torch._inductor.utils.clear_caches`` / ``clear_inductor_caches``). Triton's
-    own binary cache (``TRITON_CACHE_DIR``: compiled kernels keyed by their source, no tuning
-    decision) is kept. With :func:`decoder.unique_entry` each compile traces afresh without
-    ``torch._dynamo.reset()``, which would discard the CUDA-graph trees of the compiles still
-    being timed."""
+    Triton kernels) and Inductor's in-memory caches cleared (``torch._inductor.utils.clear_caches``
+    / ``clear_inductor_caches``). Triton's own binary cache (``TRITON_CACHE_DIR``: compiled kernels
+    keyed by their source, no tuning decision) is kept. With :func:`decoder.unique_entry` each
+    compile traces afresh without ``torch._dynamo.reset()``, which would discard the CUDA-graph
+    trees of the compiles still being timed.
+
+    ``caches_off`` also switches the FX graph and autotuning caches off, as the recorded runs
+    ``e2e_1`` … ``e2e_5`` did. Their logs show that with ``autotune_local_cache`` off Inductor
+    autotuned the same GEMM shape once per layer in a whole-step compile (17 ``AUTOTUNE
+    mm(8x2048, 2048x16384)`` lines for Llama-3.2-1B's 16 layers + its per-layer compile at 8×512),
+    a likely reason those compiles took 40–132 s (not re-measured with the cache on). The empty
+    directory alone already makes each compile's tuning fresh, hence the default."""
     import tempfile
 
     import torch._inductor.config as ic
@@ -363,7 +369,7 @@ def fresh_inductor(base: str, tag: str) -> dict[str, Any]:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
     off = []
     for k in ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache", "autotune_remote_cache",
-              "bundled_autotune_remote_cache"):
+              "bundled_autotune_remote_cache") if caches_off else ():
         if hasattr(ic, k):
             setattr(ic, k, False)
             off.append(k)
@@ -399,7 +405,7 @@ def _cudagraph_skips() -> int | None:
 def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: float, rounds: int, replays: int,
             log: Callable[[str], None], compiles: int = 3, budget_s: float | None = None,
             est: dict[str, float] | None = None, inductor_base: str = "/tmp/kt-inductor", clocks: Clocks | None = None,
-            profile: bool = True, tag: str = "") -> dict[str, Any]:
+            profile: bool = True, tag: str = "", caches_off: bool = False) -> dict[str, Any]:
     """One (batch, context) point: build and capture every leg, time them interleaved.
 
     Legs: ``compiled``, ``eager``, ``eager_graph`` and ``compiles`` fresh compiles of each
@@ -451,7 +457,7 @@ def measure(cfg, weights, answers, wls, batch: int, context: int, copy_gbs: floa
             done[kind] = i
             row: dict[str, Any] = {"leg": name, "config": kind, "index": i, "description": TC_CONFIGS[kind]}
             try:
-                row["fresh"] = fresh_inductor(inductor_base, f"{tag}{name}")
+                row["fresh"] = fresh_inductor(inductor_base, f"{tag}{name}", caches_off)
                 ts = time.time()
                 if kind == "layer":
                     lc, hc = compiled_fns(cfg, batch, tag=f"{tag}{name}")
@@ -678,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--setup-s", type=float, default=30.0, help="budgeting: expected per-model setup (weights, "
                                                                   "specialist, numerics) until one is measured")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel breakdown")
+    ap.add_argument("--caches-off", action="store_true",
+                    help="fresh compiles also with Inductor's FX graph and autotune caches off (as e2e_1..5 ran)")
     ap.add_argument("--file", default="e2e.json")
     args = ap.parse_args(argv)
     t_start = time.time()
@@ -719,8 +727,9 @@ def main(argv: list[str] | None = None) -> int:
             "tc_layer_<i>": f"fresh compile i of: {TC_CONFIGS['layer']}",
             "tc_whole_<i>": f"fresh compile i of: {TC_CONFIGS['whole']}"},
         "fresh_compile": "each compile in this process, no torch._dynamo.reset() between them: a new code object "
-                         "(decoder.unique_entry), a new empty TORCHINDUCTOR_CACHE_DIR, fx_graph_cache and "
-                         "autotune_local_cache off, Inductor's in-memory caches cleared; Triton's binary cache kept",
+                         "(decoder.unique_entry), a new empty TORCHINDUCTOR_CACHE_DIR"
+                         + (", fx_graph_cache and autotune_local_cache off" if args.caches_off else "")
+                         + ", Inductor's in-memory caches cleared; Triton's binary cache kept",
         "timing": {"rounds": args.rounds, "replays": args.replays, "warmup_rounds": 1,
                    "method": "interleaved rounds (order rotates), CUDA events around consecutive steps, "
                              "median of the rounds' ms/step; one warm-up round first, timed and reported, not in "
@@ -795,7 +804,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 r = measure(cfg, weights, answers[b], wls[b], b, ctx, copy_gbs, args.rounds, args.replays, log,
                             compiles=ncomp, budget_s=budget, est=est, inductor_base=inductor_base, clocks=clocks,
-                            profile=not args.no_profile, tag=f"{mname}_{b}x{ctx}_")
+                            profile=not args.no_profile, tag=f"{mname}_{b}x{ctx}_", caches_off=args.caches_off)
                 mres["runs"].append(r)
                 tps = r["tokens_per_s"]
                 log(f"[e2e] {mname} B={b} L={ctx}: " + ", ".join(f"{k} {v['step_ms']:.3f} ms" for k, v in r["legs"].items())
