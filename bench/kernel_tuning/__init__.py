@@ -24,7 +24,9 @@ Modules (torch/triton are imported at module level only by ``kernels``, ``decode
                     attention) and the QK-norm variant of the RMSNorm template.
 * ``choice_step`` — the decode step built from the specialist's answers, one CUDA graph.
 * ``e2e``        — ``python -m bench.kernel_tuning.e2e``: specialist (+ live deopt), numerics,
-                    interleaved legs, HBM floor → ``e2e.json``; ``run_on_gpu`` for ``bench run --e2e``.
-* ``e2e_report`` — summary of ``e2e.json`` (tokens/s per leg, ratios, floor ratio, targets).
+                    interleaved legs (fresh torch.compile compiles of two configurations), HBM floor,
+                    per-kernel breakdown → ``e2e_<n>.json``; ``run_on_gpu`` for ``bench run --e2e``.
+* ``e2e_report`` — summary of the ``e2e_<n>.json`` runs (step times per leg, best baseline,
+                    spreads, ratios, floor ratio, first-round level, targets).
 * ``device.sh``, ``device_e2e.sh`` — what the device calls ran.
 """

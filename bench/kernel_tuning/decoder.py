@@ -15,13 +15,14 @@ One decoder layer, as the torch step runs it (B tokens, one per sequence; groupe
     h = rms_norm(x)·w_in;  qkv = h·Wqkvᵀ;  q, k, v = split(qkv)
     [Qwen3] q = rms_norm(q)·q_norm;  k = rms_norm(k)·k_norm       (per head, D = head_dim)
     q, k = rope(q, k, pos);  K[pos], V[pos] = k, v
-    a = SDPA(q grouped by kv head, K[:L], V[:L]);  x = x + a·Woᵀ
+    a = SDPA(q (B, heads, 1, hd), K[:L], V[:L], enable_gqa=True);  x = x + a·Woᵀ
     h = rms_norm(x)·w_post;  g, u = h·Wguᵀ;  delta = (silu(g)·u)·Wdownᵀ
 
-then ``logits = rms_norm(x + delta)·w_final · Embᵀ``. Grouped-query SDPA reshapes q (B, heads, hd)
-to (B, kv, heads/kv, hd), so query heads ``h`` attend to kv head ``h // (heads/kv)`` (Hugging Face's
-``repeat_kv`` order) without copying the cache; PyTorch picks its SDPA backend (FlashAttention for
-bf16).
+then ``logits = rms_norm(x + delta)·w_final · Embᵀ``. Attention is the standard grouped-query call
+of ``torch.nn.functional.scaled_dot_product_attention``: the query heads as heads with one query
+position, the cache's kv heads, ``enable_gqa=True``, so query head ``h`` attends to kv head
+``h // (heads/kv)`` (Hugging Face's ``repeat_kv`` order) without copying the cache, and PyTorch picks
+its SDPA backend (the call a user of ``torch.nn.functional`` writes for grouped-query decode).
 """
 
 from __future__ import annotations
@@ -165,7 +166,6 @@ def make_layer_fn(cfg: DecoderConfig, batch: int) -> Callable[..., tuple[torch.T
     ``pos`` and ``length`` are Python ints, so a compiled or captured layer is position-specific)."""
     s = cfg.shape
     b, h, kv, hd, d = batch, s.heads, s.kv_heads, s.head_dim, s.hidden
-    g = cfg.group
     eps = cfg.eps
     qk_norm = cfg.qk_norm
 
@@ -185,7 +185,7 @@ def make_layer_fn(cfg: DecoderConfig, batch: int) -> Callable[..., tuple[torch.T
         k = _rope(k, c, sn)
         kc[:, :, pos] = k
         vc[:, :, pos] = v
-        a = F.scaled_dot_product_attention(q.view(b, kv, g, hd), kc[:, :, :length], vc[:, :, :length])
+        a = F.scaled_dot_product_attention(q.view(b, h, 1, hd), kc[:, :, :length], vc[:, :, :length], enable_gqa=True)
         x = x + F.linear(a.reshape(b, h * hd), lw["o"])
         hn = F.rms_norm(x, (d,), lw["post"], eps)
         gu = F.linear(hn, lw["gu"])
@@ -227,10 +227,36 @@ class TorchStep:
         return self.head(x, delta, self.w.final, self.w.emb)
 
 
-def compiled_fns(cfg: DecoderConfig, batch: int, mode: str = "max-autotune-no-cudagraphs") -> tuple[Any, Any]:
+def unique_entry(fn: Callable[..., Any], tag: str) -> Callable[..., Any]:
+    """``fn`` behind a wrapper with its own code object (named after ``tag``): Dynamo keeps its
+    compiled graphs per code object, so compiling the wrapper traces and compiles afresh instead of
+    reusing a graph compiled earlier in this process for the same function (the wrapper is inlined:
+    the graph is ``fn``'s). Used for the fresh compiles of the torch.compile legs."""
+    name = "kt_entry_" + "".join(c if c.isalnum() else "_" for c in tag)
+    ns: dict[str, Any] = {"_target": fn}
+    exec(compile(f"def {name}(*args):\n    return _target(*args)\n", f"<kt-compile-{tag}>", "exec"), ns)  # noqa: S102
+    return ns[name]
+
+
+def compiled_fns(cfg: DecoderConfig, batch: int, mode: str = "max-autotune-no-cudagraphs",
+                 tag: str = "layer") -> tuple[Any, Any]:
     """torch.compile (Inductor with its own GEMM autotuning under ``max-autotune``) of one layer
-    and of the head, static shapes. Every layer shares the layer's compiled graph (the weights
-    are arguments); the caller captures the whole step in one CUDA graph, as ``mode='max-autotune'``
-    would with its own CUDA graphs."""
-    return (torch.compile(make_layer_fn(cfg, batch), mode=mode, dynamic=False, fullgraph=True),
-            torch.compile(make_head_fn(cfg), mode=mode, dynamic=False, fullgraph=True))
+    and of the head, static shapes, each behind :func:`unique_entry` (a fresh Dynamo trace per
+    call). Every layer shares the layer's compiled graph (the weights are arguments); the caller
+    captures the whole step in one CUDA graph."""
+    return (torch.compile(unique_entry(make_layer_fn(cfg, batch), f"{tag}_layer"), mode=mode, dynamic=False,
+                          fullgraph=True),
+            torch.compile(unique_entry(make_head_fn(cfg), f"{tag}_head"), mode=mode, dynamic=False, fullgraph=True))
+
+
+def whole_step_compiled(step: TorchStep, tokens: torch.Tensor, pos: int, length: int, tag: str = "whole",
+                        mode: str = "max-autotune") -> Callable[[], torch.Tensor]:
+    """``torch.compile(mode=mode)`` of the whole decode step (embedding, every layer, head) as one
+    function: under ``max-autotune`` Inductor autotunes its GEMMs and runs the step through its
+    own CUDA graphs (CUDA-graph trees). The weights, caches, tokens, rotary tables and the zero
+    delta are marked static addresses, so the graphs read them in place (no copies per call).
+    Returns a function of no arguments giving the logits (B, vocab)."""
+    for t in [step.w.emb, step.w.final, tokens, step.cos, step.sin, step.zero, *step.kc, *step.vc,
+              *(v for lw in step.w.layers for v in lw.values())]:
+        torch._dynamo.mark_static_address(t)
+    return torch.compile(unique_entry(lambda: step(tokens, pos, length), tag), mode=mode, dynamic=False)

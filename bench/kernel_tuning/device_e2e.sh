@@ -2,11 +2,12 @@
 # Run on the device machine from the repo root:
 #   bash bench/kernel_tuning/device_e2e.sh TOTAL_S STAGE [STAGE ...]
 # Stages (in the order given; each gets the time left):
-#   smoke     e2e on Llama-3.2-1B, batch 1, context 512, 20 numerics steps, plus the whole-step
-#             torch.compile(mode="max-autotune") check; into $OUT/smoke
+#   smoke     e2e on Llama-3.2-1B, batch 1, context 512, 20 numerics steps, one fresh compile of
+#             each torch.compile configuration; into $OUT/smoke
 #   rerecord  the 64 RMSNorm / SwiGLU / softmax workloads re-recorded twice (rerecord1, rerecord2:
 #             torch.compile's kernel among the candidates, P2 deciding); into $OUT/rerecord
-#   e2e       the full e2e (3 models x 1x512, 1x4096, 8x512); into $OUT/e2e
+#   e2e       the full e2e (3 models x 1x512, 1x4096, 8x512; $KT_E2E_ARGS are passed on, e.g.
+#             --plan "Qwen3-4B=1x512,1x4096,8x512;Llama-3.2-1B=4x512/0" --file e2e_b.json); into $OUT/e2e
 #   verify    the specialist of $KT_CARRY/gen (pass1/pass2 + rerecord1/rerecord2 recordings)
 #             re-measured against the reference agent, the vendor path and torch.compile's kernel;
 #             into $OUT/verify
@@ -25,6 +26,8 @@ if ls "$CARRY"/whl/*.whl >/dev/null 2>&1; then
     || echo "wheel install failed"
 fi
 export PYTHONPATH=/tmp/site:$PWD:$PWD/runtime PYTHONUNBUFFERED=1
+# Triton's binary cache is shared by every compile; Inductor's cache is made fresh per compile (e2e.fresh_inductor)
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/kt-triton-cache}
 left() { echo $(( TOTAL - ($(date +%s) - T0) )); }
 smi() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu \
@@ -42,8 +45,8 @@ for stage in "$@"; do
     smoke)
       s=${KT_SMOKE_S:-200}
       [ "$s" -gt "$l" ] && s=$l
-      timeout "$s" python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/smoke" --models Llama-3.2-1B \
-        --configs 1x512 --steps 20 --rounds 3 --whole-compile --limit-s $(( s - 20 )) || rc=$?
+      timeout "$s" python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/smoke" --plan Llama-3.2-1B=1x512/1 \
+        --steps 20 --rounds 3 --file e2e_smoke.json --limit-s $(( s - 20 )) || rc=$?
       ;;
     rerecord)
       mkdir -p "$OUT/rerecord"
@@ -63,7 +66,9 @@ for stage in "$@"; do
     e2e)
       s=${KT_E2E_S:-$l}
       [ "$s" -gt "$l" ] && s=$l
-      timeout $(( s - 5 )) python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/e2e" --limit-s $(( s - 30 )) || rc=$?
+      # shellcheck disable=SC2086
+      timeout $(( s - 5 )) python3 -m bench.kernel_tuning.e2e $ART --out "$OUT/e2e" --limit-s $(( s - 30 )) \
+        ${KT_E2E_ARGS:-} || rc=$?
       ;;
     verify)
       python3 -m bench.kernel_tuning.verify --traces "$CARRY/gen" --out "$OUT/verify" --file verify2.jsonl \

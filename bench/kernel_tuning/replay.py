@@ -194,41 +194,81 @@ def ratchet(store: Any, entries: list, deopts: list[dict[str, Any]], probes: lis
                                 "reason": outcome.reason}}
 
 
+def e2e_deopts(replay_dir: Path) -> list[dict[str, Any]]:
+    """The reference agent's records for the workloads the specialist deopted on in the GPU runs:
+    ``e2e_deopt.jsonl`` (the ratchet's cumulative input) and every ``e2e_<n>_deopt.jsonl``, each
+    record once (by digest), in that order."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    paths = [replay_dir / "e2e_deopt.jsonl"] + sorted(replay_dir.glob("e2e_[0-9]*_deopt.jsonl"))
+    for p in paths:
+        for r in (R.load_jsonl(str(p)) if p.exists() else []):
+            if r["digest"] not in seen:
+                seen.add(r["digest"])
+                out.append(r)
+    return out
+
+
+def e2e_files(replay_dir: Path) -> list[Path]:
+    """The end-to-end runs of the current recordings: ``e2e_<n>.json``, in run order."""
+    return sorted(replay_dir.glob("e2e_[0-9]*.json"), key=lambda p: int(p.stem.split("_")[1]))
+
+
+def gpu_ratchet(parts: list[tuple[str, dict[str, Any]]], next_id: str | None) -> dict[str, Any]:
+    """The ratchet as the GPU runs show it: every workload a run deopted on (the reference agent
+    tuned it there), and how the later runs' specialist answered the same key (tier and artifact);
+    ``next_generation_is_replayed`` says whether a later run used the very artifact this replay
+    compiles as the next generation."""
+    rows = []
+    for i, (name, e) in enumerate(parts):
+        for d in e.get("deopts") or []:
+            later = []
+            for name2, e2 in parts[i + 1:]:
+                for m in (e2.get("models") or {}).values():
+                    for rws in (m.get("answers") or {}).values():
+                        for r in rws.values():
+                            if r["key"] == d["key"]:
+                                later.append({"file": name2, "tier": r["tier"], "answer_id": (r["answer"] or {}).get("id"),
+                                              "artifact": (e2.get("artifact") or {}).get("id")})
+            rows.append({"key": d["key"], "deopted_in": name, "reference_chose": d["chosen_id"], "tuning_s": d["wall_s"],
+                         "later": later, "answered_tier1_later": bool(later) and all(x["tier"] == "tier-1" for x in later)})
+    used = {(e.get("artifact") or {}).get("id") for _, e in parts}
+    return {"deopts": rows, "next_generation_id": next_id, "next_generation_is_replayed": next_id in used}
+
+
 def e2e_block(replay_dir: Path, store: Any, entries: list, deopts: list[dict[str, Any]], probes: list[dict[str, Any]],
               out_dir: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
-    """``results["e2e"]``: the end-to-end run (``e2e.json``), its repeat with the next generation
-    (``e2e_rep.json``) when present, the ratchet, and whether the answers the GPU run used at
-    tier 1 are the replayed table's."""
+    """``results["e2e"]``: the end-to-end runs (``e2e_<n>.json``) merged
+    (``e2e_report.summarize_runs``), the ratchet (the next generation compiled here from the
+    table and every deopt record in ``e2e_deopt.jsonl``, and what the GPU runs show of it), and
+    whether the answers the GPU runs used at tier 1 are the replayed generation's."""
     from bench.kernel_tuning import e2e_report as ER
 
-    path = replay_dir / "e2e.json"
-    if not path.exists():
+    files = e2e_files(replay_dir)
+    if not files:
         return None
-    raw = ER.load(str(path))
-    block = ER.summarize(raw)
+    parts = [(p.name, ER.load(str(p))) for p in files]
+    block = ER.summarize_runs(parts)
     say(ER.render(block))
     table = {R.canonical_json(e[0]): e[1] for e in entries}
+    table.update({R.canonical_json(S.specialist_input(r)): S.answer(r) for r in deopts if r.get("status") == "ok"})
     same = diff = 0
-    for m in (raw.get("models") or {}).values():
-        for rows in (m.get("answers") or {}).values():
-            for row in rows.values():
-                if row["tier"] != "tier-1":
-                    continue
-                w = row["key"].split(":")
-                inp = S.input_for(w[0], w[1], _layout(w[0]), int(w[2][1:]), int(w[3][1:]), int(w[4][1:]), raw["env_hash"])
-                if table.get(R.canonical_json(inp)) == row["answer"]:
-                    same += 1
-                else:
-                    diff += 1
+    for _, raw in parts:
+        for m in (raw.get("models") or {}).values():
+            for rows in (m.get("answers") or {}).values():
+                for row in rows.values():
+                    if row["tier"] != "tier-1":
+                        continue
+                    w = row["key"].split(":")
+                    inp = S.input_for(w[0], w[1], _layout(w[0]), int(w[2][1:]), int(w[3][1:]), int(w[4][1:]),
+                                      raw["env_hash"])
+                    if table.get(R.canonical_json(inp)) == row["answer"]:
+                        same += 1
+                    else:
+                        diff += 1
     block["tier1_answers_match_replayed_table"] = {"same": same, "different": diff}
     block["ratchet"] = ratchet(store, entries, deopts, probes, out_dir, say)
-    rep = replay_dir / "e2e_rep.json"
-    if rep.exists():
-        block["repeat"] = ER.summarize(ER.load(str(rep)))
-        say(ER.render(block["repeat"], "e2e repeat (next generation)"))
-    smoke = replay_dir / "e2e_smoke.json"
-    if smoke.exists():
-        block["smoke"] = ER.summarize(ER.load(str(smoke)))
+    block["ratchet"]["gpu"] = gpu_ratchet(parts, (block["ratchet"].get("next_generation") or {}).get("artifact_id"))
     return block
 
 
@@ -258,7 +298,7 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
     # the current generation: pass1/pass2, with the re-recorded row-op workloads substituted
     p1, p2, gen_info = S.generation_passes(str(replay_dir), 2)
     rer = [r for n in S.RERECORDS for r in _load(replay_dir, n)] if gen_info["generation"] == 2 else []
-    deopts = _load(replay_dir, "e2e_deopt")
+    deopts = e2e_deopts(replay_dir)
     env_path = replay_dir / "env.json"
     env = json.loads(env_path.read_text()) if env_path.exists() else {}
     copy_gbs = (env.get("copy_bandwidth") or {}).get("gbs")
