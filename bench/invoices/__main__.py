@@ -1,8 +1,8 @@
 """``python -m bench.invoices``: the invoice extractor through the ratchet, from its first witnesses.
 
 A stream of ``--items`` distinct invoices (seeded, :func:`bench.invoices.reference.invoices`) goes
-through ``auto.ratchet`` around :func:`bench.invoices.agent.invoice` (simulated reference, audits
-off). Compiles are synchronous here: after a call that starts one, the stream waits for it
+through ``auto.ratchet`` around :func:`bench.invoices.agent.invoice` (simulated reference; shadow
+audits at ``--audit-rate``, default the ratchet's). Compiles are synchronous here: after a call that starts one, the stream waits for it
 (``Ratchet.wait_idle``), so the figures say what the evidence allows at each position, not how
 fast this machine compiles. Printed (JSON on stdout): the generations (position, trigger, how each
 compiled), the first position answered at tier-1, tier-1 answers and reference calls after the
@@ -19,17 +19,18 @@ import tempfile
 from pathlib import Path
 
 import auto
+from auto.ratchet import DEFAULT_AUDIT_RATE
 from bench.invoices import agent
 from bench.invoices.reference import invoices, read_invoice
 
 FIELDS = ("invoice_no", "total", "currency", "due_date")
 
 
-def run(items: int, seed: int, store_path: Path) -> dict:
+def run(items: int, seed: int, store_path: Path, audit_rate: float = DEFAULT_AUDIT_RATE) -> dict:
     """The stream (module docstring); returns the figures."""
     agent.reseed(seed)
     stream = invoices(items, seed)
-    r = auto.ratchet(agent.invoice, store=store_path, worker="thread", audit_rate=0.0)
+    r = auto.ratchet(agent.invoice, store=store_path, worker="thread", audit_rate=audit_rate)
     tiers, answers = [], []
     try:
         for inv in stream:
@@ -47,8 +48,9 @@ def run(items: int, seed: int, store_path: Path) -> dict:
     right = [i for i in t1 if answers[i] == read_invoice(stream[i].text)]
     per_field = {f: sum(1 for i in t1 if answers[i].get(f) == read_invoice(stream[i].text)[f]) for f in FIELDS}
     calls = agent.calls()
-    return {"simulated": True, "items": items, "seed": seed, "reference_calls": calls,
-            "cost_ratio": items / calls if calls else None,
+    return {"simulated": True, "items": items, "seed": seed, "audit_rate": audit_rate, "reference_calls": calls,
+            "cost_ratio": items / calls if calls else None,  # audits included: each is a reference call
+            "tier1_wrong": len(t1) - len(right),
             "first_tier1_position": first, "tier1": len(t1),
             "tier1_share_after_first": (sum(1 for i in after if tiers[i] == "tier-1") / len(after)) if first is not None else None,
             "tier1_equal_to_reading": len(right), "tier1_field_equal_to_reading": per_field,
@@ -68,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.invoices", description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--audit-rate", type=float, default=DEFAULT_AUDIT_RATE)
     ap.add_argument("--store", type=Path, default=None, help="store file (default: a temporary one)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        out = run(a.items, a.seed, a.store or Path(tmp) / "invoices.sqlite")
+        out = run(a.items, a.seed, a.store or Path(tmp) / "invoices.sqlite", a.audit_rate)
     json.dump(out, sys.stdout, indent=1, default=str)
     print()
     return 0
