@@ -20,7 +20,6 @@ from auto.compile import compile_task
 from auto.compile.fields import categorical_fields, declared_fields
 from auto.errors import GateRefused
 from auto.models.program import ast as A
-from auto.models.program.interp import run_program
 from auto.models.program.synth import synthesize
 from auto.ratchet.policy import unanswerable_labels
 from auto.store import Store
@@ -46,10 +45,6 @@ def test_a_misfitting_field_deopts_where_unsure_and_the_others_keep_their_progra
     assert any(type(n) is A.Deopt for n in A.walk(res.per_field["currency"].program))
     assert 0.5 <= res.answered < 1.0 and res.train_agreement == pytest.approx(res.answered)  # right where it answers
     assert res.train_agreement >= whole.per_field["currency"].train_agreement
-    # a categorical field read by an extractor answers only the values it witnessed
-    text = invoices(1, 0)[0].text.replace("Amounts in GBP.", "Amounts in JPY.")
-    assert "JPY" in text and run_program(res.program, {"text": text})["deopt"] is True
-    assert run_program(res.program, {"text": invoices(1, 0)[0].text})["deopt"] is False
 
 
 def test_the_first_20_witnesses_compile_per_field_and_answer_fresh_invoices(tmp_path):

@@ -9,18 +9,26 @@ then declares, per categorical field, the values the generation was compiled fro
 the normal case for an open-valued field, not a sign that the generation is missing an answer.
 
 :func:`categorical_fields` decides from the witnessed records: a field is categorical when its
-values are labels in the sense of :func:`auto.models.program.synth.selective.categorical` (scalars
-other than non-integral numbers, at most 24 distinct ones — the synthesizer's limit for decision
-lists — and at most 10% of the records carrying a value witnessed only once: an id unique per
-input is open-valued even when most records have none).
+values are scalars other than non-integral numbers, there are at most :data:`MAX_LABELS` distinct
+ones (the synthesizer's limit for decision lists, :data:`auto.models.program.synth.MAX_LABELS`), and
+at most :data:`MAX_SINGLETON_SHARE` of the records carry a value witnessed only once (an id unique
+per input is open-valued even when most records have none).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Sequence
 
 from auto.canonical import canonical_json
-from auto.models.program.synth.selective import MAX_SINGLETON_SHARE, categorical
+from auto.models.program.synth import MAX_LABELS
+
+MAX_SINGLETON_SHARE = 0.1
+"""A field whose once-witnessed values are on more than this share of the records is open-valued."""
+
+
+def _scalar_label(v: Any) -> bool:
+    return v is None or isinstance(v, (str, bool, int))
 
 
 def categorical_fields(records: Sequence[Any]) -> dict[str, list[Any]]:
@@ -35,7 +43,11 @@ def categorical_fields(records: Sequence[Any]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for k in sorted(keys):
         vals = [r[k] for r in records]
-        if categorical(vals):
+        if not all(_scalar_label(v) for v in vals):
+            continue
+        counts = Counter(canonical_json(v) for v in vals)
+        once = sum(1 for c in counts.values() if c == 1)
+        if len(counts) <= MAX_LABELS and once <= MAX_SINGLETON_SHARE * len(vals):
             out[k] = [v for _key, v in sorted({canonical_json(v): v for v in vals}.items())]
     return out
 
@@ -56,4 +68,4 @@ def declared_fields(interface_output: Any) -> dict[str, set[str]]:
     return {}
 
 
-__all__ = ["MAX_SINGLETON_SHARE", "categorical_fields", "declared_fields"]  # MAX_SINGLETON_SHARE: re-exported
+__all__ = ["MAX_SINGLETON_SHARE", "categorical_fields", "declared_fields"]

@@ -20,7 +20,7 @@ from .lists import _decision_lists, default_evidence, presence_evidence
 from .pool import _Budget, _Part
 from .proposals import _ask_proposer
 from .results import FieldResult, SynthResult
-from .selective import closed_part, selective_part
+from .selective import selective_part
 
 WRONG_COST = 3.0
 """Default cost of one silent-wrong answer, in deopts (see :mod:`auto.models.program.synth`)."""
@@ -148,8 +148,7 @@ def synthesize(
         per_field: for record answers, a field whose best program is wrong on some training
             witness gets, when it scores better (``agree - wrong_cost * wrong``), the part that
             answers at precision >= ``min_agreement`` and deopts elsewhere
-            (:mod:`auto.models.program.synth.selective`), and a categorical field read by an
-            extractor deopts on a value no witness had; ``min_agreement`` then applies to the
+            (:mod:`auto.models.program.synth.selective`); ``min_agreement`` then applies to the
             records the program answers (``answered`` says how many), and a record no field of
             which deopts on any witness is judged as without ``per_field``.
 
@@ -205,8 +204,6 @@ def synthesize(
             per_field[k] = _synth_part(part, proposer=None if state["proposer_declined"] else proposer, notes=notes,
                                        min_support=min_support, max_rules=max_rules, state=state,
                                        selective=min_agreement if by_field else None)
-            if by_field:  # a categorical field read by an extractor answers only values it witnessed
-                per_field[k] = closed_part(per_field[k], [a[k] for _i, a in train])
         missing = [k for k in keys if per_field[k].program is None]
         program = None if missing else A.Record(tuple((k, per_field[k].program) for k in keys))
         reason = (None if not missing else

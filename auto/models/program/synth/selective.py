@@ -13,63 +13,19 @@ is neither: the ranking's convention, :mod:`auto.models.program.synth`). Deopt-d
 lists (learned for every categorical part) are such candidates: they answer only where a rule
 fires. Among those, the best by the synthesizer's score ``agree - wrong_cost * wrong`` wins; the
 driver takes it in place of the field's best program when it scores better.
-
-A *categorical* field (:func:`categorical`: a few labels, each witnessed more than once) computed
-by an extractor rather than by a list of labels is closed over its witnessed values
-(:func:`closed_part`: ``lookup(x) {value -> value, ...} else deopt``): an extracted text no
-witness had as that field's answer (``dollars`` where the witnesses all said ``USD``, ``EUR``, …)
-is a generalization no witness tested, and deopts.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
-from auto.canonical import canonical_json
 from auto.models.program import ast as A
 
 from .evaluate import _DEOPT
-from .lists import MAX_LABELS
 from .pool import _Cand, _Part
 from .results import FieldResult
 
-MAX_SINGLETON_SHARE = 0.1
-"""A field whose once-witnessed values are on more than this share of the witnesses is
-open-valued (an id unique per input), not categorical."""
 SELECTIVE_EXTRACTORS = 8
 """How many of the part's best extractors (most training witnesses right first) get a
 deopt-where-null variant."""
-
-
-def categorical(values: list) -> bool:
-    """Whether a field's witnessed values are labels: scalars other than non-integral numbers, at
-    most :data:`~auto.models.program.synth.lists.MAX_LABELS` distinct ones, and at most
-    :data:`MAX_SINGLETON_SHARE` of the witnesses carrying a value witnessed only once."""
-    if not values or not all(v is None or isinstance(v, (str, bool, int)) for v in values):
-        return False
-    counts = Counter(canonical_json(v) for v in values)
-    once = sum(1 for c in counts.values() if c == 1)
-    return len(counts) <= MAX_LABELS and once <= MAX_SINGLETON_SHARE * len(values)
-
-
-def _labels_only(p: A.Node) -> bool:
-    if type(p) is A.Const:
-        return True
-    return (type(p) is A.If and all(type(v) is A.Const for _c, v in p.cases)
-            and type(p.default) in (A.Const, A.Deopt))
-
-
-def closed_part(res: FieldResult, refs: list) -> FieldResult:
-    """``res`` with its extractor closed over the witnessed text answers (module docstring) when the
-    field is :func:`categorical`, every answer is a text, and the part is not a list of labels
-    already; else ``res`` unchanged. A closed part is of kind ``"selective"`` (it may deopt)."""
-    p = res.program
-    if p is None or _labels_only(p) or not all(isinstance(r, str) for r in refs) or not categorical(refs):
-        return res
-    table = tuple((v, A.Const(v)) for v in sorted(set(refs)))
-    closed = A.Lookup(p, table, A.Deopt())
-    return FieldResult(closed, res.train_agreement, res.heldout_agreement, res.candidates, "selective",
-                       answered=res.answered if res.answered is not None else res.train_agreement)
 
 
 def _precise(c: _Cand, min_precision: float) -> bool:
@@ -101,4 +57,4 @@ def selective_part(part: _Part, min_precision: float, validate) -> FieldResult |
     return None
 
 
-__all__ = ["MAX_SINGLETON_SHARE", "SELECTIVE_EXTRACTORS", "categorical", "closed_part", "selective_part"]
+__all__ = ["SELECTIVE_EXTRACTORS", "selective_part"]
