@@ -65,7 +65,7 @@ def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: in
         best = next((c for c in fin if _validate(c.program, part.field) is None), None)
         if best is None or best.wrong > 0:
             sel = selective_part(part, selective, lambda p: _validate(p, part.field))
-            if sel is not None and (best is None or sel.score > best.score):  # type: ignore[attr-defined]
+            if sel is not None and sel.score is not None and (best is None or sel.score > best.score):
                 return sel
     for c in fin:
         why = _validate(c.program, part.field)

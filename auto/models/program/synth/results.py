@@ -27,6 +27,8 @@ class FieldResult:
         answered: for a part chosen per field to deopt where unsure (kind ``"selective"``,
             :mod:`auto.models.program.synth.selective`), the share of training witnesses it
             answers; None otherwise (the part answers every witness it does not deopt on).
+        score: for such a part, the synthesizer's ranking score on the training witnesses
+            (``agree - wrong_cost * wrong``); None otherwise.
     """
 
     program: A.Node | None
@@ -37,6 +39,7 @@ class FieldResult:
     reason: str | None = None
     default_evidence: A.Node | None = None
     answered: float | None = None
+    score: float | None = None
 
 
 @dataclass

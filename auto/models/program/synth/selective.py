@@ -51,9 +51,8 @@ def selective_part(part: _Part, min_precision: float, validate) -> FieldResult |
     for c in ok:
         if validate(c.program) is None:
             answered = (c.agree + c.wrong) / max(1, part.n)
-            res = FieldResult(c.program, c.agree / max(1, part.n), None, part.count, "selective", answered=answered)
-            res.score = c.score  # type: ignore[attr-defined]
-            return res
+            return FieldResult(c.program, c.agree / max(1, part.n), None, part.count, "selective", answered=answered,
+                               score=c.score)
     return None
 
 
