@@ -456,7 +456,9 @@ def run_program_gate(
     - ``witnessed-agreement`` (informational): the deployed program on the witnesses it was
       synthesized from (a deopt counts as a disagreement);
     - ``out-of-fold-agreement``: every witness predicted by the procedure run without it
-      (:mod:`auto.compile.program_fit`; a deopt is a miss) must reach
+      (:mod:`auto.compile.program_fit`; a deopt is a miss; for a record compiled per field,
+      ``oof["selective"]``, the witnesses it answers: a field deopts where it is unsure and the
+      reference answers that record, so a deopt is never wrong) must reach
       ``contract.program_min_agreement``, with a Clopper–Pearson lower bound of at least
       ``contract.program_min_agreement_ci95_low`` at confidence ``1 - 0.05 / compared`` (the
       Bonferroni correction for the ``compared`` procedures the choice was made among; 95% with
@@ -468,7 +470,8 @@ def run_program_gate(
       required (the out-of-fold bound is the guarantee, and the guard entry says so).
 
     Args:
-        oof: ``{"n", "agree", "compared", "method", "parts"}`` of the out-of-fold predictions.
+        oof: ``{"n", "agree", "compared", "method", "parts"}`` of the out-of-fold predictions; per
+            field also ``"selective": True``, ``"answered"`` (witnesses answered) and ``"fields"``.
         guard: the calibrated ``program-evidence`` entry.
         Others: as for :func:`run_gate`.
 
@@ -489,7 +492,8 @@ def run_program_gate(
                     for o in w_out], [p[1] for p in witnessed])
     checks.append({"name": "witnessed-agreement", **wa, "answered": len(answered), "passed": wa["n"] > 0,
                    "informational": True})
-    n, k = int(oof["n"]), int(oof["agree"])
+    selective = bool(oof.get("selective"))
+    n, k = (int(oof["answered"]), int(oof["agree"])) if selective else (int(oof["n"]), int(oof["agree"]))
     compared = max(1, int(oof.get("compared", 1)))
     conf = 1.0 - 0.05 / compared
     low, high = clopper_pearson(k, n, confidence=conf)
@@ -499,7 +503,8 @@ def run_program_gate(
     checks.append({"name": "out-of-fold-agreement", "method": oof.get("method"), "n": n, "agree": k, "rate": rate,
                    "ci95_low": low, "ci95_high": high, "confidence": conf, "compared": compared,
                    "parts": oof.get("parts"), "min_agreement": contract.program_min_agreement,
-                   "min_agreement_ci95_low": contract.program_min_agreement_ci95_low, "passed": ok})
+                   "min_agreement_ci95_low": contract.program_min_agreement_ci95_low, "passed": ok}
+                  | ({"of": "answered", "witnesses": int(oof["n"]), "fields": oof.get("fields")} if selective else {}))
     cal = guard.get("calibration") or {}
     t1 = int(cal.get("tier1") or 0)
     lo1, hi1 = clopper_pearson(int(cal.get("tier1_wrong") or 0), t1)
@@ -515,7 +520,10 @@ def run_program_gate(
     lows = "n/a" if low is None else f"{low:.3f}"
     rates = "n/a" if rate is None else f"{rate:.3f}"
     bound = f"{conf:.1%}" if compared == 1 else f"{conf:.2%}, Bonferroni over {compared} procedures compared"
-    oof_txt = f"out-of-fold agreement {k}/{n} = {rates} ({bound} CP lower bound {lows}; deopts count as misses)"
+    oof_txt = (f"out-of-fold agreement {k}/{n} = {rates} ({bound} CP lower bound {lows}; deopts count as misses)"
+               if not selective else
+               f"out-of-fold agreement on the {n} of {oof['n']} witnesses it answers {k}/{n} = {rates} ({bound} CP lower "
+               f"bound {lows}; per field: a field deopts where it is unsure, and the reference answers that record)")
     if not failed:
         reason = (f"program {oof_txt} meets {contract.program_min_agreement:.2f} / "
                   f"{contract.program_min_agreement_ci95_low:.2f}; its guard answers {t1} of {cal.get('n')} out-of-fold "

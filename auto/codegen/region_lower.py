@@ -18,8 +18,9 @@ runs the steps over locals (one tag and one payload per named value):
   (canonical JSON: the arguments are a record's JSON text or ``{key: value}`` with sorted keys),
   ``tool_call`` answers the result's length, the arena reserves it and ``tool_result`` copies it
   there; the value is that JSON text;
-- ``Get``: ``$jget`` on the JSON text; ``Concat``: the parts written one after another (a text
-  as its bytes, anything else as canonical JSON); ``Commit``: the record
+- ``Get``: ``$jget`` on the JSON text; ``Concat``: the parts written one after another (a
+  ``var`` part: a text as its bytes, a JSON string value (a tool result) as its unescaped text,
+  anything else as canonical JSON; a ``json`` part: canonical JSON, a text quoted and escaped); ``Commit``: the record
   ``{"answer":{...},"deopt":false}`` goes to ``commit``, which answers 0 to deopt;
 - ``Branch``: the first case whose constant equals the (text) value, else deopt;
 - ``Output``: ``{"answer":<value or record>,"deopt":false}`` moved to the output pointer.
@@ -129,11 +130,16 @@ class _Gen:
                 for kind, part in s.parts:
                     if kind == "text":
                         self.write_text(part, ind)
-                    else:
+                    elif kind == "json":  # canonical JSON of any value (a text quoted and escaped)
+                        t, v = self.var(part)
+                        self.emit(f"(local.set $d (call $wval (local.get $d) (local.get {t}) (local.get {v})))", ind)
+                    else:  # a text as it is, a JSON string (a tool result) as its text, anything else as JSON
                         t, v = self.var(part)
                         self.emit(f"(if (i32.eq (local.get {t}) (i32.const {T_TEXT})) "
                                   f"(then (local.set $d (call $wraw (local.get $d) (local.get {v})))) "
-                                  f"(else (local.set $d (call $wval (local.get $d) (local.get {t}) (local.get {v})))))", ind)
+                                  f"(else (if (i32.eq (local.get {t}) (i32.const {T_JSON})) "
+                                  f"(then (local.set $d (call $wjtext (local.get $d) (local.get {v})))) "
+                                  f"(else (local.set $d (call $wval (local.get $d) (local.get {t}) (local.get {v})))))))", ind)
                 self.end_top(ind)
                 self.set(s.name, f"(i32.const {T_TEXT})", "(call $pack (local.get $s) (i32.sub (local.get $d) (local.get $s)))", ind)
             elif isinstance(s, R.Commit):

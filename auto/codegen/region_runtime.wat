@@ -44,12 +44,10 @@
         (br $l)))
     (local.get $p))
 
-  ;; the text of the JSON string [p, q) (quotes included), unescaped into the arena
-  (func $jstr (param $p i32) (param $q i32) (result i64)
-    (local $d i32) (local $d0 i32) (local $c i32) (local $u i32)
-    (local.set $d0 (call $reserve (i64.extend_i32_u (i32.sub (local.get $q) (local.get $p)))))
-    (if (i32.eqz (local.get $d0)) (then (return (i64.const 0))))
-    (local.set $d (local.get $d0))
+  ;; the content of the JSON string [p, q) (quotes included), unescaped, written at d -> the end
+  ;; (at most q - p bytes: the caller checks the room)
+  (func $junesc (param $d i32) (param $p i32) (param $q i32) (result i32)
+    (local $c i32) (local $u i32)
     (local.set $p (i32.add (local.get $p) (i32.const 1)))
     (local.set $q (i32.sub (local.get $q) (i32.const 1)))
     (block $done
@@ -80,7 +78,25 @@
         (i32.store8 (local.get $d) (local.get $c))
         (local.set $d (i32.add (local.get $d) (i32.const 1)))
         (br $l)))
-    (call $pack (local.get $d0) (i32.sub (local.get $d) (local.get $d0))))
+    (local.get $d))
+
+  ;; the text of the JSON string [p, q) (quotes included), unescaped into the arena
+  (func $jstr (param $p i32) (param $q i32) (result i64)
+    (local $d0 i32)
+    (local.set $d0 (call $reserve (i64.extend_i32_u (i32.sub (local.get $q) (local.get $p)))))
+    (if (i32.eqz (local.get $d0)) (then (return (i64.const 0))))
+    (call $pack (local.get $d0) (i32.sub (call $junesc (local.get $d0) (local.get $p) (local.get $q)) (local.get $d0))))
+
+  ;; a JSON value's text x written at d as a template's value -> the end: a JSON string as its
+  ;; text (unescaped), any other value as it is (canonical JSON)
+  (func $wjtext (param $d i32) (param $x i64) (result i32)
+    (local $p i32) (local $n i32)
+    (local.set $p (call $ptr (local.get $x)))
+    (local.set $n (call $len (local.get $x)))
+    (if (i32.or (i32.lt_u (local.get $n) (i32.const 2)) (i32.ne (i32.load8_u (local.get $p)) (i32.const 34)))
+      (then (return (call $wraw (local.get $d) (local.get $x)))))
+    (if (i32.eqz (call $room (local.get $d) (i64.extend_i32_u (local.get $n)))) (then (return (local.get $d))))
+    (call $junesc (local.get $d) (local.get $p) (i32.add (local.get $p) (local.get $n))))
 
   ;; obj[key] for a JSON object text obj and the key's JSON text (quotes included, canonical):
   ;; a string -> text, true/false -> bool, null -> null, anything else -> its JSON text (tag 6);

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -38,7 +39,7 @@ from auto.models.program import ast as A
 from auto.models.program.domain import guard_domain
 from auto.models.program.evidence import (EventTable, ProgramEvidence, build_evidence, event_table, events, evaluate_fast,
                                    parts_of, same_answer)
-from auto.models.program.synth import SynthResult, synthesize
+from auto.models.program.synth import WRONG_COST, SynthResult, synthesize
 from auto.guards.program import OutOfFold, confidence, novel, score
 
 FEW_SHOT_MAX = 100
@@ -56,10 +57,13 @@ DEFAULT_FOLDS = 5
 
 @dataclass(frozen=True)
 class Procedure:
-    """One synthesis procedure: the MDL scale, and whether the synthesizer keeps a selection split."""
+    """One synthesis procedure: the MDL scale, whether the synthesizer keeps a selection split, and
+    whether a record compiles per field (a field may deopt where it is unsure:
+    :mod:`auto.models.program.synth.selective`)."""
 
     mdl_scale: float = 1.0
     selection: bool = True
+    per_field: bool = False
 
 
 @dataclass
@@ -83,9 +87,14 @@ class FittedProgram:
     table: EventTable | None = None
 
 
-def _labels(items: Sequence[Any]) -> list[str]:
+def _labels(items: Sequence[Any], folds: int = 1) -> list[str]:
+    """The strata of a split: the answers when there are at most :data:`MAX_STRATA` of them and
+    some answer has at least ``folds`` witnesses (stratifying K folds needs a label that fills
+    them), else one stratum."""
     keys = [canonical_json(it[1]) for it in items]
-    return keys if len(set(keys)) <= MAX_STRATA else ["*"] * len(keys)
+    if len(set(keys)) > MAX_STRATA or max(Counter(keys).values(), default=0) < folds:
+        return ["*"] * len(keys)
+    return keys
 
 
 def fit_procedure(items: Sequence[Any], field_name: str, proc: Procedure, seed: int, *, proposer: Any = None,
@@ -96,10 +105,11 @@ def fit_procedure(items: Sequence[Any], field_name: str, proc: Procedure, seed: 
     if proc.selection and len(pairs) >= 8:
         rest, sel = split_witnesses(_labels(items), SELECTION_FRACTION, seed)
         res = synthesize([pairs[i] for i in rest], field=field_name, heldout=[pairs[i] for i in sel],
-                         proposer=proposer, mdl_scale=proc.mdl_scale, time_budget_s=time_budget_s)
+                         proposer=proposer, mdl_scale=proc.mdl_scale, time_budget_s=time_budget_s,
+                         per_field=proc.per_field)
     else:
         res = synthesize(pairs, field=field_name, proposer=proposer, mdl_scale=proc.mdl_scale,
-                         time_budget_s=time_budget_s)
+                         time_budget_s=time_budget_s, per_field=proc.per_field)
     out = FittedProgram(res)
     if res.program is None:
         return out
@@ -110,6 +120,11 @@ def fit_procedure(items: Sequence[Any], field_name: str, proc: Procedure, seed: 
     out.evidence = build_evidence(res.program, pairs, field_name, dev)
     out.table = event_table(out.evidence, res.program, pairs)
     return out
+
+
+def _selective(fp: FittedProgram) -> bool:
+    """Whether the fitted program has a field that deopts where it is unsure (per field)."""
+    return fp.program is not None and any(f.kind == "selective" for f in fp.synth.per_field.values())
 
 
 def predict(fp: FittedProgram, inp: dict, ref: Any, alpha: float = 0.05) -> OutOfFold:
@@ -163,6 +178,11 @@ class ProgramFit:
         """Out-of-fold witnesses answered right (a deopt is a miss)."""
         return sum(o.correct for o in self.oof)
 
+    @property
+    def answered(self) -> int:
+        """Out-of-fold witnesses the fold programs answered (did not deopt)."""
+        return sum(not o.deopt for o in self.oof)
+
     def part_agreement(self) -> dict[str, dict[str, Any]]:
         """Per part: out-of-fold ``{"n", "agree", "rate"}`` (a deopt counts as a miss for every part)."""
         names = [n for n, _p in parts_of(self.final.program)] if self.final.program is not None else []
@@ -179,7 +199,7 @@ def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: 
     level of each fold's guard. With ``max_misses``, None as soon as more witnesses than that are
     missed (the procedure cannot reach the gate's agreement; the remaining folds are not run)."""
     k = max(2, min(folds, len(items)))
-    fold = fold_assignment(_labels(items), k, seed)
+    fold = fold_assignment(_labels(items, k), k, seed)
     out: list[OutOfFold | None] = [None] * len(items)
     misses = 0
     for f in range(k):
@@ -198,7 +218,7 @@ def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: 
 
 def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_FOLDS, seed: int = 0, alpha: float = 0.05,
                 min_agreement: float | None = None, proposer: Any = None, say: Callable[[str], None] | None = None,
-                time_budget_s: float = 30.0) -> ProgramFit:
+                time_budget_s: float = 30.0, per_field: bool = False) -> ProgramFit:
     """Choose the procedure (by cross-validation with few witnesses), cross-fit it and fit the
     deployed program on every item.
 
@@ -217,6 +237,10 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         proposer: optional LLM-guided proposer, used for the deployed program only.
         say: progress callback.
         time_budget_s: each synthesis's wall-clock budget, in seconds (per part).
+        per_field: a record compiles per field (:class:`Procedure`); a procedure whose program
+            has a field that deopts where unsure is scored by out-of-fold ``right - WRONG_COST *
+            wrong`` (a deopt is neither, as in the synthesizer's ranking) and its cross-fit never
+            stops early (its deopts are not misses); the others as without ``per_field``.
 
     Returns:
         The :class:`ProgramFit`; its ``final.program`` is None when no procedure found a program,
@@ -226,9 +250,9 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
     say = say or (lambda _m: None)
     k = max(2, min(folds, len(items)))
     if len(items) <= FEW_SHOT_MAX:
-        procs = [Procedure(s, selection=False) for s in MDL_SCALES]
+        procs = [Procedure(s, selection=False, per_field=per_field) for s in MDL_SCALES]
     else:
-        procs = [Procedure(1.0, selection=True)]
+        procs = [Procedure(1.0, selection=True, per_field=per_field)]
     # with few witnesses every procedure is cross-fitted to the end (cheap, and its per-field agreement is reported)
     max_misses = (None if min_agreement is None or len(items) <= FEW_SHOT_MAX
                   else int(math.floor((1.0 - min_agreement) * len(items) + 1e-9)))
@@ -241,14 +265,17 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         oof = None
         if full.program is not None:
             oof = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s,
-                            max_misses=max_misses)
+                            max_misses=None if _selective(full) else max_misses)
         agree = sum(o.correct for o in oof) if oof is not None else None
+        score = agree
+        if oof is not None and _selective(full):  # a wrong answer costs WRONG_COST deopts, as in the synthesizer's ranking
+            score = agree - WRONG_COST * sum(1 for o in oof if not o.deopt and not o.correct)
         settings.append({"mdl_scale": proc.mdl_scale, "selection": proc.selection, "agree": agree, "n": len(items),
                          "rate": agree / len(items) if agree is not None and items else None,
                          "note": None if oof is not None else ("no program on all witnesses" if full.program is None
                                                                else f"stopped: more than {max_misses} out-of-fold misses")})
         if oof is not None:
-            runs.append((proc, oof, agree))
+            runs.append((proc, oof, score))
     if len(procs) > 1:
         say("  out-of-fold agreement by complexity: " + ", ".join(
             f"mdl x{st['mdl_scale']:g} " + (f"{st['agree']}/{len(items)}" if st["agree"] is not None else st["note"])
@@ -258,7 +285,7 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         return ProgramFit(procs[0], k, [], settings, best_full, time.perf_counter() - t0)
     best = max(a for _p, _o, a in runs)
     n = max(1, len(items))
-    p_hat = best / n
+    p_hat = min(1.0, max(0.0, best / n))
     se = math.sqrt(p_hat * (1 - p_hat) / n) * n  # one standard error, in witnesses
     # the simplest procedure within one standard error of the best (largest MDL scale)
     chosen = max((r for r in runs if r[2] >= best - se - 1e-9), key=lambda r: (r[0].mdl_scale, r[2]))

@@ -12,8 +12,11 @@ carry the rest of each path. Steps:
   becomes a text, anything else stays its JSON value; a missing key or a non-object is null;
 - :class:`Call` ``name := tool(arguments)`` — a declared tool (or kept model call) through the
   host; ``arguments`` is one value holding the whole object, or ``{key: var}``;
-- :class:`Concat` ``name := "".join(parts)`` — a template: constant texts and values, a text
-  value as it is, any other value as its canonical JSON;
+- :class:`Concat` ``name := "".join(parts)`` — a template: constant texts and values; a ``var``
+  part writes a text value as it is (a tool result that is a JSON string too: its text) and any
+  other value as its canonical JSON; a ``json`` part writes the value's canonical JSON even for a
+  text (``"processing"`` with its quotes: what an agent that sends ``json.dumps(result)`` back as
+  the tool message showed the model, for a text without non-ASCII or escaped characters);
 - :class:`Commit` — the guard decides on the values named in ``names`` (the record
   ``{"answer": {name: value}, "deopt": false}``); declined, the call deopts. Every effectful or
   paid call of a path comes after its commit, and no step after it can deopt;
@@ -74,7 +77,8 @@ class Call:
 class Concat:
     name: str
     parts: tuple[tuple[str, str], ...]
-    """``("text", constant)`` or ``("var", name)`` pairs, in order."""
+    """``("text", constant)``, ``("var", name)`` or ``("json", name)`` pairs, in order (see
+    :func:`render_part`)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,24 @@ def render_value(v: Any) -> str:
     return v if isinstance(v, str) else canonical_json(v)
 
 
+CONCAT_PARTS = ("text", "var", "json")
+"""The kinds of a :class:`Concat` part."""
+
+
+def render_part(kind: str, v: Any) -> str:
+    """A ``var`` (:func:`render_value`) or ``json`` (the canonical JSON of any value, a text
+    quoted and escaped) part of a :class:`Concat` for the value ``v``.
+
+    Raises:
+        CompileError: another kind.
+    """
+    if kind == "var":
+        return render_value(v)
+    if kind == "json":
+        return canonical_json(v)
+    raise CompileError(f"not a template part kind: {kind!r} (the kinds are {', '.join(CONCAT_PARTS)})")
+
+
 def run_region(region: Region, inp: dict[str, Any], call_tool: Callable[[str, dict[str, Any]], Any],
                commit: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
     """The region's output object for ``inp`` (the reference semantics).
@@ -209,7 +231,7 @@ def _run(steps: tuple[Step, ...], env: dict[str, Any], call_tool: Callable[..., 
                 raise RegionDeopt(s.name)
             env[s.name] = call_tool(s.tool, args)
         elif t is Concat:
-            env[s.name] = "".join(p if kind == "text" else render_value(_get(env, p)) for kind, p in s.parts)
+            env[s.name] = "".join(p if kind == "text" else render_part(kind, _get(env, p)) for kind, p in s.parts)
         elif t is Commit:
             rec = {"answer": {n: _get(env, n) for n in sorted(s.names)}, "deopt": False}
             if commit is not None and not commit(rec):
@@ -271,7 +293,11 @@ def _step_from(o: dict[str, Any]) -> Step:  # noqa: C901
             a = o["args"]
             return Call(o["name"], o["tool"], a if isinstance(a, str) else tuple((k, v) for k, v in a))
         if op == "concat":
-            return Concat(o["name"], tuple((k, v) for k, v in o["parts"]))
+            parts = tuple((k, v) for k, v in o["parts"])
+            bad = [k for k, _v in parts if k not in CONCAT_PARTS]
+            if bad:
+                raise ValueError(f"unknown template part kind {bad[0]!r}")
+            return Concat(o["name"], parts)
         if op == "commit":
             return Commit(tuple(o["names"]))
         if op == "branch":
@@ -315,7 +341,8 @@ def _render_steps(steps: tuple[Step, ...], ind: str) -> list[str]:  # noqa: C901
             args = s.args if isinstance(s.args, str) else "{" + ", ".join(f"{k}: {v}" for k, v in s.args) + "}"
             out.append(f"{ind}{s.name} = call {s.tool}({args})")
         elif isinstance(s, Concat):
-            out.append(f"{ind}{s.name} = " + " + ".join(canonical_json(p) if k == "text" else p for k, p in s.parts))
+            out.append(f"{ind}{s.name} = " + " + ".join(canonical_json(p) if k == "text" else p if k == "var" else f"json({p})"
+                                                      for k, p in s.parts))
         elif isinstance(s, Commit):
             out.append(f"{ind}commit({', '.join(s.names)})   # the guard decides here; effects and paid calls follow")
         elif isinstance(s, Branch):
@@ -329,5 +356,5 @@ def _render_steps(steps: tuple[Step, ...], ind: str) -> list[str]:  # noqa: C901
     return out
 
 
-__all__ = ["Bind", "Branch", "Call", "Commit", "Concat", "Const", "FORMAT", "Get", "Output", "Region", "RegionDeopt",
-           "Step", "from_json", "render", "render_value", "run_region", "to_json"]
+__all__ = ["Bind", "Branch", "CONCAT_PARTS", "Call", "Commit", "Concat", "Const", "FORMAT", "Get", "Output", "Region", "RegionDeopt",
+           "Step", "from_json", "render", "render_part", "render_value", "run_region", "to_json"]

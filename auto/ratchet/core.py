@@ -57,7 +57,8 @@ from auto.errors import ArgumentError, AutoError
 from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
 from auto.record.redact import Redactor
-from auto.ratchet.policy import CompilePolicy, PolicyState
+from auto.compile.fields import declared_fields
+from auto.ratchet.policy import CompilePolicy, PolicyState, unanswerable_labels
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
 from auto.record import openai_hook
 from auto.record.core import Recorder, activate, active_recorder, deactivate
@@ -229,6 +230,7 @@ class Ratchet:
         self._recent: collections.deque[Any] = collections.deque(maxlen=RECENT_INPUTS)
         self._last_comparison: dict[str, Any] | None = None
         self._labels: set[str] = set()
+        self._field_labels: dict[str, set[str]] = {}
         self._seen: dict[str, str] = {}
         self._state = PolicyState()
         self._installed_id: str | None = None
@@ -369,8 +371,8 @@ class Ratchet:
                     st.repeats_consistent += 1
                 if not rec.get("audit"):
                     st.known_misses += 1
-            if out_key not in self._labels:
-                st.new_labels[out_key] = st.new_labels.get(out_key, 0) + 1
+            for label in unanswerable_labels(out, self._labels, self._field_labels):
+                st.new_labels[label] = st.new_labels.get(label, 0) + 1
             if st.alarm is not None:
                 st.new_since_alarm += 1
             ev = self._evidence
@@ -574,7 +576,8 @@ class Ratchet:
         art = self._loader(stored.wasm, artifact_id)
         if self._guard_factory is not None:
             art.guard = self._guard_factory(art, self._store)
-        labels = {canonical_json(a) for a in ((art.manifest.get("interface") or {}).get("output") or {}).get("enum") or []}
+        declared = (art.manifest.get("interface") or {}).get("output") or {}
+        labels = {canonical_json(a) for a in declared.get("enum") or []}
         with self._state_lock:
             self._tiered.swap(art)
             self._prime = getattr(art.guard, "prime", None)
@@ -582,6 +585,7 @@ class Ratchet:
             self._parent.setdefault(generation, parent)
             self._state.installed = generation
             self._labels = labels
+            self._field_labels = declared_fields(declared)
             self._evidence = GenerationEvidence(generation, self.contract.epsilon, self._risk_alpha)
             if self._shift is not None:
                 self._shift.reset(_calibration_scores(art.manifest))

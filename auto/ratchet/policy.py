@@ -14,7 +14,8 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   witnesses since the alarm, so a shift the next generations cannot learn yet (garbage, another
   language) costs a logarithmic number of compiles, not one per alarm;
 - ``new-label``: an output the installed generation cannot give was witnessed at least
-  ``new_label_support`` times since;
+  ``new_label_support`` times since (:func:`unanswerable_labels`: for a record, only the values of
+  its categorical fields count; an open-valued field's new value, an id or an amount, never does);
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
   cost per witness, so the compile budget stays a constant share of the traffic), or by
@@ -41,6 +42,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from auto.canonical import canonical_json
+
+
+def unanswerable_labels(output: Any, labels: set[str], fields: dict[str, set[str]]) -> list[str]:
+    """The labels of a witnessed ``output`` that the installed generation cannot give.
+
+    Args:
+        output: the reference's answer (a JSON value).
+        labels: the canonical JSON of every answer the generation declares (its output ``enum``;
+            empty when it declares none).
+        fields: per categorical field of a record-valued generation, the canonical JSON of its
+            declared values (:func:`auto.compile.fields.declared_fields`).
+
+    Returns:
+        For a record output: ``"<key>=<value JSON>"`` for each declared categorical field whose
+        value is not declared (open-valued fields, and every field of a generation that declares
+        none, never count); for any other output, its canonical JSON when it is not in ``labels``;
+        ``[]`` otherwise.
+    """
+    if isinstance(output, dict):
+        return [f"{k}={canonical_json(output[k])}" for k, vals in sorted(fields.items())
+                if k in output and canonical_json(output[k]) not in vals]
+    key = canonical_json(output)
+    return [] if key in labels else [key]
+
 
 @dataclass
 class PolicyState:
@@ -58,7 +84,7 @@ class PolicyState:
         repeats_consistent: inputs witnessed again with the same answer, in total.
         repeats_at_attempt: ``repeats_consistent`` at the last attempt.
         new_labels: outputs witnessed since the last attempt that the installed generation cannot
-            give, with how often each was seen.
+            give (:func:`unanswerable_labels`), with how often each was seen.
         alarm: ``"risk-alarm"`` or ``"shift-alarm"`` when one is pending, else None.
         new_since_alarm: witnesses captured since that alarm.
         alarm_streak: alarm-triggered compiles since the last compile of another kind.

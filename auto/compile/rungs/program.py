@@ -32,6 +32,7 @@ from auto_runtime import Artifact
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen.program_lower import compile_program
 from auto.compile.context import RungContext
+from auto.compile.fields import categorical_fields
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
@@ -50,15 +51,26 @@ NAME = "program"
 
 
 def output_interface(program: Any, answers: list[Any]) -> dict[str, Any]:
-    """The manifest's output interface of a program: its DSL type, and the record keys or the
-    enum of witnessed answers where those describe it."""
+    """The manifest's output interface of a program: its DSL type, and the record keys (with the
+    witnessed values of each categorical field, :func:`auto.compile.fields.categorical_fields`:
+    ``fields: {key: {"enum": [...]}}``) or the enum of witnessed answers where those describe it."""
     kind = check(program)
     out: dict[str, Any] = {"program_type": kind}
     if kind == "record":
         out["keys"] = sorted({k for a in answers if isinstance(a, dict) for k in a})
+        out["fields"] = {k: {"enum": vals} for k, vals in categorical_fields(answers).items()}
     elif kind == "text" and len({canonical_json(a) for a in answers}) <= MAX_STRATA:
         out["witnessed_values"] = sorted({a for a in answers if isinstance(a, str)})
     return out
+
+
+def _field_plan(res: Any) -> dict[str, dict[str, Any]]:
+    """Per record key, how the per-field program computes it: ``{"how": "program" | "selective",
+    "kind", "train_agreement", "answered"}`` (``selective``: answers the share ``answered`` of the
+    training witnesses and deopts elsewhere; ``program``: answers wherever the record does)."""
+    return {k: {"how": "selective" if f.kind == "selective" else "program", "kind": f.kind,
+                "train_agreement": f.train_agreement, "answered": f.answered if f.kind == "selective" else None}
+            for k, f in sorted(res.per_field.items()) if k}
 
 
 def _part_reasons(res: Any) -> str:
@@ -81,7 +93,6 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     if len(items) < contract.program_min_witnesses:
         raise RungRefused(NAME, f"program rung not attempted: only {len(items)} distinct witnessed inputs "
                                 f"(needs {contract.program_min_witnesses}){ws.redacted_note()}")
-    timings: dict[str, float] = {}
     inputs = [it[0] for it in items]
     answers = [it[1] for it in items]
     field = main_text_field(inputs)
@@ -92,18 +103,39 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise ctx.refuse(NAME, contract, f"program rung: every witness has the same output {canonical_json(answers[0])}; a "
                          "constant answers every input alike, so nothing in the witnesses can say where it stops applying",
                          [{"name": "two-or-more-outputs", "outputs": 1, "passed": False}])
+    # a record compiles per field: a field with no program that fits answers only where it is precise
+    # and deopts elsewhere (a record whose fields all fit compiles as it would whole)
+    per_field = all(isinstance(a, dict) and a for a in answers)
+    return _compile(ws, contract, ctx, items, field, per_field=per_field)
+
+
+def _compile(ws: WitnessSet, contract: Contract, ctx: RungContext, items: list[Any], field: str, *,
+             per_field: bool) -> CompileOutcome:
+    """The rung on ``items``; ``per_field``: a record whose fields may deopt where unsure (when one
+    does, the gate judges the records it answers)."""
+    timings: dict[str, float] = {}
+    inputs = [it[0] for it in items]
+    answers = [it[1] for it in items]
     few = len(items) <= FEW_SHOT_MAX
     folds = contract.folds if contract.folds is not None else DEFAULT_FOLDS
     ctx.say(f"  program rung: {len(items)} distinct inputs over field {field!r}, {min(folds, len(items))}-fold "
             "cross-fit" + (" (few witnesses: the complexity is chosen by cross-validation)" if few else ""))
     t0 = time.perf_counter()
     fit = fit_program(items, field, folds=folds, seed=contract.seed, alpha=contract.alpha,
-                      min_agreement=contract.program_min_agreement, proposer=ctx.proposer, say=ctx.say)
+                      min_agreement=contract.program_min_agreement, proposer=ctx.proposer, say=ctx.say,
+                      per_field=per_field)
     timings["synthesize"] = time.perf_counter() - t0
     final = fit.final
     parts = fit.part_agreement() if final.program is not None and fit.oof else {}
     oof = {"n": len(fit.oof), "agree": fit.agree, "compared": fit.compared, "method": f"{fit.folds}-fold out-of-fold",
            "parts": parts, "settings": fit.settings}
+    selective = final.program is not None and any(f.kind == "selective" for f in final.synth.per_field.values())
+    fields = _field_plan(final.synth) if selective else {}
+    if selective:
+        # the record answers where every field does; the gate judges the answered records (a
+        # field's deopt sends the whole record to the reference, which is never wrong by the
+        # definition of parity), and reports how many it answers
+        oof.update({"selective": True, "answered": fit.answered, "fields": fields})
     res = final.synth
     # no wall times here: the eval run is content-addressed (its id is in the manifest), so two
     # compiles of the same witnesses give the same bytes; timings are in the outcome's timings_s
@@ -139,7 +171,10 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         model={"kind": "program", "field": field, "program": to_json(program), "evidence": to_json(evidence.expr),
                "program_digest": program_digest(program), "size": size(program), "evidence_size": size(evidence.expr),
                "text": render(final.program), "domain_guard": [render(e) for e in final.guarded_extractors],
-               "parts": evidence.describe(), "code_digest": digest_bytes(code)})
+               "parts": evidence.describe(), "code_digest": digest_bytes(code)}
+              | ({"per_field": {"fields": fields,
+                                "deopt": "the record deopts (the reference answers it whole) when any field deopts"}}
+                 if selective else {}))
     art = Artifact.load(emit(code, draft.provisional()))
 
     t0 = time.perf_counter()
@@ -163,7 +198,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     w, o, g = checks["witnessed-agreement"], checks["out-of-fold-agreement"], checks["guard-answers"]
     parity = {"witnessed": {k: w.get(k) for k in ("n", "agree", "rate", "ci95_low", "answered")},
               "heldout": {"method": o["method"], "n": o["n"], "agree": o["agree"], "rate": o["rate"],
-                          "ci95_low": o["ci95_low"], "confidence": o["confidence"], "compared": o["compared"]},
+                          "ci95_low": o["ci95_low"], "confidence": o["confidence"], "compared": o["compared"]}
+              | ({"of": "answered", "witnesses": len(fit.oof), "answered": fit.answered} if selective else {}),
               "parts": parts,
               "guarded": {"method": o["method"], "n": g["n"], "tier1": g["tier1"], "coverage": g["coverage"],
                           "tier1_wrong": g["tier1_wrong"], "selective_risk": g["selective_risk"],

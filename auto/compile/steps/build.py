@@ -16,9 +16,10 @@ reproduces that behaviour (:func:`build_region`):
    generative (the runs that repeat an input disagree on it more often than
    :data:`GENERATIVE_BELOW` allows); and last, for the answer only, a model call kept as a
    declared capability (``kind: "model"``) whose content, as is or ASCII-stripped, is the value in
-   every run. A text of the answer first tries a template over the region's text values
-   (:mod:`auto.compile.steps.template`), before the ladder: an answer that quotes what a tool
-   said must follow the tool (a value compiled from the task input is checked against the recorded
+   every run. A text of the answer first tries a template over the region's scalar values (a
+   tool's result included), each as its text and, for a text, as its JSON encoding: what the model
+   saw when the agent sent ``json.dumps(result)`` back (:mod:`auto.compile.steps.template`), before
+   the ladder: an answer that quotes what a tool said must follow the tool (a value compiled from the task input is checked against the recorded
    runs only, and would not follow a tool whose data changed). A value none of these reproduces
    refuses the region, naming it.
 3. **Decide first, then act.** Per path, every step that can deopt moves before the first
@@ -286,11 +287,20 @@ class _Builder:
 
     def template(self, path: _Path, label: str, values: dict[str, Any], traces: list[TaskTrace],
                  why: list[str]) -> str | None:
-        cands = [a for a in path.avail if a.kind != "result"
-                 and all(t.trace_id in a.values and _is_text_scalar(a.values[t.trace_id]) for t in traces)]
+        # every scalar value the region has, a tool's result included (a tool that returns a text or
+        # a number), each as its text and, for a text, as its JSON encoding too: an agent that sends
+        # json.dumps(result) back shows the model "processing" with its quotes, and the answer
+        # quotes what the model saw (the longest occurrence is cut first, so the quoted form wins)
+        cands = [a for a in path.avail
+                 if all(t.trace_id in a.values and _is_text_scalar(a.values[t.trace_id]) for t in traces)]
         order = sorted(cands, key=lambda a: _PREFER.get(a.kind, 9))
-        slot_names = [f"s{i}" for i in range(len(order))]
-        slots = [{n: R.render_value(a.values[t.trace_id]) for n, a in zip(slot_names, order)} for t in traces]
+        renders: list[tuple[str, str, _Avail]] = []  # (slot name, part kind, value)
+        for i, a in enumerate(order):
+            renders.append((f"s{i}", "var", a))
+            if any(isinstance(a.values[t.trace_id], str) for t in traces):
+                renders.append((f"j{i}", "json", a))
+        slot_names = [r[0] for r in renders]
+        slots = [{n: R.render_part(kind, a.values[t.trace_id]) for n, kind, a in renders} for t in traces]
         targets = [values[t.trace_id] for t in traces]
         # one example per distinct input: each of its modal values (a tie keeps every tied value)
         by_input: dict[str, list[int]] = defaultdict(list)
@@ -312,8 +322,8 @@ class _Builder:
             if kind == "text":
                 mapped.append(("text", p))
             else:
-                a = order[slot_names.index(p)]
-                mapped.append(("var", self.emit_pending(path, a)))
+                _n, part_kind, a = renders[slot_names.index(p)]
+                mapped.append((part_kind, self.emit_pending(path, a)))
         name = self.fresh(label)
         path.steps.append(R.Concat(name, tuple(mapped)))
         path.names.add(name)
@@ -567,7 +577,7 @@ def _reads(s: Any) -> set[str]:
     if isinstance(s, R.Call):
         return {s.args} if isinstance(s.args, str) else {v for _k, v in s.args}
     if isinstance(s, R.Concat):
-        return {p for k, p in s.parts if k == "var"}
+        return {p for k, p in s.parts if k != "text"}
     return set()
 
 

@@ -20,6 +20,7 @@ from .lists import _decision_lists, default_evidence, presence_evidence
 from .pool import _Budget, _Part
 from .proposals import _ask_proposer
 from .results import FieldResult, SynthResult
+from .selective import selective_part
 
 WRONG_COST = 3.0
 """Default cost of one silent-wrong answer, in deopts (see :mod:`auto.models.program.synth`)."""
@@ -42,7 +43,7 @@ def _validate(program: A.Node, field: str) -> str | None:
 
 
 def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: int | None,
-                max_rules: int, state: dict[str, Any]) -> FieldResult:
+                max_rules: int, state: dict[str, Any], selective: float | None = None) -> FieldResult:
     refs = part.refs
     if all(r is None for r in refs):
         part.add(A.Const(None), "const")
@@ -60,6 +61,12 @@ def _synth_part(part: _Part, *, proposer: Any, notes: list[str], min_support: in
             if not _ask_proposer(part, proposer, notes):
                 state["proposer_declined"] = True
     fin = part.rank(part.finalists())
+    if selective is not None:  # per field: if the best program is wrong somewhere, one that deopts where unsure
+        best = next((c for c in fin if _validate(c.program, part.field) is None), None)
+        if best is None or best.wrong > 0:
+            sel = selective_part(part, selective, lambda p: _validate(p, part.field))
+            if sel is not None and sel.score is not None and (best is None or sel.score > best.score):
+                return sel
     for c in fin:
         why = _validate(c.program, part.field)
         if why is None:
@@ -111,6 +118,7 @@ def synthesize(
     min_support: int | None = None,
     max_rules: int = MAX_RULES,
     mdl_scale: float = 1.0,
+    per_field: bool = False,
 ) -> SynthResult:
     """Synthesize a program that maps each training input to its reference answer.
 
@@ -137,6 +145,12 @@ def synthesize(
             ratio, :func:`auto.models.program.synth.mdl._mdl_ratio`): above 1 prefers smaller programs,
             below 1 larger ones (the complexity parameter cross-validation chooses for few
             witnesses, :mod:`auto.compile.program_fit`).
+        per_field: for record answers, a field whose best program is wrong on some training
+            witness gets, when it scores better (``agree - wrong_cost * wrong``), the part that
+            answers at precision >= ``min_agreement`` and deopts elsewhere
+            (:mod:`auto.models.program.synth.selective`); ``min_agreement`` then applies to the
+            records the program answers (``answered`` says how many), and a record no field of
+            which deopts on any witness is judged as without ``per_field``.
 
     Returns:
         A :class:`SynthResult`; its agreements come from the reference interpreter.
@@ -181,13 +195,15 @@ def synthesize(
         keys = list(next(iter(keyset)))
         if not keys:
             raise ArgumentError("record answers have no keys")
-    per_field: dict[str, FieldResult] = {}
+    by_field = bool(per_field)
+    per_field: dict[str, FieldResult] = {}  # type: ignore[no-redef]  # the results, per key
     if record:
         for k in keys:
             part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget(),
                          mdl_scale, shared)
             per_field[k] = _synth_part(part, proposer=None if state["proposer_declined"] else proposer, notes=notes,
-                                       min_support=min_support, max_rules=max_rules, state=state)
+                                       min_support=min_support, max_rules=max_rules, state=state,
+                                       selective=min_agreement if by_field else None)
         missing = [k for k in keys if per_field[k].program is None]
         program = None if missing else A.Record(tuple((k, per_field[k].program) for k in keys))
         reason = (None if not missing else
@@ -204,6 +220,9 @@ def synthesize(
     if program is None:
         return SynthResult(None, None, None, per_field, candidates, reason, time.perf_counter() - t0, notes)
 
+    selective = record and any(per_field[k].kind == "selective" for k in keys)
+    if selective:
+        return _selective_result(program, train, heldout, per_field, candidates, min_agreement, t0, notes)
     train_ag, train_fast = _interp_agreement(program, train, notes, "train")
     held_ag = _interp_agreement(program, heldout, notes, "held-out")[0] if heldout else None
     short = []
@@ -223,6 +242,39 @@ def synthesize(
                            + ("" if not rules else " (the answers do not follow rules over the mined predicates)"),
                            time.perf_counter() - t0, notes)
     return SynthResult(program, train_ag, held_ag, per_field, candidates, None, time.perf_counter() - t0, notes)
+
+
+def _selective_result(program: A.Node, train: list[tuple[dict, Any]], heldout: list[tuple[dict, Any]],
+                      per_field: dict[str, FieldResult], candidates: int, min_agreement: float, t0: float,
+                      notes: list[str]) -> SynthResult:
+    """A per-field record with a field that deopts where unsure: ``min_agreement`` applies to the
+    training records it answers (the reference interpreter's figures)."""
+    def selective_agreement(pairs: list[tuple[dict, Any]]) -> tuple[int, int]:
+        answered = agree = 0
+        for inp, ref in pairs:
+            out = run_program(program, inp)
+            if not out["deopt"]:
+                answered += 1
+                agree += int(_same(out["answer"], ref))
+        return answered, agree
+
+    n_ans, n_agree = selective_agreement(train)
+    held = selective_agreement(heldout) if heldout else None
+    sel = ", ".join(f"{k!r} answers {f.answered:.0%}" for k, f in per_field.items() if f.kind == "selective")
+    notes.append(f"per field: {sel} of the training witnesses and deopts elsewhere")
+    short = []
+    if n_ans == 0 or n_agree < min_agreement * n_ans - 1e-9:
+        short.append(f"training agreement on the {n_ans} records it answers {n_agree}/{n_ans} < {min_agreement:.2f}")
+    if held is not None and held[0] and held[1] < min_agreement * held[0] - 1e-9:
+        short.append(f"held-out agreement on the {held[0]} records it answers {held[1]}/{held[0]} < {min_agreement:.2f}")
+    train_ag = n_agree / len(train)
+    held_ag = held[1] / len(heldout) if held is not None else None
+    if short:
+        return SynthResult(None, train_ag, held_ag, per_field, candidates,
+                           "per-field program does not fit the witnesses: " + "; ".join(short), time.perf_counter() - t0,
+                           notes, answered=n_ans / len(train))
+    return SynthResult(program, train_ag, held_ag, per_field, candidates, None, time.perf_counter() - t0, notes,
+                       answered=n_ans / len(train))
 
 
 def _interp_agreement(program: A.Node, pairs: list[tuple[dict, Any]], notes: list[str], what: str) -> tuple[float, float]:

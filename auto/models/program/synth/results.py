@@ -24,6 +24,11 @@ class FieldResult:
             the default label has positive evidence (:func:`auto.models.program.synth.lists.default_evidence`);
             for an extractor that is null on some witnesses, the condition under which a value is
             present (:func:`auto.models.program.synth.lists.presence_evidence`); else None.
+        answered: for a part chosen per field to deopt where unsure (kind ``"selective"``,
+            :mod:`auto.models.program.synth.selective`), the share of training witnesses it
+            answers; None otherwise (the part answers every witness it does not deopt on).
+        score: for such a part, the synthesizer's ranking score on the training witnesses
+            (``agree - wrong_cost * wrong``); None otherwise.
     """
 
     program: A.Node | None
@@ -33,6 +38,8 @@ class FieldResult:
     kind: str | None = None
     reason: str | None = None
     default_evidence: A.Node | None = None
+    answered: float | None = None
+    score: float | None = None
 
 
 @dataclass
@@ -52,6 +59,8 @@ class SynthResult:
         seconds: wall time of the search, in seconds.
         notes: things worth knowing (proposer refusals, budget exhaustion, interpreter
             disagreements).
+        answered: with ``per_field``, the share of training witnesses the record answers (every
+            field answers); ``train_agreement`` is then the share it answers right. None otherwise.
     """
 
     program: A.Node | None
@@ -62,3 +71,4 @@ class SynthResult:
     reason: str | None
     seconds: float
     notes: list[str] = dc_field(default_factory=list)
+    answered: float | None = None
