@@ -911,11 +911,12 @@ def store_export(store_path: str, fmt: str | None, otlp_path: str | None, out_di
               help="OpenTelemetry OTLP/JSON file (one request, or one per line) of GenAI spans.")
 def store_import(store_path: str, otlp_path: str) -> None:
     """Import OpenTelemetry GenAI spans (OTLP/JSON) so other instrumentation's traces become witnesses."""
-    from auto.interchange.otlp import import_otlp
+    from auto.interchange.otlp import load_otlp, write_otlp
     from auto.store import Store
 
+    batch = load_otlp(otlp_path)  # read and checked whole before the store is opened: a failure writes nothing
     with Store(store_path) as st:
-        res = import_otlp(st, otlp_path)
+        res = write_otlp(st, batch)
     _emit_json(res)
     say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
 
