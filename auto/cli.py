@@ -676,7 +676,10 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.store.postgres import location_label
     from auto.verify import Contract
 
+    from auto.asgi import check_listen
+
     Upstream(upstream)  # a bad URL is a usage error before anything starts
+    check_listen(host, port)  # a taken port is one line, and no store file is created
     Store(store_path).close()
     if contract_path:
         Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
@@ -693,6 +696,31 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     run_proxy(cfg, announce=lambda: say(
         f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
+
+
+# --------------------------------------------------------------------------------------- receive
+@main.command()
+@click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
+              help="Store to receive into (created if missing).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (4318: the OTLP/HTTP default).")
+def receive(store_path: str, host: str, port: int) -> None:
+    """An OTLP/HTTP receiver: spans POSTed to /v1/traces (protobuf or JSON) go into the store.
+
+    \b
+    Point an instrumented service at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
+    (OpenLLMetry, opentelemetry-instrumentation-openai-v2, OpenInference). Spans are journaled
+    before they are acknowledged. Stop with Ctrl-C.
+    """
+    from auto.interchange.receiver import serve
+    from auto.store.postgres import location_label
+
+    got = serve(store_path, host, port, announce=lambda: say(
+        f"auto receive on http://{host}:{port}/v1/traces, into {location_label(store_path)} "
+        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port})"))
+    say(f"received {got['spans']} spans in {got['requests']} requests ({got['skipped']} spans of no GenAI "
+        f"convention skipped, {got['refused']} requests refused)")
 
 
 # ----------------------------------------------------------------------------------------- serve
