@@ -263,9 +263,14 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
         from auto.interchange.parquet import census_parquet
 
         c = census_parquet(parquet_dir, task=task, with_inputs=with_inputs)
+        if task is not None and not c.sites:
+            raise UsageError(f"no task {task!r} in {parquet_dir}")
     else:
         with _existing_store(store_path) as store:
             c = census_store(store, task=task, with_inputs=with_inputs)
+            if task is not None and not c.sites:  # a typo: name what was recorded instead of an empty table
+                names = sorted(store.tasks())
+                raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'})")
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
     else:
@@ -327,8 +332,13 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
         with _compile_lock(store_path):
-            outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
-                                   programs=not no_program, progress=say)
+            try:
+                outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
+                                       programs=not no_program, progress=say)
+            except GateRefused as e:
+                if as_json:  # the refusal as JSON too (as --all reports one), then exit 3 as always
+                    _emit_json({"task": task, "verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id})
+                raise
     if as_json:
         _emit_json(outcome.summary())
     else:

@@ -237,3 +237,104 @@ def test_nothing_importable_is_refused(tmp_path):
     f.write_text(json.dumps(_doc([_span(0, "GET /v1/models", {"http.method": "GET"})])))
     with pytest.raises(InterchangeError, match="nothing to import"):
         load_otlp(f)
+
+
+# ----------------------------------------------------------------------------- export
+
+
+def _export_store(tmp_path: Path) -> Path:
+    from auto.store import new_span_id, new_trace_id
+
+    bodies = _tool_bodies()[:2]  # the tool-asking call and the answering call of one customer
+    spans = []
+    for i, b in enumerate(bodies):
+        content, calls = _answer_of(i)
+        out = {"content": content, "refusal": None, "finish_reason": "tool_calls" if calls else "stop",
+               "tool_calls": [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                              for c in calls] if calls else None}
+        s = chat_span(b["messages"], out, model=b["model"])
+        s["input"] = b
+        s["attributes"] = {"gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": b["model"]}
+        spans.append(s)
+    spans.append({"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": "opaque",
+                  "kind": "llm", "task": None, "site": "opaque/GET /v1/models", "started_ns": 5, "ended_ns": 6,
+                  "status": "ok", "input": {"method": "GET", "path": "/v1/models"}, "output": None, "error": None,
+                  "attributes": {"auto.opaque": True, "gen_ai.operation.name": "chat"}})
+    path = tmp_path / "src.db"
+    with Store(path) as st:
+        st.ingest(spans)
+    return path
+
+
+def test_export_uses_current_conventions_and_validates_against_opentelemetry_proto(tmp_path):
+    import base64
+
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from auto.interchange.otlp import export_otlp
+
+    src = _export_store(tmp_path)
+    f = tmp_path / "out.jsonl"
+    with Store(src) as st:
+        export_otlp(st, f)
+    spans = []
+    for line in f.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:  # OTLP/JSON ids are hex; protobuf's JSON mapping wants base64
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    for k in ("traceId", "spanId", "parentSpanId"):
+                        if k in sp:
+                            sp[k] = base64.b64encode(bytes.fromhex(sp[k])).decode()
+        msg = json_format.ParseDict(doc, ExportTraceServiceRequest())  # unknown fields or bad types raise
+        for rs in msg.resource_spans:
+            for ss in rs.scope_spans:
+                for sp in ss.spans:
+                    assert len(sp.trace_id) == 16 and len(sp.span_id) == 8
+                    spans.append((sp.name, {kv.key: json_format.MessageToDict(kv.value) for kv in sp.attributes}))
+    by_name = {}
+    for name, attrs in spans:
+        by_name.setdefault(name, []).append(attrs)
+    assert sorted(by_name) == ["chat gpt-4o-mini", "opaque"]
+    opaque = by_name["opaque"][0]
+    assert "gen_ai.operation.name" not in opaque  # GET /v1/models is no chat
+    for attrs in by_name["chat gpt-4o-mini"]:
+        assert attrs["gen_ai.provider.name"] == {"stringValue": "openai"} and "gen_ai.system" not in attrs
+        assert attrs["gen_ai.operation.name"] == {"stringValue": "chat"}
+    ask, answer = sorted(by_name["chat gpt-4o-mini"], key=lambda a: len(a["gen_ai.input.messages"]["stringValue"]))
+    out = json.loads(ask["gen_ai.output.messages"]["stringValue"])
+    assert out[0]["parts"] == [{"type": "tool_call", "id": "call_1", "name": "lookup", "arguments": {}}]
+    msgs = json.loads(answer["gen_ai.input.messages"]["stringValue"])
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool"]
+    assert msgs[1]["parts"][0]["type"] == "tool_call" and msgs[1]["parts"][0]["arguments"] == {"customer": "refund"}
+    assert msgs[2]["parts"][0]["type"] == "tool_call_response" and msgs[2]["parts"][0]["response"] == "refund: pro plan"
+    assert json.loads(answer["gen_ai.system_instructions"]["stringValue"])[0]["type"] == "text"
+    # and back: exactly the same spans (names included)
+    with Store(src) as a, Store(tmp_path / "back.db") as b:
+        import_otlp(b, f)
+        assert b.digest() == a.digest()
+        assert discover(b.spans(kind="llm")).sites.keys() == discover(a.spans(kind="llm")).sites.keys()
+
+
+def test_what_auto_exports_reads_back_as_the_same_sites_through_the_conventions_alone(tmp_path):
+    from auto.interchange.otlp import export_otlp
+
+    src = _export_store(tmp_path)
+    f = tmp_path / "out.jsonl"
+    with Store(src) as st:
+        export_otlp(st, f)
+        want = set(discover(st.spans(kind="llm")).sites)
+    plain = tmp_path / "plain.jsonl"  # as another tool that drops Auto's own attributes would forward it
+    lines = []
+    for line in f.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    sp["attributes"] = [kv for kv in sp["attributes"] if not kv["key"].startswith("auto.")]
+        lines.append(json.dumps(doc))
+    plain.write_text("\n".join(lines) + "\n")
+    batch = load_otlp(plain)
+    assert batch.skipped == 1  # the opaque span: no convention names it
+    assert set(discover(batch.spans).sites) == want

@@ -58,7 +58,7 @@ a call is one site however its instrumentation named the span (``openai.chat``, 
 ``ChatCompletion``); the span's own name is kept as the attribute ``auto.otlp.span_name``."""
 
 AUTO_KEYS = ("auto.kind", "auto.task", "auto.site", "auto.input", "auto.output", "auto.error", "auto.attributes",
-             "auto.span_digest")
+             "auto.span_digest", "auto.span_name")
 """Attributes :func:`export_otlp` adds for a lossless round trip."""
 
 SPAN_KIND = {"llm": 3, "tool": 1, "task": 1}
@@ -312,6 +312,8 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
                     "attributes": _auto_json(a, "auto.attributes", w) if "auto.attributes" in a else
                     {k: v for k, v in a.items() if k not in AUTO_KEYS},
                     "task": a.get("auto.task"), "site": a.get("auto.site")}
+            if isinstance(a.get("auto.span_name"), str):
+                r = {**r, "name": a["auto.span_name"]}
         else:
             anc = agent_ancestor(r)
             task = a.get("auto.task") or a.get("gen_ai.agent.name") or \
@@ -475,30 +477,126 @@ def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], N
 # ----------------------------------------------------------------------------- export
 
 
+def _json_value(text: Any) -> Any:
+    if isinstance(text, str):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _tool_call_parts(calls: Any) -> list[dict]:
+    """Chat-completion tool calls as semantic-conventions ``tool_call`` parts."""
+    return [{"type": "tool_call", "id": c.get("id"), "name": (c.get("function") or {}).get("name"),
+             "arguments": _json_value((c.get("function") or {}).get("arguments"))}
+            for c in calls or [] if isinstance(c, dict)]
+
+
+def input_messages(msgs: list) -> tuple[list[dict], list[dict]]:
+    """``(system instruction parts, input messages)`` of a chat-completion request's messages in
+    the GenAI semantic conventions' form (≥ 1.37: ``gen_ai.system_instructions`` and
+    ``gen_ai.input.messages``; every message ``{"role", "parts"}``: ``text`` parts, an assistant's
+    ``tool_call`` parts, a tool message's ``tool_call_response`` part)."""
+    system: list[dict] = []
+    out: list[dict] = []
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        role, content = m.get("role"), m.get("content")
+        if isinstance(content, str):
+            parts: list[dict] = [{"type": "text", "content": content}]
+        elif isinstance(content, list):
+            parts = [{"type": "text", "content": p.get("text")} if isinstance(p, dict) and p.get("type") == "text"
+                     else p for p in content]
+        else:
+            parts = []
+        if role == "tool":
+            out.append({"role": "tool", "parts": [{"type": "tool_call_response", "id": m.get("tool_call_id"),
+                                                   "response": content}]})
+            continue
+        parts += _tool_call_parts(m.get("tool_calls"))
+        if role in ("system", "developer") and not out:
+            system += parts
+            continue
+        out.append({"role": role, "parts": parts})
+    return system, out
+
+
+def _model_of(s: dict) -> Any:
+    a = s.get("attributes") or {}
+    inp = s.get("input") if isinstance(s.get("input"), dict) else {}
+    return a.get("gen_ai.request.model") or inp.get("model")
+
+
+def is_chat_span(s: dict) -> bool:
+    """Whether an Auto span is a chat completion (a model call with a ``messages`` list, not
+    opaque): only those are exported with ``gen_ai.operation.name`` ``chat``."""
+    a = s.get("attributes") or {}
+    return (s["kind"] == "llm" and not a.get("auto.opaque") and isinstance(s.get("input"), dict)
+            and isinstance(s["input"].get("messages"), list))
+
+
 def otlp_span(s: dict) -> dict:
-    """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span."""
+    """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span.
+
+    The GenAI semantic conventions (≥ 1.37) for other tools: a chat completion is named ``chat
+    {model}`` with ``gen_ai.operation.name`` ``chat``, ``gen_ai.provider.name`` (the recorder's
+    deprecated ``gen_ai.system`` is renamed), the request's ``gen_ai.request.*`` parameters and
+    ``gen_ai.tool.definitions``, ``gen_ai.system_instructions``,
+    ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (tool calls as ``tool_call`` parts,
+    tool results as ``tool_call_response`` parts); a tool span is ``execute_tool {name}``, a task
+    ``invoke_agent {task}``; a model-call span Auto does not understand (``auto.opaque``: ``GET
+    /v1/models``) keeps its name and gets no operation. The ``auto.*`` attributes (the span's
+    own name as ``auto.span_name``) bring the span back exactly (:func:`import_otlp`).
+    """
     a = dict(s.get("attributes") or {})
-    attrs: dict[str, Any] = {}
-    for k, v in a.items():
-        attrs[k] = v
-    op = {"llm": "chat", "tool": "execute_tool", "task": "invoke_agent"}[s["kind"]]
-    attrs.setdefault("gen_ai.operation.name", op)
-    if s["kind"] == "llm" and isinstance(s.get("input"), dict):
-        msgs = s["input"].get("messages")
-        if isinstance(msgs, list):
-            attrs["gen_ai.input.messages"] = canonical_json([
-                {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
-                if isinstance(m, dict) and isinstance(m.get("content"), str) else m for m in msgs])
-        out = s.get("output")
-        if isinstance(out, dict):
-            attrs["gen_ai.output.messages"] = canonical_json([{
-                "role": "assistant", "parts": [{"type": "text", "content": out.get("content")}],
-                "finish_reason": out.get("finish_reason")}])
-    if s["kind"] == "task" and s.get("task"):
-        attrs.setdefault("gen_ai.agent.name", s["task"])
+    attrs: dict[str, Any] = dict(a)
+    if "gen_ai.system" in attrs:
+        attrs.setdefault("gen_ai.provider.name", attrs.pop("gen_ai.system"))
+    name = s["name"]
+    if s["kind"] == "llm":
+        if is_chat_span(s):
+            attrs["gen_ai.operation.name"] = "chat"
+            model = _model_of(s)
+            name = f"chat {model}" if model else "chat"
+            body = s["input"]
+            for attr, field in genai.REQUEST_PARAMS.items():  # the request's parameters, as attributes
+                if body.get(field) is not None and attr not in attrs:
+                    v = body[field]
+                    attrs[attr] = [v] if field == "stop" and isinstance(v, str) else v
+            if body.get("max_completion_tokens") is not None:
+                attrs.setdefault("gen_ai.request.max_tokens", body["max_completion_tokens"])
+            if isinstance(body.get("tools"), list) and body["tools"]:
+                attrs["gen_ai.tool.definitions"] = canonical_json([
+                    {"type": t.get("type"), **t["function"]} if isinstance(t, dict) and isinstance(t.get("function"), dict)
+                    else t for t in body["tools"]])
+            system, msgs = input_messages(body["messages"])
+            if system:
+                attrs["gen_ai.system_instructions"] = canonical_json(system)
+            attrs["gen_ai.input.messages"] = canonical_json(msgs)
+            out = s.get("output")
+            if isinstance(out, dict):
+                parts = [{"type": "text", "content": out["content"]}] if out.get("content") is not None else []
+                parts += _tool_call_parts(out.get("tool_calls"))
+                attrs["gen_ai.output.messages"] = canonical_json([{
+                    "role": "assistant", "parts": parts, "finish_reason": out.get("finish_reason")}])
+        else:
+            attrs.pop("gen_ai.operation.name", None)
+    elif s["kind"] == "tool":
+        attrs["gen_ai.operation.name"] = "execute_tool"
+        tool = (s.get("input") or {}).get("name") if isinstance(s.get("input"), dict) else None
+        if tool:
+            attrs.setdefault("gen_ai.tool.name", tool)
+            name = f"execute_tool {tool}"
+    else:
+        attrs["gen_ai.operation.name"] = "invoke_agent"
+        if s.get("task"):
+            attrs.setdefault("gen_ai.agent.name", s["task"])
+            name = f"invoke_agent {s['task']}"
     attrs.update({
         "auto.kind": s["kind"], "auto.input": canonical_json(s.get("input")), "auto.output": canonical_json(s.get("output")),
-        "auto.attributes": canonical_json(a), "auto.span_digest": s["digest"],
+        "auto.attributes": canonical_json(a), "auto.span_digest": s["digest"], "auto.span_name": s["name"],
     })
     if s.get("task") is not None:
         attrs["auto.task"] = s["task"]
@@ -506,9 +604,9 @@ def otlp_span(s: dict) -> dict:
         attrs["auto.site"] = s["site"]
     if s.get("error") is not None:
         attrs["auto.error"] = canonical_json(s["error"])
-    span = {"traceId": s["trace_id"], "spanId": s["span_id"], "name": s["name"], "kind": SPAN_KIND[s["kind"]],
+    span = {"traceId": s["trace_id"], "spanId": s["span_id"], "name": name, "kind": SPAN_KIND[s["kind"]],
             "startTimeUnixNano": str(s["started_ns"]), "endTimeUnixNano": str(s["ended_ns"]),
-            "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()],
+            "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items() if v is not None],
             "status": {"code": 2, "message": (s.get("error") or {}).get("message", "")} if s["status"] == "error"
             else {"code": 0}}
     if s.get("parent_span_id"):
