@@ -919,7 +919,7 @@ def store_info(store_path: str) -> None:
 @store.command(name="export")
 @click.option("--store", "store_path", required=True, type=StoreLocation())
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default=None,
-              help="parquet: the auto.parquet/2 layout (spans, payloads, traces, model-call requests and answers) into --out DIR.")
+              help="parquet: the auto.parquet/3 layout (spans, payloads, traces, model-call requests and answers) into --out DIR.")
 @click.option("--otlp", "otlp_path", type=click.Path(dir_okay=False), default=None,
               help="Write OpenTelemetry OTLP/JSON Lines (gen_ai.* attributes) to this file instead.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="With --format parquet: the folder.")

@@ -57,6 +57,8 @@ def test_compile_json_prints_the_refusal_as_json(store):
     assert out["verdict"] == "refuse" and out["task"] == site
     assert "memo refused" in out["reason"] and out["eval_run_id"].startswith("sha256:")
     assert "refused:" in p.stderr and not (store.parent / "x.wasm").exists()
+    # the long phase says what it is doing: which rung is tried, of how many
+    assert "10 witnesses of " + site in p.stderr and "trying the memo rung (3 of 3)" in p.stderr
 
 
 # ----------------------------------------------------------------------------- auto record, another Python

@@ -338,3 +338,16 @@ def test_what_auto_exports_reads_back_as_the_same_sites_through_the_conventions_
     batch = load_otlp(plain)
     assert batch.skipped == 1  # the opaque span: no convention names it
     assert set(discover(batch.spans).sites) == want
+
+
+def test_parquet_spans_carry_the_census_site_id(tmp_path):
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from auto.interchange.parquet import export_parquet
+
+    with Store(tmp_path / "s.db") as st:
+        import_otlp(st, FIXTURES / "otlp-openinference.json")
+        export_parquet(st, tmp_path / "pq")
+    rows = pq.read_table(tmp_path / "pq" / "spans.parquet").to_pylist()
+    assert [r["site_id"] for r in rows] == [_proxy_site()] * 10
