@@ -4,8 +4,13 @@ Run in an environment with the client packages (not needed by the tests, which r
 
     pip install openai langchain-openai opentelemetry-sdk opentelemetry-exporter-otlp-proto-common \
         opentelemetry-instrumentation-openai opentelemetry-instrumentation-openai-v2 \
-        openinference-instrumentation-openai
+        openinference-instrumentation-openai 'opentelemetry-util-genai==1.1b0'
     python tests/dialects/make_fixtures.py            # writes tests/dialects/*.json
+
+(``opentelemetry-instrumentation-openai-v2`` 2.4b0 imports ``opentelemetry.util.genai.instruments``,
+which ``opentelemetry-util-genai`` 1.3b0 no longer has: 1.1b0 does.) The fixtures were made with
+openai 3.57.0, langchain-openai 1.7.4, opentelemetry-instrumentation-openai 0.62.4 (OpenLLMetry),
+opentelemetry-instrumentation-openai-v2 2.4b0 and openinference-instrumentation-openai 0.1.66.
 
 A stdlib HTTP server on loopback plays the OpenAI API (it labels tickets: ``billing`` or ``bug``;
 with tools and no tool result yet it asks for the ``lookup`` tool). The same requests are made:
