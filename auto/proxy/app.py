@@ -281,7 +281,7 @@ class Proxy:
         marks: dict[str, str] = {}
         sites = self.sites
         if sites is not None and name == "chat.completions":
-            route = sites.route(body, request_shape(body)[1])
+            route = sites.route(*request_shape(body))  # the canonical form: one site however the client wrote it
             if route is not None and route.input is not None:
                 res = route.ratchet.decide(route.input)
                 if res.tier == TIER1:
