@@ -58,6 +58,29 @@ def test_real_instrumentation_spans_import_census_to_the_proxy_s_site(which, tmp
         assert _llm_sites(st) == [_proxy_site()]
 
 
+@pytest.mark.parametrize("which", INSTRUMENTATIONS)
+def test_real_instrumentation_tool_rounds_give_the_proxy_s_sites(which):
+    """The tool-calling rounds (ask for ``lookup``, then answer with its result) as each
+    instrumentation recorded them: the assistant's tool calls and the tool's answers come back
+    in the history. ``opentelemetry-instrumentation-openai-v2`` 2.4b0 records no tool definitions
+    (``gen_ai.tool.definitions`` is not written), so its requests are the proxy's less ``tools``:
+    a different shape, hence sites of their own."""
+    bodies = json.loads((FIXTURES / "requests.json").read_text())["openai"]["tools"]
+    if which == "openai-v2":
+        bodies = [{k: v for k, v in b.items() if k != "tools"} for b in bodies]
+    ref = []
+    for b in bodies:
+        s = chat_span(b["messages"], "x")
+        s["input"] = b
+        ref.append(s)
+    want = discover(ref)
+    batch = load_otlp(FIXTURES / f"otlp-{which}-tools.json")
+    got = discover(batch.spans)
+    assert len(want.sites) == 2 and set(got.sites) == set(want.sites)
+    asks = [s for s in batch.spans if s["output"]["tool_calls"]]
+    assert len(asks) == 10 and all(s["output"]["tool_calls"][0]["function"]["name"] == "lookup" for s in asks)
+
+
 def test_an_imported_site_compiles_and_answers(tmp_path):
     sid = _proxy_site()
     with Store(tmp_path / "s.db") as st:  # the same ten calls seen by each instrumentation: one site, witnessed 3x

@@ -18,7 +18,7 @@ with tools and no tool result yet it asks for the ``lookup`` tool). The same req
 * ``requests.json`` — the request bodies as the ``openai`` client and LangChain's ``ChatOpenAI``
   sent them (``{"openai": {...}, "langchain": {...}}``, each ``{"tickets": [body…], "tools": [body…]}``);
 * ``otlp-openllmetry.json``, ``otlp-openai-v2.json``, ``otlp-openinference.json`` — the spans of
-  the ``openai`` client's ticket calls under ``opentelemetry-instrumentation-openai``
+  the ``openai`` client's ticket calls (and ``otlp-<name>-tools.json``: its tool-calling rounds) under ``opentelemetry-instrumentation-openai``
   (OpenLLMetry), ``opentelemetry-instrumentation-openai-v2`` (the official one) and
   ``openinference-instrumentation-openai``, as OTLP/JSON ``ExportTraceServiceRequest``
   documents: OpenLLMetry's as protobuf ``json_format`` writes it (base64 ids, one object), the
@@ -163,7 +163,7 @@ def hex_ids(obj: object) -> object:
     return obj
 
 
-def instrumented(which: str) -> None:
+def instrumented(which: str, scenario: str = "tickets") -> None:
     """Child process: run the ticket calls under one instrumentation, print the OTLP/JSON."""
     from google.protobuf import json_format
     from opentelemetry import trace
@@ -186,26 +186,28 @@ def instrumented(which: str) -> None:
         from openinference.instrumentation.openai import OpenAIInstrumentor
     OpenAIInstrumentor().instrument(tracer_provider=provider)
     up = Upstream()
-    with_openai(up.base_url)
+    (with_openai if scenario == "tickets" else with_openai_tools)(up.base_url)
     provider.force_flush()
     print(json_format.MessageToJson(encode_spans(mem.get_finished_spans())))
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--child":
-        instrumented(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        instrumented(sys.argv[2], sys.argv[3])
         return
     (HERE / "requests.json").write_text(json.dumps(record_clients(), indent=1, sort_keys=False) + "\n")
     for which in ("openllmetry", "openai-v2", "openinference"):
-        text = subprocess.run([sys.executable, __file__, "--child", which], check=True, capture_output=True,
-                              text=True, env={**os.environ, "OTEL_SDK_DISABLED": "false"}).stdout
-        doc = json.loads(text)
-        path = HERE / f"otlp-{which}.json"
-        if which == "openllmetry":
-            path.write_text(json.dumps(doc, indent=1) + "\n")
-        else:
-            path.write_text(json.dumps(hex_ids(doc), separators=(",", ":")) + "\n")
-        print(f"{path.name}: {sum(len(ss.get('spans', [])) for rs in doc['resourceSpans'] for ss in rs['scopeSpans'])} spans")
+        for scenario in ("tickets", "tools"):
+            text = subprocess.run([sys.executable, __file__, "--child", which, scenario], check=True,
+                                  capture_output=True, text=True, env={**os.environ, "OTEL_SDK_DISABLED": "false"}).stdout
+            doc = json.loads(text)
+            path = HERE / (f"otlp-{which}.json" if scenario == "tickets" else f"otlp-{which}-tools.json")
+            if which == "openllmetry":
+                path.write_text(json.dumps(doc, indent=1) + "\n")
+            else:
+                path.write_text(json.dumps(hex_ids(doc), separators=(",", ":")) + "\n")
+            n = sum(len(ss.get("spans", [])) for rs in doc["resourceSpans"] for ss in rs["scopeSpans"])
+            print(f"{path.name}: {n} spans")
 
 
 if __name__ == "__main__":
