@@ -66,6 +66,8 @@ def test_documented_defaults_and_numbers_by_value():
     assert canonical_request({**base, "n": True}).get("n") is True  # a boolean is not the number 1
     # max_tokens is the deprecated name of max_completion_tokens
     assert request_shape({**base, "max_tokens": 5})[1] == request_shape({**base, "max_completion_tokens": 5.0})[1]
+    assert request_shape({**base, "stop": "END"})[1] == request_shape({**base, "stop": ["END"]})[1]
+    assert request_shape({**base, "modalities": ["text"]})[1] == request_shape(base)[1]
     # message text is never touched
     assert request_shape(base)[0] != canonical_request({**base, "messages": [{"role": "user", "content": "hi "}]})
 

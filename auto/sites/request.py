@@ -18,12 +18,14 @@ The canonical form of a request body (a JSON object; anything else is returned u
    value is the API's documented default (:data:`DOCUMENTED_DEFAULTS`, from the OpenAI API
    reference, "Create chat completion" request body): ``frequency_penalty`` 0, ``presence_penalty``
    0, ``logprobs`` false, ``n`` 1, ``temperature`` 1, ``top_p`` 1, ``stream`` false, ``store``
-   false, ``parallel_tool_calls`` true, ``response_format`` ``{"type": "text"}``; ``tool_choice``
-   ``"none"`` when the request has no tools and ``"auto"`` when it has (the reference: "none is
+   false, ``parallel_tool_calls`` true, ``response_format`` ``{"type": "text"}``, ``modalities``
+   ``["text"]``; ``tool_choice`` ``"none"`` when the request has no tools and ``"auto"`` when it
+   has (the reference: "none is
    the default when no tools are present. auto is the default if tools are present"); empty
    ``tools``, ``stop`` and ``logit_bias``. ``max_tokens`` becomes ``max_completion_tokens`` (the
    reference: ``max_tokens`` is "deprecated in favor of max_completion_tokens"; LangChain sends
-   the latter for the former).
+   the latter for the former), and a ``stop`` string the one-element list it means (the
+   reference: "string / array / null", up to 4 sequences).
 3. **Messages**: the role is stripped of surrounding whitespace and lower-cased (roles are an
    enum of lower-case names); a message's ``null`` fields and an empty ``tool_calls`` list are
    dropped; content given as exactly one text part (``[{"type": "text", "text": t}]``) becomes
@@ -54,6 +56,7 @@ from auto.record.template import request_skeleton
 DOCUMENTED_DEFAULTS: dict[str, Any] = {
     "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False, "n": 1, "temperature": 1, "top_p": 1,
     "stream": False, "store": False, "parallel_tool_calls": True, "response_format": {"type": "text"},
+    "modalities": ["text"],
 }
 """Chat-completion parameters dropped when given explicitly at their documented default (OpenAI
 API reference, "Create chat completion", request body: "Defaults to …" of each parameter)."""
@@ -181,6 +184,8 @@ def canonical_request(body: Any) -> Any:
     params = {k: v for k, v in body.items() if k != "messages"}
     if "max_tokens" in params and params.get("max_completion_tokens") is None:
         params["max_completion_tokens"] = params.pop("max_tokens")
+    if isinstance(params.get("stop"), str) and params["stop"]:
+        params["stop"] = [params["stop"]]
     out: dict[str, Any] = {}
     for k in sorted(params):
         v = params[k]
