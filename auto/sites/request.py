@@ -24,8 +24,9 @@ The canonical form of a request body (a JSON object; anything else is returned u
    the default when no tools are present. auto is the default if tools are present"); empty
    ``tools``, ``stop`` and ``logit_bias``. ``max_tokens`` becomes ``max_completion_tokens`` (the
    reference: ``max_tokens`` is "deprecated in favor of max_completion_tokens"; LangChain sends
-   the latter for the former), and a ``stop`` string the one-element list it means (the
-   reference: "string / array / null", up to 4 sequences).
+   the latter for the former; a site's rendered request, which the proxy's shadow audits send
+   upstream, therefore names ``max_completion_tokens``), and a ``stop`` string the one-element
+   list it means (the reference: "string / array / null", up to 4 sequences).
 3. **Messages**: the role is stripped of surrounding whitespace and lower-cased (roles are an
    enum of lower-case names); a message's ``null`` fields and an empty ``tool_calls`` list are
    dropped; content given as exactly one text part (``[{"type": "text", "text": t}]``) becomes
