@@ -954,7 +954,7 @@ def store_import(store_path: str, otlp_path: str) -> None:
 
     batch = load_otlp(otlp_path)  # read and checked whole before the store is opened: a failure writes nothing
     with Store(store_path) as st:
-        res = write_otlp(st, batch)
+        res = write_otlp(st, batch, progress=say if len(batch.spans) > 2000 else None)  # a long write says how far
     _emit_json(res)
     say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
 

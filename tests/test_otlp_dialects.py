@@ -234,7 +234,25 @@ def _openinference_flat(bodies: list[dict]) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("form", [_flattened, _events, _openinference_flat])
+def _details_event(bodies: list[dict]) -> list[dict]:
+    """The current form, its message attributes on the ``gen_ai.client.inference.operation.details`` event."""
+    from auto.interchange.otlp import input_messages
+
+    out = []
+    for i, b in enumerate(bodies):
+        system, msgs = input_messages(b["messages"])
+        content, calls = _answer_of(i)
+        parts = [{"type": "text", "content": content}] if content else [{"type": "tool_call", **c} for c in calls]
+        a = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": b["model"],
+             "gen_ai.request.temperature": b["temperature"]}
+        ev = {"gen_ai.system_instructions": system, "gen_ai.input.messages": msgs,
+              "gen_ai.output.messages": [{"role": "assistant", "parts": parts}],
+              "gen_ai.tool.definitions": [{"type": "function", **t["function"]} for t in b.get("tools") or []]}
+        out.append(_span(i, f"chat {b['model']}", a, [("gen_ai.client.inference.operation.details", ev)]))
+    return out
+
+
+@pytest.mark.parametrize("form", [_flattened, _events, _openinference_flat, _details_event])
 def test_previous_forms_with_tool_calls_give_the_proxy_s_sites(form, tmp_path):
     bodies = _tool_bodies()
     f = tmp_path / "spans.json"

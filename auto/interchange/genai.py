@@ -9,7 +9,8 @@ that gives messages wins, in this order):
    (``chat``), ``gen_ai.request.*`` parameters, ``gen_ai.system_instructions``,
    ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (JSON: ``[{"role", "parts": [{"type":
    "text", "content"} | {"type": "tool_call", "id", "name", "arguments"} | {"type":
-   "tool_call_response", "id", "response"}], "finish_reason"}]``), ``gen_ai.tool.definitions``.
+   "tool_call_response", "id", "response"}], "finish_reason"}]``), ``gen_ai.tool.definitions``;
+   on the span, or on its ``gen_ai.client.inference.operation.details`` event.
 2. **GenAI semantic conventions, previous**: the message events (semantic conventions ≤ 1.36:
    ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` with
    ``tool_calls``, ``gen_ai.tool.message`` with ``id``, and ``gen_ai.choice`` with ``message``,
@@ -315,9 +316,23 @@ def is_chat(attrs: dict) -> bool:
     return attrs.get("openinference.span.kind") == "LLM" or attrs.get("llm.request.type") in (None, "chat")
 
 
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+"""The event that carries the current form's message attributes when they are not on the span
+(semantic conventions ≥ 1.37, "GenAI events")."""
+
+
+def with_details(attrs: dict, events: list[dict]) -> dict:
+    """``attrs`` with the attributes of a :data:`DETAILS_EVENT` under them (the span's win)."""
+    for e in events:
+        if e.get("name") == DETAILS_EVENT and isinstance(e.get("attributes"), dict):
+            return {**e["attributes"], **attrs}
+    return attrs
+
+
 def request_body(attrs: dict, events: list[dict]) -> dict:
     """The chat-completion request body of a model-call span (see the module docstring; messages
     ``[]`` when the span recorded none)."""
+    attrs = with_details(attrs, events)
     if is_openinference(attrs):
         body = _openinference_request(attrs)
         if body is not None:
@@ -353,6 +368,7 @@ def _tool_def(t: dict) -> dict:
 
 def response(attrs: dict, events: list[dict]) -> dict | None:
     """The response of a model-call span as the recorder writes it, or None when not recorded."""
+    attrs = with_details(attrs, events)
     if is_openinference(attrs):
         out = _openinference_output(attrs)
         if out is not None:
