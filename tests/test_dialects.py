@@ -84,12 +84,13 @@ def test_tool_schemas_and_tool_call_arguments_are_normalized():
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1,"b":"x"}'}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "r"}]
     hist2 = copy.deepcopy(hist)
-    hist2[1]["content"] = None
+    del hist2[1]["content"]
     hist2[1]["tool_calls"][0]["function"]["arguments"] = '{"a": 1, "b": "x"}'
     a = canonical_request({"model": "m", "tools": [tool], "tool_choice": "auto", "messages": hist})
     b = canonical_request({"model": "m", "tools": [other], "parallel_tool_calls": True, "messages": hist2})
     assert a == b
     assert "tool_choice" not in a  # auto is the default with tools
+    assert a["messages"][1]["content"] is None  # as the openai client writes a tool-call message
     strict = copy.deepcopy(tool)
     strict["function"]["strict"] = True
     assert canonical_request({"model": "m", "tools": [strict], "messages": hist}) != a

@@ -31,8 +31,9 @@ The canonical form of a request body (a JSON object; anything else is returned u
    enum of lower-case names); a message's ``null`` fields and an empty ``tool_calls`` list are
    dropped; content given as exactly one text part (``[{"type": "text", "text": t}]``) becomes
    the string ``t`` (the reference: content is "string or array" of parts, the text part's text
-   being the message's text); an assistant message with tool calls and empty-string content gets
-   no content (LangChain sends ``null`` where the ``openai`` client passes ``""`` through); a
+   being the message's text); an assistant message with tool calls has ``"content": null`` whether
+   its content was null, ``""`` or absent (the reference: content is optional beside
+   ``tool_calls``; LangChain sends ``null`` where another client may pass ``""`` through); a
    tool call's ``arguments`` that parse as JSON are re-written compactly (``","`` and ``":"``,
    key order kept), so ``{"a": 1}`` and ``{"a":1}`` are one argument text.
 4. **Tools**: a function's ``strict: false`` (the documented default) and ``null`` fields are
@@ -154,13 +155,15 @@ def _content(content: Any) -> Any:
 
 
 def canonical_message(msg: Any) -> Any:
-    """One message in canonical form (item 3 of the module docstring); a non-object as it is."""
+    """One message in canonical form (item 3 of the module docstring); a non-object as it is.
+    (A message's ``content: null`` is kept: it is how the ``openai`` client writes an assistant
+    tool-call message, so such requests keep the shape they had before the canonical form.)"""
     if not isinstance(msg, dict):
         return msg
     out: dict[str, Any] = {}
     for k in sorted(msg):
         v = msg[k]
-        if v is None or (k in EMPTY_MEANS_ABSENT and v in ([], {}, "")):
+        if (v is None and k != "content") or (k in EMPTY_MEANS_ABSENT and v in ([], {}, "")):
             continue
         if k == "role" and isinstance(v, str):
             v = v.strip().lower()
@@ -171,8 +174,8 @@ def canonical_message(msg: Any) -> Any:
         elif not isinstance(v, str):
             v = by_value(v)
         out[k] = v
-    if out.get("tool_calls") and out.get("content") == "":
-        del out["content"]
+    if out.get("tool_calls") and out.get("content") in ("", None):
+        out["content"] = None  # absent, "" and null: no text beside the tool calls
     return out
 
 
