@@ -957,6 +957,11 @@ def store_import(store_path: str, otlp_path: str) -> None:
         res = write_otlp(st, batch, progress=say if len(batch.spans) > 2000 else None)  # a long write says how far
     _emit_json(res)
     say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
+    if res["without_messages"]:
+        from auto.interchange.otlp import CONTENT_HINT
+
+        say(f"note: {res['without_messages']} model-call spans carry no messages, so no site is found for them: "
+            f"{CONTENT_HINT}")
 
 
 if __name__ == "__main__":  # pragma: no cover

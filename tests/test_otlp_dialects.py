@@ -392,3 +392,20 @@ def test_parquet_spans_carry_the_census_site_id(tmp_path):
         export_parquet(st, tmp_path / "pq")
     rows = pq.read_table(tmp_path / "pq" / "spans.parquet").to_pylist()
     assert [r["site_id"] for r in rows] == [_proxy_site()] * 10
+
+
+def test_spans_without_message_content_say_what_to_set(tmp_path):
+    """``opentelemetry-instrumentation-openai-v2`` by default records no message content (its
+    spans have only the ``gen_ai.request.*`` / usage attributes): imported, and the user is told
+    which switch makes them sites."""
+    doc = json.loads((FIXTURES / "otlp-openai-v2.json").read_text())
+    for sp in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        sp["attributes"] = [kv for kv in sp["attributes"] if kv["key"] not in ("gen_ai.input.messages",
+                                                                                "gen_ai.output.messages")]
+    f = tmp_path / "bare.json"
+    f.write_text(json.dumps(doc))
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "store", "import", "--store", str(tmp_path / "s.db"),
+                        "--otlp", str(f)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["without_messages"] == 10
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in p.stderr.splitlines()[-1]

@@ -379,12 +379,22 @@ class OtlpBatch:
         traces: one trace row per trace id (:func:`traces_of`).
         skipped: spans of no convention Auto reads (HTTP spans and the like).
         where: what was read (a file name, ``POST /v1/traces``), for messages.
+        without_messages: model-call spans that recorded no messages (an instrumentation not
+            told to capture content: :data:`CONTENT_HINT`); imported, but no site is found for them.
     """
 
     spans: list[dict]
     traces: list[dict]
     skipped: int
     where: str
+    without_messages: int = 0
+
+
+CONTENT_HINT = ("an instrumentation records message content only when told to: for "
+                "opentelemetry-instrumentation-openai-v2 set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental "
+                "and OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY; for OpenLLMetry "
+                "TRACELOOP_TRACE_CONTENT=true; for OpenInference OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset")
+"""What a user is told when model-call spans carry no messages (each package's documented switch)."""
 
 
 def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpBatch:
@@ -412,7 +422,9 @@ def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpB
         except IngestError as exc:
             raise IngestError(f"{s['_where']}: {exc}") from None
     traces = traces_of(spans)
-    return OtlpBatch([{k: v for k, v in s.items() if k != "_where"} for s in spans], traces, skipped, where)
+    bare = sum(1 for s in spans if s["kind"] == "llm" and isinstance(s.get("input"), dict)
+               and s["input"].get("messages") == [])
+    return OtlpBatch([{k: v for k, v in s.items() if k != "_where"} for s in spans], traces, skipped, where, bare)
 
 
 def load_otlp(path: str | os.PathLike) -> OtlpBatch:
@@ -430,13 +442,15 @@ def write_otlp(store: Any, batch: OtlpBatch, progress: Callable[[str], None] | N
     contents are equal), then the trace rows not stored yet.
 
     Returns:
-        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": spans of no convention}``.
+        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": spans of no convention,
+        "without_messages": model calls that recorded no messages}``.
 
     Raises:
         IngestError: a span collides with a stored span of different content.
     """
     say = progress or (lambda _m: None)
-    totals = {"spans": 0, "traces": 0, "unchanged": 0, "skipped": batch.skipped}
+    totals = {"spans": 0, "traces": 0, "unchanged": 0, "skipped": batch.skipped,
+              "without_messages": batch.without_messages}
     clean = batch.spans
     with store.bulk_load():  # many batches: a large page cache, fewer WAL checkpoints
         for k in range(0, len(clean), BATCH):
@@ -463,7 +477,8 @@ def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], N
     secret values), so a foreign span never stores one.
 
     Returns:
-        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans}``.
+        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans,
+        "without_messages": model calls that recorded no messages}``.
 
     Raises:
         InterchangeError: a malformed or truncated record (one line naming it), or no span of a
@@ -648,5 +663,5 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
-__all__ = ["MODEL_CALL_SPAN", "OtlpBatch", "any_value", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
+__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
            "load_otlp", "otlp_span", "prepare", "raw_spans", "to_auto_spans", "write_otlp"]

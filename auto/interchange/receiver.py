@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -40,7 +41,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from auto.errors import IngestError
-from auto.interchange.otlp import doc_spans, prepare
+from auto.interchange.otlp import CONTENT_HINT, doc_spans, prepare
 from auto.interchange.parquet import InterchangeError
 from auto.store.journal import Journal, journal_dir
 
@@ -101,7 +102,8 @@ class Receiver:
 
     Attributes:
         counters: ``requests``, ``spans`` (accepted), ``skipped`` (of no convention), ``refused``
-            (requests answered 4xx), ``committed`` (spans written).
+            (requests answered 4xx), ``committed`` (spans written), ``without_messages`` (model
+            calls that recorded no messages; the first is reported on stderr with what to set).
     """
 
     def __init__(self, store: Any) -> None:
@@ -109,7 +111,8 @@ class Receiver:
 
         self.store = store
         self.journal = Journal(journal_dir(local_path(store.location)))
-        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "committed": 0}
+        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "committed": 0,
+                         "without_messages": 0}
         self._traces = {t["trace_id"] for t in store.traces()}
         self._lock = threading.Lock()  # journal order = pending order; trace ids
         self._pending: list[tuple[list[dict], list[dict]]] = []
@@ -140,6 +143,11 @@ class Receiver:
             self.counters["requests"] += 1
             self.counters["spans"] += len(batch.spans)
             self.counters["skipped"] += batch.skipped
+            first_bare = batch.without_messages and not self.counters["without_messages"]
+            self.counters["without_messages"] += batch.without_messages
+        if first_bare:  # once: the service's instrumentation is not capturing content
+            sys.stderr.write(f"auto receive: model-call spans without messages arrive (no site can be found for "
+                             f"them): {CONTENT_HINT}\n")
         self._wake.set()
         return len(batch.spans)
 
