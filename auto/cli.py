@@ -263,9 +263,14 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
         from auto.interchange.parquet import census_parquet
 
         c = census_parquet(parquet_dir, task=task, with_inputs=with_inputs)
+        if task is not None and not c.sites:
+            raise UsageError(f"no task {task!r} in {parquet_dir}")
     else:
         with _existing_store(store_path) as store:
             c = census_store(store, task=task, with_inputs=with_inputs)
+            if task is not None and not c.sites:  # a typo: name what was recorded instead of an empty table
+                names = sorted(store.tasks())
+                raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'})")
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
     else:
@@ -327,8 +332,13 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
         with _compile_lock(store_path):
-            outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
-                                   programs=not no_program, progress=say)
+            try:
+                outcome = compile_task(store, task, contract=contract, out_path=out_path, memo=not no_memo,
+                                       programs=not no_program, progress=say)
+            except GateRefused as e:
+                if as_json:  # the refusal as JSON too (as --all reports one), then exit 3 as always
+                    _emit_json({"task": task, "verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id})
+                raise
     if as_json:
         _emit_json(outcome.summary())
     else:
@@ -676,7 +686,10 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.store.postgres import location_label
     from auto.gate import Contract
 
+    from auto.asgi import check_listen
+
     Upstream(upstream)  # a bad URL is a usage error before anything starts
+    check_listen(host, port)  # a taken port is one line, and no store file is created
     Store(store_path).close()
     if contract_path:
         Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
@@ -693,6 +706,31 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     run_proxy(cfg, announce=lambda: say(
         f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
+
+
+# --------------------------------------------------------------------------------------- receive
+@main.command()
+@click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
+              help="Store to receive into (created if missing).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback by default).")
+@click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (4318: the OTLP/HTTP default).")
+def receive(store_path: str, host: str, port: int) -> None:
+    """An OTLP/HTTP receiver: spans POSTed to /v1/traces (protobuf or JSON) go into the store.
+
+    \b
+    Point an instrumented service at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
+    (OpenLLMetry, opentelemetry-instrumentation-openai-v2, OpenInference). Spans are journaled
+    before they are acknowledged. Stop with Ctrl-C.
+    """
+    from auto.interchange.receiver import serve
+    from auto.store.postgres import location_label
+
+    got = serve(store_path, host, port, announce=lambda: say(
+        f"auto receive on http://{host}:{port}/v1/traces, into {location_label(store_path)} "
+        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port})"))
+    say(f"received {got['spans']} spans in {got['requests']} requests ({got['skipped']} spans of no GenAI "
+        f"convention skipped, {got['refused']} requests refused)")
 
 
 # ----------------------------------------------------------------------------------------- serve
@@ -881,7 +919,7 @@ def store_info(store_path: str) -> None:
 @store.command(name="export")
 @click.option("--store", "store_path", required=True, type=StoreLocation())
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default=None,
-              help="parquet: the auto.parquet/2 layout (spans, payloads, traces, model-call requests and answers) into --out DIR.")
+              help="parquet: the auto.parquet/3 layout (spans, payloads, traces, model-call requests and answers) into --out DIR.")
 @click.option("--otlp", "otlp_path", type=click.Path(dir_okay=False), default=None,
               help="Write OpenTelemetry OTLP/JSON Lines (gen_ai.* attributes) to this file instead.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="With --format parquet: the folder.")
@@ -911,13 +949,19 @@ def store_export(store_path: str, fmt: str | None, otlp_path: str | None, out_di
               help="OpenTelemetry OTLP/JSON file (one request, or one per line) of GenAI spans.")
 def store_import(store_path: str, otlp_path: str) -> None:
     """Import OpenTelemetry GenAI spans (OTLP/JSON) so other instrumentation's traces become witnesses."""
-    from auto.interchange.otlp import import_otlp
+    from auto.interchange.otlp import load_otlp, write_otlp
     from auto.store import Store
 
+    batch = load_otlp(otlp_path)  # read and checked whole before the store is opened: a failure writes nothing
     with Store(store_path) as st:
-        res = import_otlp(st, otlp_path)
+        res = write_otlp(st, batch, progress=say if len(batch.spans) > 2000 else None)  # a long write says how far
     _emit_json(res)
     say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
+    if res["without_messages"]:
+        from auto.interchange.otlp import CONTENT_HINT
+
+        say(f"note: {res['without_messages']} model-call spans carry no messages, so no site is found for them: "
+            f"{CONTENT_HINT}")
 
 
 if __name__ == "__main__":  # pragma: no cover

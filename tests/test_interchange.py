@@ -105,7 +105,7 @@ def test_genai_spans_from_other_instrumentation_become_witnesses(tmp_path):
     f.write_text(json.dumps(_genai_doc(3)))
     with Store(tmp_path / "s.db") as st:
         res = import_otlp(st, f)
-        assert res == {"spans": 4, "traces": 1, "unchanged": 0, "skipped": 1}
+        assert res == {"spans": 4, "traces": 1, "unchanged": 0, "skipped": 1, "without_messages": 0}
         llm = st.spans(kind="llm")
         assert [s["input"] for s in llm] == [{"messages": [{"content": "refund please", "role": "user"}],
                                               "model": "gpt-4o", "temperature": 0.0}] * 3

@@ -317,6 +317,22 @@ def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_pat
     assert deopt[0]["attributes"]["auto.deopt.reason"].startswith("unseen input")
 
 
+def test_a_site_answers_every_client_s_rendering_of_its_request(compiled):
+    """LangChain writes ``temperature: 0.0``-style floats, ``stream: false`` and its own key order;
+    other clients write documented defaults: all are the recorded site's request (tier-1)."""
+    store, sid, _ = compiled
+    w = site_words()[0]
+    msgs = [dict(reversed(list(m.items()))) for m in ticket_messages(w)]
+    msgs[1]["role"] = " user"
+    body = {"stream": False, "n": 1, "temperature": 1.0, "top_p": 1, "response_format": {"type": "text"},
+            "messages": msgs, "model": "m-1", "stop": None}
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0) as px:
+        r = httpx2.post(px.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
+        assert r.status_code == 200 and r.headers["x-auto-tier"] == "1" and r.headers["x-auto-site"] == sid
+        assert r.json()["choices"][0]["message"]["content"] == label_of(w)
+        assert up.requests == []
+
+
 def test_record_only_never_answers(compiled):
     store, sid, _ = compiled
     with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, answer=False) as px:

@@ -299,7 +299,8 @@ COMMANDS = {
     "census": lambda s: ["census", "--store", s],
     "compile": lambda s: ["compile", "--store", s, "--site", "abc"],
     "store info": lambda s: ["store", "info", "--store", s],
-    "store import": lambda s: ["store", "import", "--store", s, "--otlp", os.devnull],
+    "store import": lambda s: ["store", "import", "--store", s, "--otlp",
+                               str(Path(__file__).parent / "dialects" / "otlp-openai-v2.json")],
     "proxy": lambda s: ["proxy", "--store", s, "--upstream", "http://127.0.0.1:9/v1", "--port", "0"],
     "serve": lambda s: ["serve", "--store", s, "--port", "0"],
 }

@@ -119,9 +119,11 @@ def compile_task(
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)
-    for name in names:
-        if name == region_rung.NAME and not region_rung.applies(store, task):
-            continue  # a single-call task: not a region (nothing to cite)
+    # a single-call task is not a region (nothing to cite): the region rung does not apply
+    todo = [n for n in names if not (n == region_rung.NAME and not region_rung.applies(store, task))]
+    ctx.say(f"  {len(ws.witnesses)} witnesses of {task}; rungs to try: {', '.join(todo) or 'none'}")
+    for i, name in enumerate(todo, 1):
+        ctx.say(f"  trying the {name} rung ({i} of {len(todo)})")  # a long phase: say which rung runs
         try:
             try:
                 outcome = RUNGS[name](ws, contract, ctx)

@@ -1,4 +1,4 @@
-"""The census of model calls over an ``auto.parquet/2`` export, in DuckDB SQL.
+"""The census of model calls over an ``auto.parquet/3`` export, in DuckDB SQL.
 
 The same sites and counts as :func:`auto.census.census_model_calls` (which reads a store's rows
 in Python), found without a Python step per request: ``requests.parquet`` holds what discovery

@@ -4,29 +4,29 @@
 protocol specification, "JSON Protobuf Encoding": ``resourceSpans[].scopeSpans[].spans[]``, ids
 as hex strings, 64-bit integers as decimal strings, attributes as ``{"key", "value": AnyValue}``).
 A file holds one such object, or one per line (JSON Lines, as the OpenTelemetry Collector's file
-exporter writes).
+exporter writes). Ids may also be base64 (what protobuf's ``json_format`` writes for ``bytes``
+fields), enums their names (``"STATUS_CODE_ERROR"``).
 
-**Import** (:func:`import_otlp`). Each span becomes an Auto span:
+**Import** (:func:`import_otlp`). Each span becomes an Auto span, read by
+:mod:`auto.interchange.genai` (the GenAI semantic conventions, current and previous forms, and
+OpenInference):
 
-* ``llm`` — ``gen_ai.operation.name`` is ``chat`` / ``text_completion`` / ``generate_content``
-  (GenAI semantic conventions); its input is the request in the shape the recorder writes
-  (``{"messages": [{"role", "content"}], "model", "temperature", …}``) from
-  ``gen_ai.input.messages`` + ``gen_ai.system_instructions`` (semantic conventions ≥ 1.37,
-  message parts of type ``text`` joined), else ``gen_ai.prompt``, else the ``gen_ai.*.message``
-  span events; its output ``{"content", "finish_reason", "tool_calls", "refusal"}`` from
-  ``gen_ai.output.messages``, ``gen_ai.completion`` or the ``gen_ai.choice`` event; its site is
-  computed as the recorder computes it (:mod:`auto.record.template`);
-* ``tool`` — ``execute_tool`` (input ``gen_ai.tool.call.arguments``, output
-  ``gen_ai.tool.call.result``);
+* ``llm`` — a model call (``gen_ai.operation.name`` ``chat`` / ``text_completion`` /
+  ``generate_content``, or OpenInference kind ``LLM``); its input is the request body the recorder
+  writes, its output ``{"content", "finish_reason", "tool_calls", "refusal"}``. A chat completion
+  is imported under the recorder's span name :data:`MODEL_CALL_SPAN` (its own name kept as
+  ``auto.otlp.span_name``), so site discovery finds it as it finds a proxied call: the same
+  request gives the same site however the instrumentation named the span;
+* ``tool`` — ``execute_tool`` or OpenInference ``TOOL`` (input ``{"name", "arguments"}``);
 * ``task`` — ``invoke_agent`` (task ``gen_ai.agent.name``), input ``{"messages": […]}``;
 * spans exported by Auto (:func:`export_otlp`) carry ``auto.*`` attributes and come back exactly
   (same content, same digests: the span digest travels as ``auto.span_digest`` and is checked);
-* any other span is skipped (counted).
+* any other span is skipped (counted). A file of which no span can be imported is refused.
 
 The task of a model call is ``auto.task``, else ``gen_ai.agent.name``, else its nearest
-``invoke_agent`` ancestor's. The file is read and checked completely before anything is written;
-a bad record fails the import with one line naming it (file, line, path of the span, span id),
-and nothing is written.
+``invoke_agent`` ancestor's. The file is read and checked completely before anything is written
+(:func:`load_otlp`, then :func:`write_otlp`); a bad record fails the import with one line naming
+it (file, line, path of the span, span id), and nothing is written.
 
 **Export** (:func:`export_otlp`): every span of the store, one ``ExportTraceServiceRequest`` per
 trace batch per line, with ``gen_ai.*`` attributes for other tools and ``auto.*`` attributes
@@ -36,31 +36,29 @@ trace batch per line, with ``gen_ai.*`` attributes for other tools and ``auto.*`
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from auto.canonical import canonical_json
 from auto.errors import IngestError
+from auto.interchange import genai
 from auto.interchange.parquet import InterchangeError
 from auto.record.template import site as site_of_call
 from auto.record.template import template_digest
 
-LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
-"""``gen_ai.operation.name`` values imported as model calls."""
-
-REQUEST_PARAMS = {
-    "gen_ai.request.model": "model", "gen_ai.request.temperature": "temperature", "gen_ai.request.top_p": "top_p",
-    "gen_ai.request.max_tokens": "max_tokens", "gen_ai.request.seed": "seed",
-    "gen_ai.request.frequency_penalty": "frequency_penalty", "gen_ai.request.presence_penalty": "presence_penalty",
-    "gen_ai.request.stop_sequences": "stop",
-}
-"""GenAI request attributes -> the request body field the recorder keeps them under."""
+MODEL_CALL_SPAN = "chat.completions"
+"""The span name a chat-completion span is imported under (the recorder's and the proxy's), so
+a call is one site however its instrumentation named the span (``openai.chat``, ``chat {model}``,
+``ChatCompletion``); the span's own name is kept as the attribute ``auto.otlp.span_name``."""
 
 AUTO_KEYS = ("auto.kind", "auto.task", "auto.site", "auto.input", "auto.output", "auto.error", "auto.attributes",
-             "auto.span_digest")
+             "auto.span_digest", "auto.span_name")
 """Attributes :func:`export_otlp` adds for a lossless round trip."""
 
 SPAN_KIND = {"llm": 3, "tool": 1, "task": 1}
@@ -176,10 +174,21 @@ def read_requests(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
 
 
 def _hex(value: Any, n: int, what: str, where: str, nullable: bool = False) -> str | None:
+    """A trace or span id as lower-case hex: given as ``n`` hex digits (OTLP/JSON, the
+    Collector's file exporter) or as the base64 of its ``n // 2`` bytes (what protobuf's
+    ``json_format`` writes for a ``bytes`` field)."""
     if value in (None, "") and nullable:
         return None
+    if isinstance(value, str) and len(value) != n and len(value) == 4 * -(-(n // 2) // 3):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (ValueError, binascii.Error):
+            raw = b""
+        if len(raw) == n // 2:
+            value = raw.hex()
     if not isinstance(value, str) or len(value) != n or any(c not in "0123456789abcdefABCDEF" for c in value):
-        raise InterchangeError(f"{where}: {what} must be {n} hex digits, got {value!r:.40}")
+        raise InterchangeError(f"{where}: {what} must be {n} hex digits (or base64 of {n // 2} bytes), "
+                               f"got {value!r:.40}")
     if set(value) == {"0"}:
         if nullable:
             return None
@@ -198,119 +207,61 @@ def _ns(value: Any, what: str, where: str) -> int:
 
 
 def raw_spans(path: str | os.PathLike) -> Iterator[dict]:
-    """Every span of an OTLP/JSON file as ``{"where", "trace_id", "span_id", "parent_span_id",
-    "name", "started_ns", "ended_ns", "status", "status_message", "attributes", "events"}``.
+    """Every span of an OTLP/JSON file (:func:`doc_spans` of each of its requests).
 
     Raises:
         InterchangeError: a malformed record (named).
     """
     for where, doc in read_requests(path):
-        for i, rs in enumerate(doc["resourceSpans"]):
-            for j, ss in enumerate((rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []):
-                for k, sp in enumerate((ss or {}).get("spans") or []):
-                    w = f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                    if not isinstance(sp, dict):
-                        raise InterchangeError(f"{w}: not an object")
-                    sid = sp.get("spanId")
-                    w = f"{w} (span {sid})" if isinstance(sid, str) else w
-                    for key in ("traceId", "spanId", "name", "startTimeUnixNano"):
-                        if key not in sp:
-                            raise InterchangeError(f"{w}: missing {key}")
-                    status = sp.get("status") or {}
-                    code = status.get("code", 0)
-                    events = []
-                    for e in sp.get("events") or []:
-                        if not isinstance(e, dict):
-                            raise InterchangeError(f"{w}: an event is not an object")
-                        events.append({"name": e.get("name"), "attributes": attributes_of(e.get("attributes") or [], w)})
-                    if not isinstance(sp["name"], str) or not sp["name"]:
-                        raise InterchangeError(f"{w}: name must be a non-empty string")
-                    yield {
-                        "where": w,
-                        "trace_id": _hex(sp["traceId"], 32, "traceId", w),
-                        "span_id": _hex(sp["spanId"], 16, "spanId", w),
-                        "parent_span_id": _hex(sp.get("parentSpanId"), 16, "parentSpanId", w, nullable=True),
-                        "name": sp["name"],
-                        "started_ns": _ns(sp["startTimeUnixNano"], "startTimeUnixNano", w),
-                        "ended_ns": _ns(sp.get("endTimeUnixNano", sp["startTimeUnixNano"]), "endTimeUnixNano", w),
-                        "status": "error" if code in (2, "STATUS_CODE_ERROR") else "ok",
-                        "status_message": status.get("message"),
-                        "attributes": attributes_of(sp.get("attributes") or [], w),
-                        "events": events,
-                    }
+        yield from doc_spans(doc, where)
+
+
+def doc_spans(doc: Any, where: str) -> Iterator[dict]:
+    """Every span of one OTLP/JSON ``ExportTraceServiceRequest`` (``where`` names it in errors)
+    as ``{"where", "trace_id", "span_id", "parent_span_id", "name", "started_ns", "ended_ns",
+    "status", "status_message", "attributes", "events"}``.
+
+    Raises:
+        InterchangeError: a malformed record (named).
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
+        raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
+    for i, rs in enumerate(doc["resourceSpans"]):
+        for j, ss in enumerate((rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []):
+            for k, sp in enumerate((ss or {}).get("spans") or []):
+                w = f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
+                if not isinstance(sp, dict):
+                    raise InterchangeError(f"{w}: not an object")
+                sid = sp.get("spanId")
+                w = f"{w} (span {sid})" if isinstance(sid, str) else w
+                for key in ("traceId", "spanId", "name", "startTimeUnixNano"):
+                    if key not in sp:
+                        raise InterchangeError(f"{w}: missing {key}")
+                status = sp.get("status") or {}
+                code = status.get("code", 0)
+                events = []
+                for e in sp.get("events") or []:
+                    if not isinstance(e, dict):
+                        raise InterchangeError(f"{w}: an event is not an object")
+                    events.append({"name": e.get("name"), "attributes": attributes_of(e.get("attributes") or [], w)})
+                if not isinstance(sp["name"], str) or not sp["name"]:
+                    raise InterchangeError(f"{w}: name must be a non-empty string")
+                yield {
+                    "where": w,
+                    "trace_id": _hex(sp["traceId"], 32, "traceId", w),
+                    "span_id": _hex(sp["spanId"], 16, "spanId", w),
+                    "parent_span_id": _hex(sp.get("parentSpanId"), 16, "parentSpanId", w, nullable=True),
+                    "name": sp["name"],
+                    "started_ns": _ns(sp["startTimeUnixNano"], "startTimeUnixNano", w),
+                    "ended_ns": _ns(sp.get("endTimeUnixNano", sp["startTimeUnixNano"]), "endTimeUnixNano", w),
+                    "status": "error" if code in (2, "STATUS_CODE_ERROR") else "ok",
+                    "status_message": status.get("message"),
+                    "attributes": attributes_of(sp.get("attributes") or [], w),
+                    "events": events,
+                }
 
 
 # ----------------------------------------------------------------------------- GenAI mapping
-
-
-def _loads_maybe(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
-def _text_of_parts(msg: dict) -> Any:
-    """A semantic-conventions message's content: its text parts joined, else its parts."""
-    if "content" in msg and "parts" not in msg:
-        return msg["content"]
-    parts = msg.get("parts") or []
-    texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-    if parts and len(texts) == len(parts):
-        return "".join(str(t) for t in texts)
-    return parts or None
-
-
-def _messages(attrs: dict, events: list[dict]) -> list[dict] | None:
-    msgs: list[dict] = []
-    sys_instr = _loads_maybe(attrs.get("gen_ai.system_instructions"))
-    if sys_instr:
-        content = _text_of_parts({"parts": sys_instr}) if isinstance(sys_instr, list) else sys_instr
-        msgs.append({"role": "system", "content": content})
-    raw = _loads_maybe(attrs.get("gen_ai.input.messages"))
-    if raw is None:
-        raw = _loads_maybe(attrs.get("gen_ai.prompt"))
-        if isinstance(raw, str):
-            raw = [{"role": "user", "content": raw}]
-    if isinstance(raw, list):
-        for m in raw:
-            if isinstance(m, dict):
-                msgs.append({"role": m.get("role") or "user", "content": _text_of_parts(m)})
-    if not msgs:
-        for e in events:
-            name = e.get("name") or ""
-            if name.startswith("gen_ai.") and name.endswith(".message"):
-                a = e["attributes"]
-                body = _loads_maybe(a.get("content", a.get("body")))
-                role = a.get("role") or name[len("gen_ai."):-len(".message")]
-                content = body.get("content") if isinstance(body, dict) else body
-                msgs.append({"role": role, "content": content})
-    return msgs or None
-
-
-def _output(attrs: dict, events: list[dict]) -> dict | None:
-    raw = _loads_maybe(attrs.get("gen_ai.output.messages"))
-    finish = attrs.get("gen_ai.response.finish_reasons")
-    finish = finish[0] if isinstance(finish, list) and finish else None
-    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
-        m = raw[0]
-        return {"content": _text_of_parts(m), "finish_reason": m.get("finish_reason", finish), "refusal": None,
-                "tool_calls": None}
-    comp = _loads_maybe(attrs.get("gen_ai.completion"))
-    if comp is not None:
-        if isinstance(comp, list) and comp and isinstance(comp[0], dict):
-            comp = comp[0].get("content")
-        return {"content": comp, "finish_reason": finish, "refusal": None, "tool_calls": None}
-    for e in events:
-        if e.get("name") == "gen_ai.choice":
-            a = e["attributes"]
-            body = _loads_maybe(a.get("message", a.get("body")))
-            content = body.get("content") if isinstance(body, dict) else body
-            return {"content": content, "finish_reason": a.get("finish_reason", finish), "refusal": None,
-                    "tool_calls": None}
-    return None
 
 
 def _auto_json(attrs: dict, key: str, where: str) -> Any:
@@ -333,14 +284,7 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
         a = r["attributes"]
         if a.get("auto.kind") in ("task", "llm", "tool"):
             return a["auto.kind"]
-        op = a.get("gen_ai.operation.name")
-        if op in LLM_OPERATIONS:
-            return "llm"
-        if op == "execute_tool":
-            return "tool"
-        if op == "invoke_agent":
-            return "task"
-        return None
+        return genai.span_kind(a)
 
     def agent_ancestor(r: dict) -> dict | None:
         seen = set()
@@ -368,31 +312,34 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
                     "attributes": _auto_json(a, "auto.attributes", w) if "auto.attributes" in a else
                     {k: v for k, v in a.items() if k not in AUTO_KEYS},
                     "task": a.get("auto.task"), "site": a.get("auto.site")}
+            if isinstance(a.get("auto.span_name"), str):
+                r = {**r, "name": a["auto.span_name"]}
         else:
             anc = agent_ancestor(r)
             task = a.get("auto.task") or a.get("gen_ai.agent.name") or \
                 (anc["attributes"].get("gen_ai.agent.name") or anc["name"] if anc else None)
             attrs = {**a, "auto.source": "otlp"}
             if kind == "llm":
-                body: dict[str, Any] = {"messages": _messages(a, r["events"]) or []}
-                for attr, field in REQUEST_PARAMS.items():
-                    if a.get(attr) is not None:
-                        body[field] = a[attr]
+                body = genai.request_body(a, r["events"])
                 task_input = {}
                 if anc is not None:
-                    task_input = {"messages": _messages(anc["attributes"], anc["events"]) or []}
-                span = {"input": body, "output": None if error else _output(a, r["events"]), "error": error,
+                    task_input = {"messages": genai.task_messages(anc["attributes"], anc["events"])}
+                name = r["name"]
+                if genai.is_chat(a) and body["messages"]:
+                    name = MODEL_CALL_SPAN  # the recorder's and the proxy's name: one site however named
+                    attrs["auto.otlp.span_name"] = r["name"]
+                r = {**r, "name": name}
+                span = {"input": body, "output": None if error else genai.response(a, r["events"]), "error": error,
                         "attributes": attrs, "task": task,
-                        "site": site_of_call(task, r["name"], template_digest(body["messages"], task_input))}
+                        "site": site_of_call(task, name, template_digest(body["messages"], task_input))}
             elif kind == "tool":
-                args = _loads_maybe(a.get("gen_ai.tool.call.arguments"))
-                span = {"input": {"name": a.get("gen_ai.tool.name") or r["name"], "arguments": args},
-                        "output": None if error else _loads_maybe(a.get("gen_ai.tool.call.result")),
+                tin, tout = genai.tool_call(a, r["name"])
+                span = {"input": tin, "output": None if error else tout,
                         "error": error, "attributes": attrs, "task": task, "site": None}
             else:
                 task = a.get("gen_ai.agent.name") or r["name"]
-                span = {"input": {"messages": _messages(a, r["events"]) or []},
-                        "output": None if error else (_output(a, r["events"]) or {}).get("content"),
+                span = {"input": {"messages": genai.task_messages(a, r["events"])},
+                        "output": None if error else (genai.response(a, r["events"]) or {}).get("content"),
                         "error": error, "attributes": attrs, "task": task, "site": None}
         if kind == "task" and not span.get("task"):
             span["task"] = r["name"]
@@ -423,25 +370,46 @@ def traces_of(spans: list[dict]) -> list[dict]:
     return out
 
 
-def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> dict:
-    """Import the GenAI spans of an OTLP/JSON file into ``store``.
+@dataclass
+class OtlpBatch:
+    """Spans read from OTLP and checked, ready to be written (:func:`load_otlp`, :func:`write_otlp`).
 
-    The whole file is parsed and checked first (nothing is written when a record is bad), then
-    spans are ingested in batches of :data:`BATCH` inside :meth:`auto.store.Store.bulk_load`
-    (re-importing the same file changes nothing: ids and contents are equal) and trace rows last.
-    Secrets are redacted first, as the recorder redacts them (``auto.record.redact.Redactor``:
-    well-known key formats, the environment's secret values), so a foreign span never stores one.
+    Attributes:
+        spans: Auto spans (redacted, each passed the store's checks), in file order.
+        traces: one trace row per trace id (:func:`traces_of`).
+        skipped: spans of no convention Auto reads (HTTP spans and the like).
+        where: what was read (a file name, ``POST /v1/traces``), for messages.
+        without_messages: model-call spans that recorded no messages (an instrumentation not
+            told to capture content: :data:`CONTENT_HINT`); imported, but no site is found for them.
+    """
 
-    Returns:
-        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans}``.
+    spans: list[dict]
+    traces: list[dict]
+    skipped: int
+    where: str
+    without_messages: int = 0
+
+
+CONTENT_HINT = ("an instrumentation records message content only when told to: for "
+                "opentelemetry-instrumentation-openai-v2 set OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental "
+                "and OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY; for OpenLLMetry "
+                "TRACELOOP_TRACE_CONTENT=true; for OpenInference OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset")
+"""What a user is told when model-call spans carry no messages (each package's documented switch)."""
+
+
+def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpBatch:
+    """Map, redact and check :func:`doc_spans` records (see :func:`import_otlp`).
 
     Raises:
-        InterchangeError: a malformed or truncated record (one line naming it).
-        IngestError: a span does not pass the store's checks (named by its record), or collides
-            with a stored span of different content.
+        InterchangeError: a malformed record; or nothing in them could be imported (no span of
+            the GenAI conventions, OpenInference or Auto) unless ``allow_empty``.
+        IngestError: a span does not pass the store's checks (named by its record).
     """
-    say = progress or (lambda _m: None)
-    spans, skipped = to_auto_spans(list(raw_spans(path)))
+    spans, skipped = to_auto_spans(raws)
+    if not spans and not allow_empty:
+        raise InterchangeError(
+            f"{where}: nothing to import: {skipped} span(s), none a model call, tool call or agent span of the "
+            "GenAI semantic conventions (gen_ai.operation.name), OpenInference (openinference.span.kind) or Auto")
     from auto.record.redact import Redactor
     from auto.store.normalize import normalize_span  # check every span before writing any
 
@@ -454,48 +422,196 @@ def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], N
         except IngestError as exc:
             raise IngestError(f"{s['_where']}: {exc}") from None
     traces = traces_of(spans)
-    totals = {"spans": 0, "traces": 0, "unchanged": 0, "skipped": skipped}
-    clean = [{k: v for k, v in s.items() if k != "_where"} for s in spans]
+    bare = sum(1 for s in spans if s["kind"] == "llm" and isinstance(s.get("input"), dict)
+               and s["input"].get("messages") == [])
+    return OtlpBatch([{k: v for k, v in s.items() if k != "_where"} for s in spans], traces, skipped, where, bare)
+
+
+def load_otlp(path: str | os.PathLike) -> OtlpBatch:
+    """Read, map and check every span of an OTLP/JSON file, writing nothing (see :func:`import_otlp`).
+
+    Raises:
+        InterchangeError, IngestError: as :func:`import_otlp`.
+    """
+    return prepare(list(raw_spans(path)), str(path))
+
+
+def write_otlp(store: Any, batch: OtlpBatch, progress: Callable[[str], None] | None = None) -> dict:
+    """Write a checked :class:`OtlpBatch` into ``store``: spans in batches of :data:`BATCH` inside
+    :meth:`auto.store.Store.bulk_load` (writing the same spans again changes nothing: ids and
+    contents are equal), then the trace rows not stored yet.
+
+    Returns:
+        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": spans of no convention,
+        "without_messages": model calls that recorded no messages}``.
+
+    Raises:
+        IngestError: a span collides with a stored span of different content.
+    """
+    say = progress or (lambda _m: None)
+    totals = {"spans": 0, "traces": 0, "unchanged": 0, "skipped": batch.skipped,
+              "without_messages": batch.without_messages}
+    clean = batch.spans
     with store.bulk_load():  # many batches: a large page cache, fewer WAL checkpoints
         for k in range(0, len(clean), BATCH):
             r = store.ingest(clean[k:k + BATCH])
             totals["spans"] += r["spans"]
             totals["unchanged"] += r["unchanged"]
             say(f"  imported {min(k + BATCH, len(clean))} of {len(clean)} spans")
-    existing = {t["trace_id"] for t in store.traces()} if traces else set()
-    new_traces = [t for t in traces if t["trace_id"] not in existing]
+    ids = [t["trace_id"] for t in batch.traces]
+    existing = {t["trace_id"] for t in store.traces()} if ids else set()
+    new_traces = [t for t in batch.traces if t["trace_id"] not in existing]
     if new_traces:
         totals["traces"] = store.ingest([], new_traces)["traces"]
     return totals
 
 
+def import_otlp(store: Any, path: str | os.PathLike, progress: Callable[[str], None] | None = None) -> dict:
+    """Import the GenAI spans of an OTLP/JSON file into ``store``.
+
+    The whole file is parsed, mapped (:mod:`auto.interchange.genai`: the GenAI semantic
+    conventions in their current and previous forms, and OpenInference) and checked first
+    (:func:`load_otlp`; nothing is written when a record is bad or when nothing in the file can be
+    imported), then written (:func:`write_otlp`). Secrets are redacted first, as the recorder
+    redacts them (``auto.record.redact.Redactor``: well-known key formats, the environment's
+    secret values), so a foreign span never stores one.
+
+    Returns:
+        ``{"spans": inserted, "traces": inserted, "unchanged": n, "skipped": non-GenAI spans,
+        "without_messages": model calls that recorded no messages}``.
+
+    Raises:
+        InterchangeError: a malformed or truncated record (one line naming it), or no span of a
+            convention Auto reads.
+        IngestError: a span does not pass the store's checks (named by its record), or collides
+            with a stored span of different content.
+    """
+    return write_otlp(store, load_otlp(path), progress)
+
+
 # ----------------------------------------------------------------------------- export
 
 
+def _json_value(text: Any) -> Any:
+    if isinstance(text, str):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _tool_call_parts(calls: Any) -> list[dict]:
+    """Chat-completion tool calls as semantic-conventions ``tool_call`` parts."""
+    return [{"type": "tool_call", "id": c.get("id"), "name": (c.get("function") or {}).get("name"),
+             "arguments": _json_value((c.get("function") or {}).get("arguments"))}
+            for c in calls or [] if isinstance(c, dict)]
+
+
+def input_messages(msgs: list) -> tuple[list[dict], list[dict]]:
+    """``(system instruction parts, input messages)`` of a chat-completion request's messages in
+    the GenAI semantic conventions' form (≥ 1.37: ``gen_ai.system_instructions`` and
+    ``gen_ai.input.messages``; every message ``{"role", "parts"}``: ``text`` parts, an assistant's
+    ``tool_call`` parts, a tool message's ``tool_call_response`` part)."""
+    system: list[dict] = []
+    out: list[dict] = []
+    for m in msgs:
+        if not isinstance(m, dict):
+            continue
+        role, content = m.get("role"), m.get("content")
+        if isinstance(content, str):
+            parts: list[dict] = [{"type": "text", "content": content}]
+        elif isinstance(content, list):
+            parts = [{"type": "text", "content": p.get("text")} if isinstance(p, dict) and p.get("type") == "text"
+                     else p for p in content]
+        else:
+            parts = []
+        if role == "tool":
+            out.append({"role": "tool", "parts": [{"type": "tool_call_response", "id": m.get("tool_call_id"),
+                                                   "response": content}]})
+            continue
+        parts += _tool_call_parts(m.get("tool_calls"))
+        if role in ("system", "developer") and not out:
+            system += parts
+            continue
+        out.append({"role": role, "parts": parts})
+    return system, out
+
+
+def _model_of(s: dict) -> Any:
+    a = s.get("attributes") or {}
+    inp = s.get("input") if isinstance(s.get("input"), dict) else {}
+    return a.get("gen_ai.request.model") or inp.get("model")
+
+
+def is_chat_span(s: dict) -> bool:
+    """Whether an Auto span is a chat completion (a model call with a ``messages`` list, not
+    opaque): only those are exported with ``gen_ai.operation.name`` ``chat``."""
+    a = s.get("attributes") or {}
+    return (s["kind"] == "llm" and not a.get("auto.opaque") and isinstance(s.get("input"), dict)
+            and isinstance(s["input"].get("messages"), list))
+
+
 def otlp_span(s: dict) -> dict:
-    """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span."""
+    """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span.
+
+    The GenAI semantic conventions (≥ 1.37) for other tools: a chat completion is named ``chat
+    {model}`` with ``gen_ai.operation.name`` ``chat``, ``gen_ai.provider.name`` (the recorder's
+    deprecated ``gen_ai.system`` is renamed), the request's ``gen_ai.request.*`` parameters and
+    ``gen_ai.tool.definitions``, ``gen_ai.system_instructions``,
+    ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (tool calls as ``tool_call`` parts,
+    tool results as ``tool_call_response`` parts); a tool span is ``execute_tool {name}``, a task
+    ``invoke_agent {task}``; a model-call span Auto does not understand (``auto.opaque``: ``GET
+    /v1/models``) keeps its name and gets no operation. The ``auto.*`` attributes (the span's
+    own name as ``auto.span_name``) bring the span back exactly (:func:`import_otlp`).
+    """
     a = dict(s.get("attributes") or {})
-    attrs: dict[str, Any] = {}
-    for k, v in a.items():
-        attrs[k] = v
-    op = {"llm": "chat", "tool": "execute_tool", "task": "invoke_agent"}[s["kind"]]
-    attrs.setdefault("gen_ai.operation.name", op)
-    if s["kind"] == "llm" and isinstance(s.get("input"), dict):
-        msgs = s["input"].get("messages")
-        if isinstance(msgs, list):
-            attrs["gen_ai.input.messages"] = canonical_json([
-                {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content")}]}
-                if isinstance(m, dict) and isinstance(m.get("content"), str) else m for m in msgs])
-        out = s.get("output")
-        if isinstance(out, dict):
-            attrs["gen_ai.output.messages"] = canonical_json([{
-                "role": "assistant", "parts": [{"type": "text", "content": out.get("content")}],
-                "finish_reason": out.get("finish_reason")}])
-    if s["kind"] == "task" and s.get("task"):
-        attrs.setdefault("gen_ai.agent.name", s["task"])
+    attrs: dict[str, Any] = dict(a)
+    if "gen_ai.system" in attrs:
+        attrs.setdefault("gen_ai.provider.name", attrs.pop("gen_ai.system"))
+    name = s["name"]
+    if s["kind"] == "llm":
+        if is_chat_span(s):
+            attrs["gen_ai.operation.name"] = "chat"
+            model = _model_of(s)
+            name = f"chat {model}" if model else "chat"
+            body = s["input"]
+            for attr, field in genai.REQUEST_PARAMS.items():  # the request's parameters, as attributes
+                if body.get(field) is not None and attr not in attrs:
+                    v = body[field]
+                    attrs[attr] = [v] if field == "stop" and isinstance(v, str) else v
+            if body.get("max_completion_tokens") is not None:
+                attrs.setdefault("gen_ai.request.max_tokens", body["max_completion_tokens"])
+            if isinstance(body.get("tools"), list) and body["tools"]:
+                attrs["gen_ai.tool.definitions"] = canonical_json([
+                    {"type": t.get("type"), **t["function"]} if isinstance(t, dict) and isinstance(t.get("function"), dict)
+                    else t for t in body["tools"]])
+            system, msgs = input_messages(body["messages"])
+            if system:
+                attrs["gen_ai.system_instructions"] = canonical_json(system)
+            attrs["gen_ai.input.messages"] = canonical_json(msgs)
+            out = s.get("output")
+            if isinstance(out, dict):
+                parts = [{"type": "text", "content": out["content"]}] if out.get("content") is not None else []
+                parts += _tool_call_parts(out.get("tool_calls"))
+                attrs["gen_ai.output.messages"] = canonical_json([{
+                    "role": "assistant", "parts": parts, "finish_reason": out.get("finish_reason")}])
+        else:
+            attrs.pop("gen_ai.operation.name", None)
+    elif s["kind"] == "tool":
+        attrs["gen_ai.operation.name"] = "execute_tool"
+        tool = (s.get("input") or {}).get("name") if isinstance(s.get("input"), dict) else None
+        if tool:
+            attrs.setdefault("gen_ai.tool.name", tool)
+            name = f"execute_tool {tool}"
+    else:
+        attrs["gen_ai.operation.name"] = "invoke_agent"
+        if s.get("task"):
+            attrs.setdefault("gen_ai.agent.name", s["task"])
+            name = f"invoke_agent {s['task']}"
     attrs.update({
         "auto.kind": s["kind"], "auto.input": canonical_json(s.get("input")), "auto.output": canonical_json(s.get("output")),
-        "auto.attributes": canonical_json(a), "auto.span_digest": s["digest"],
+        "auto.attributes": canonical_json(a), "auto.span_digest": s["digest"], "auto.span_name": s["name"],
     })
     if s.get("task") is not None:
         attrs["auto.task"] = s["task"]
@@ -503,9 +619,9 @@ def otlp_span(s: dict) -> dict:
         attrs["auto.site"] = s["site"]
     if s.get("error") is not None:
         attrs["auto.error"] = canonical_json(s["error"])
-    span = {"traceId": s["trace_id"], "spanId": s["span_id"], "name": s["name"], "kind": SPAN_KIND[s["kind"]],
+    span = {"traceId": s["trace_id"], "spanId": s["span_id"], "name": name, "kind": SPAN_KIND[s["kind"]],
             "startTimeUnixNano": str(s["started_ns"]), "endTimeUnixNano": str(s["ended_ns"]),
-            "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()],
+            "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items() if v is not None],
             "status": {"code": 2, "message": (s.get("error") or {}).get("message", "")} if s["status"] == "error"
             else {"code": 0}}
     if s.get("parent_span_id"):
@@ -547,4 +663,5 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
-__all__ = ["any_value", "export_otlp", "from_any_value", "import_otlp", "otlp_span", "raw_spans", "to_auto_spans"]
+__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
+           "load_otlp", "otlp_span", "prepare", "raw_spans", "to_auto_spans", "write_otlp"]

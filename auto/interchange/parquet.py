@@ -1,9 +1,10 @@
 """A store as Parquet files (pyarrow), and the census over them with DuckDB.
 
-Layout ``auto.parquet/2`` — a folder of five files, each with the key-value metadata
-``auto.format = "auto.parquet/2"``; this layout is stable (a change gets a new name; an
-``auto.parquet/1`` folder, written before the model-call files existed, is refused with a line
-that says to export again):
+Layout ``auto.parquet/3`` — a folder of five files, each with the key-value metadata
+``auto.format = "auto.parquet/3"``; this layout is stable (a change gets a new name; an
+``auto.parquet/1`` folder, written before the model-call files existed, or an ``auto.parquet/2``
+one, written before ``spans.site_id``, is refused with a line that says to export again). The
+layout is documented for users in ``docs/parquet.md``:
 
 ``spans.parquet``, one row per span, in insertion order:
 
@@ -26,6 +27,9 @@ attributes_digest  string
 logical_call_id    string    ``auto.logical_call_id`` (SDK retries of one model call), or null
 attempt            int64     ``auto.attempt`` (0 when absent)
 digest             string    the span digest (over its content fields, as the store computes it)
+site_id            string    a model call's census site (``site:<16 hex>``, what ``auto census``
+                             lists and ``auto compile --site`` takes), or null (not a model call
+                             Auto understands, or not a model call)
 =================  ========  ====================================================================
 
 ``payloads.parquet``: ``digest`` (string, ``sha256:<hex>``), ``json`` (string, canonical JSON) —
@@ -59,10 +63,10 @@ from typing import Any, Callable, Iterator
 
 from auto.errors import StoreError
 
-FORMAT = "auto.parquet/2"
+FORMAT = "auto.parquet/3"
 """The layout's name (file metadata ``auto.format``)."""
 
-OLD_FORMATS = ("auto.parquet/1",)
+OLD_FORMATS = ("auto.parquet/1", "auto.parquet/2")
 """Earlier layouts: refused with a line that says to export again."""
 
 ROW_GROUP = 100_000
@@ -73,7 +77,7 @@ SPAN_COLUMNS = (
     ("name", "string"), ("kind", "string"), ("task", "string"), ("site", "string"), ("started_ns", "int64"),
     ("ended_ns", "int64"), ("status", "string"), ("input_digest", "string"), ("output_digest", "string"),
     ("error_digest", "string"), ("attributes_digest", "string"), ("logical_call_id", "string"),
-    ("attempt", "int64"), ("digest", "string"),
+    ("attempt", "int64"), ("digest", "string"), ("site_id", "string"),
 )
 """``spans.parquet``'s columns and Arrow types, in order."""
 
@@ -138,6 +142,29 @@ def answer_row(digest: str, text: str) -> dict[str, Any]:
     return {"digest": digest, "answer": canonical_json(site_answer(json.loads(text)))}
 
 
+def census_site_ids(store: Any) -> dict[tuple[str, str, str], str]:
+    """``(task or "", span name, input digest) -> census site id`` of every distinct model-call
+    request of ``store`` (:class:`auto.sites.discover.SiteFinder` over the distinct requests, as
+    the census finds them; memory grows with the distinct requests)."""
+    from auto.sites.discover import MODEL_CALL_KIND, MODEL_CALL_SPANS, RESOLVE_CHUNK, SiteFinder, read_request
+    from auto_runtime.digest import digest_bytes
+
+    keys = {(r[1] or "", r[2] or "", r[3]) for r in store.model_call_rows(MODEL_CALL_KIND, None)
+            if r[2] in MODEL_CALL_SPANS and r[3] is not None}
+    ids = sorted({k[2] for k in keys}, key=repr)
+    texts: dict[Any, str] = {}
+    for k in range(0, len(ids), RESOLVE_CHUNK):
+        texts.update(store.payload_texts(ids[k:k + RESOLVE_CHUNK]))
+    finder = SiteFinder()
+    tokens = {}
+    for task, name, pid in sorted(keys, key=repr):
+        req = read_request(json.loads(texts[pid]))
+        if req is not None:
+            tokens[(task, name, digest_bytes(texts[pid].encode("utf-8")))] = finder.add(task or None, name, req)
+    finder.finish()
+    return {k: sid for k, tok in tokens.items() if (sid := SiteFinder.site_of(tok)) is not None}
+
+
 class _Writer:
     """One file of the layout, written to a temporary name and moved into place by :meth:`close`."""
 
@@ -185,9 +212,11 @@ def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[s
     try:
         spans = _Writer(pa, pq, out, "spans.parquet")
         writers.append(spans)
+        site_of = census_site_ids(store)
         for rows in store.iter_export_rows(batch=ROW_GROUP):
             cols = list(zip(*rows))
             say(f"  spans: {rows[-1][0]} (seq)")
+            cols.append([site_of.get((r[6] or "", r[4] or "", r[11])) for r in rows])  # task, name, input digest
             spans.write({n: list(c) for (n, _), c in zip(SPAN_COLUMNS, cols)})
         inputs, outputs = store.span_payload_ids("llm")
         payloads = _Writer(pa, pq, out, "payloads.parquet")

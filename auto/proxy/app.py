@@ -60,7 +60,7 @@ from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, Upstream
 from auto.ratchet import DEFAULT_AUDIT_RATE
 from auto.record.model_call import Attempt, LogicalCall
 from auto.record.openai_hook import endpoint_for
-from auto.record.template import shape_digest
+from auto.sites.request import request_shape
 from auto.sites import site_answer
 from auto.store.postgres import location_label
 
@@ -281,7 +281,7 @@ class Proxy:
         marks: dict[str, str] = {}
         sites = self.sites
         if sites is not None and name == "chat.completions":
-            route = sites.route(body, shape_digest(body))
+            route = sites.route(*request_shape(body))  # the canonical form: one site however the client wrote it
             if route is not None and route.input is not None:
                 res = route.ratchet.decide(route.input)
                 if res.tier == TIER1:

@@ -189,12 +189,13 @@ class SiteService:
     # ------------------------------------------------------------------ requests
 
     def route(self, body: dict, shape: str) -> Route | None:
-        """The route of a chat request (``shape``: its shape digest), or None (no site, no
-        ratchet yet, or a request a tier-1 answer cannot serve)."""
+        """The route of a chat request in its canonical form (``body``, ``shape``: what
+        :func:`auto.sites.request.request_shape` gives), or None (no site, no ratchet yet, or a
+        request a tier-1 answer cannot serve)."""
         if any(body.get(k) for k in UNANSWERABLE_PARAMS):
             return None
         for site in self._by_shape.get(shape, ()):
-            if site.extract(body, shape) is None:
+            if site.extract(body, shape, canonical=True) is None:
                 continue
             r = self._ratchets.get(site.id)
             if r is None:
@@ -202,7 +203,7 @@ class SiteService:
                 return None
             art = r.tiered.artifact
             tmpl = self._template(art) if art is not None else site
-            inp = tmpl.extract(body, shape) if tmpl is not None else None
+            inp = tmpl.extract(body, shape, canonical=True) if tmpl is not None else None
             if inp is None:
                 self.counters[site.id]["outside_template"] += 1
             return Route(site.id, r, inp)

@@ -7,6 +7,12 @@ directory holds a ``sitecustomize.py`` which Python imports at start-up (unless 
 * ``AUTO_RECORD_STORE`` — the store path (absolute) or ``postgresql://`` URI, and
 * ``AUTO_RECORD_TASK`` — optional: model calls made outside any ``@auto.task`` are grouped
   under one task span named T per process (otherwise they are top-level ``llm`` spans),
+* ``AUTO_RECORD_SITE_PATHS`` — set when the child's command is a Python interpreter other than
+  this one (another virtual environment): this interpreter's package folders, appended to the
+  child's ``sys.path`` after its own packages, so Auto's dependencies load there too. That
+  interpreter is asked to load the recorder before the child runs; when it cannot (another
+  Python version whose binary packages differ, a package of its own that shadows one Auto
+  needs), ``auto record`` says so in one line and runs nothing,
 
 starts recording (patching ``openai`` when it is imported), stops at interpreter exit, and then
 runs any ``sitecustomize`` that the bootstrap shadows, so an existing one keeps working. Child
@@ -16,6 +22,7 @@ Python processes inherit the environment and are recorded too.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +36,9 @@ BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
 
 ENV_STORE = "AUTO_RECORD_STORE"
 ENV_TASK = "AUTO_RECORD_TASK"
+ENV_SITE_PATHS = "AUTO_RECORD_SITE_PATHS"
+"""Set for a child whose Python interpreter is not this one: the folders of this interpreter's
+packages, which the bootstrap appends to the child's ``sys.path`` (after its own packages)."""
 
 
 INTERRUPT_GRACE_S = 1.0
@@ -58,7 +68,8 @@ def _stop_child(proc: subprocess.Popen) -> int:
 def recording_env(store: str, task: str | None = None, base: dict | None = None) -> dict[str, str]:
     """The environment for a recorded child: ``base`` (default ``os.environ``) plus the
     ``AUTO_RECORD_*`` variables and a ``PYTHONPATH`` of bootstrap dir + existing entries + the
-    directory that holds the ``auto`` package (last, so the child can import it)."""
+    directories that hold the ``auto`` and ``auto_runtime`` packages (last, so the child can
+    import them)."""
     from auto.store.postgres import is_dsn
 
     env = dict(os.environ if base is None else base)
@@ -67,12 +78,63 @@ def recording_env(store: str, task: str | None = None, base: dict | None = None)
         env[ENV_TASK] = task
     else:
         env.pop(ENV_TASK, None)
+    import auto_runtime
+
     auto_parent = str(Path(__file__).resolve().parents[2])
+    runtime_parent = str(Path(auto_runtime.__file__).resolve().parents[1])
     parts = [BOOTSTRAP_DIR] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != BOOTSTRAP_DIR]
-    if auto_parent not in parts:
-        parts.append(auto_parent)
+    for extra in (auto_parent, runtime_parent):
+        if extra not in parts:
+            parts.append(extra)
     env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
+
+
+PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?")
+"""What a command named as a Python interpreter looks like (``python``, ``python3``, ``python3.12``)."""
+
+
+def foreign_python(program: str) -> str | None:
+    """The path of ``program`` when it is a Python interpreter other than this one (another
+    virtual environment, another version), else None."""
+    if not PYTHON_NAME.fullmatch(os.path.basename(program)):
+        return None
+    exe = shutil.which(program)
+    if exe is None or os.path.abspath(exe) == os.path.abspath(sys.executable):
+        return None
+    return exe
+
+
+def auto_site_paths() -> tuple[str, ...]:
+    """The folders this interpreter's installed packages are in (Auto's dependencies), for a
+    child interpreter that lacks them (usable when its Python version is this one's)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(dict.fromkeys(p for p in (paths.get("purelib"), paths.get("platlib")) if p))
+
+
+def check_child_python(program: str, exe: str, env: dict[str, str]) -> None:
+    """Check that the child's interpreter can import the recorder with the recording
+    environment (``env``, without the store: nothing is recorded), before the child runs.
+
+    Raises:
+        RecordError: it cannot; one line naming what it needs.
+    """
+    probe = {k: v for k, v in env.items() if k not in (ENV_STORE, "AUTO_RECORD_STATUS")}
+    try:
+        p = subprocess.run([exe, "-c", "import sys, auto.record.session; print('%d.%d' % sys.version_info[:2])"],
+                           env=probe, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RecordError(f"auto record: cannot start {program} ({exe}): {e}") from None
+    if p.returncode == 0:
+        return
+    why = (p.stderr.strip().splitlines() or ["it exited " + str(p.returncode)])[-1]
+    mine = "%d.%d" % sys.version_info[:2]
+    raise RecordError(
+        f"auto record: {program} ({exe}) cannot load the recorder ({why}); it needs Auto installed in its "
+        f"environment (pip install auto), or Python {mine} to borrow this one's; or run the agent with "
+        f"{sys.executable}, or record any client through `auto proxy`")
 
 
 def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
@@ -85,7 +147,9 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     Raises:
         ArgumentError: empty command, or the program is not found / not executable.
         NotAStore, SchemaTooNew, StoreError: the store cannot be used (corrupt included).
-        RecordError: no Python process of the child recorded, or one lost spans.
+        RecordError: the child's Python interpreter (another virtual environment or version)
+            cannot load the recorder (checked before it runs: one line saying what it needs); no
+            Python process of the child recorded, or one lost spans.
     """
     if not cmd:
         raise ArgumentError("auto record: no command given (usage: auto record --store S -- python agent.py)")
@@ -96,7 +160,12 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
 
     with Store(store) as st:
         st.check()
+    child_python = foreign_python(cmd[0])
     env = recording_env(store, task)
+    if child_python:  # Auto's dependencies, after the child's own packages (the bootstrap appends them)
+        env[ENV_SITE_PATHS] = os.pathsep.join(auto_site_paths())
+    if child_python:
+        check_child_python(cmd[0], child_python, env)
     status_dir = tempfile.mkdtemp(prefix="auto-record-")
     env["AUTO_RECORD_STATUS"] = status_dir
     try:

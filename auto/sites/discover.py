@@ -36,6 +36,7 @@ from auto.canonical import digest
 from auto.record.template import request_leaves, request_skeleton
 from auto.sites.align import SLOT, Parts, align
 from auto.sites.answer import site_answer
+from auto.sites.request import canonical_request
 from auto.sites.site import Site, site_id, slot_names
 from auto.store import Witness
 
@@ -130,10 +131,12 @@ class Request:
 
 
 def read_request(body: Any) -> Request | None:
-    """The :class:`Request` of a request body, or None when it is no chat-completion request
-    (not an object with a non-empty ``messages`` list)."""
+    """The :class:`Request` of a request body, read in its canonical form
+    (:func:`auto.sites.request.canonical_request`: however a client wrote it), or None when it is
+    no chat-completion request (not an object with a non-empty ``messages`` list)."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         return None
+    body = canonical_request(body)
     sk = request_skeleton(body)
     return Request(digest(sk), sk, dict(request_leaves(body["messages"])))
 

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 from auto.canonical import digest
 from auto.record.template import LEAF, STRUCTURAL_KEYS, request_leaves, request_skeleton
 from auto.sites.align import SLOT, Parts, extract, render
+from auto.sites.request import canonical_request
 
 SITE_PREFIX = "site:"
 """Model-call site ids start with this (task names in the store never should)."""
@@ -89,11 +90,17 @@ class Site:
         return {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": names,
                 "additionalProperties": False}
 
-    def extract(self, body: Any, shape: str | None = None) -> dict[str, str] | None:
+    def extract(self, body: Any, shape: str | None = None, *, canonical: bool = False) -> dict[str, str] | None:
         """The slot values of a request body (``{slot name: text}``), or None when the request
-        does not fit the site (``shape``: the body's shape digest when already computed)."""
+        does not fit the site. The body is read in its canonical form
+        (:func:`auto.sites.request.canonical_request`), so every client's rendering of one request
+        fits alike; ``shape``: the canonical body's shape digest when already computed and
+        ``canonical=True`` when ``body`` is already canonical
+        (:func:`auto.sites.request.request_shape` gives both)."""
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return None
+        if not canonical:
+            body = canonical_request(body)
         if (shape or digest(request_skeleton(body))) != self.shape:
             return None
         return self.slot_values(request_leaves(body["messages"]))

@@ -24,6 +24,14 @@ def _auto_status(**fields):
         pass
 
 
+def _auto_borrow_packages():
+    """Append ``$AUTO_RECORD_SITE_PATHS`` (the folders of the recording Auto's packages, set when
+    the child's interpreter is another one) to ``sys.path``, after the child's own packages."""
+    for p in (os.environ.get("AUTO_RECORD_SITE_PATHS") or "").split(os.pathsep):
+        if p and p not in sys.path:
+            sys.path.append(p)
+
+
 def _auto_start_recording():
     store = os.environ.get("AUTO_RECORD_STORE")
     if not store:
@@ -71,5 +79,6 @@ def _auto_chain_sitecustomize():
             sys.modules["sitecustomize"] = me
 
 
+_auto_borrow_packages()
 _auto_start_recording()
 _auto_chain_sitecustomize()
