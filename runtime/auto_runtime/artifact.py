@@ -207,7 +207,8 @@ class Artifact:
         Args:
             path_or_bytes: a path to the ``.wasm`` file, or its bytes.
             expected_id: the ``"sha256:<hex>"`` id it was deployed under; checked when given.
-            limits: sandbox limits (defaults: :class:`Limits` ()).
+            limits: sandbox limits (defaults: :class:`Limits` ()); an unset ``timeout_ms`` is
+                set from the manifest's measured fuel (:meth:`Limits.for_manifest`).
             host_functions: implementations of the manifest's capabilities, keyed
                 ``(module, name)`` or ``"module.name"``; each is called with the wasm arguments
                 as Python ints/floats. Pure artifacts need none.
@@ -257,6 +258,7 @@ class Artifact:
         manifest = decode_manifest(payload, source)
         _check_code_digest(data, payload, manifest, source)
         check_manifest_digest(manifest, source)
+        limits = limits.for_manifest(manifest)
 
         for mem in info.memories:
             if mem.is_64:
