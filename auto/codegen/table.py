@@ -122,6 +122,29 @@ class TableModel:
             table[key] = a
         if not table and fallback is None:
             raise ValueError("a table-only TableModel needs at least one entry")
+        self._build(table, fallback)
+
+    @classmethod
+    def from_texts(cls, table: dict[bytes, str]) -> "TableModel":
+        """A table-only TableModel of entries already in canonical form: ``{canonical input
+        bytes: canonical answer text}`` (e.g. read back from an installed artifact's verified
+        table, :mod:`auto_runtime.table`, plus new entries encoded with :func:`canonical_key`),
+        without decoding and re-encoding every entry. The caller vouches that each key is the
+        canonical JSON of an object and each answer canonical JSON.
+
+        Raises:
+            ValueError: no entries, or a key longer than ``MAX_INPUT`` bytes.
+        """
+        if not table:
+            raise ValueError("a table-only TableModel needs at least one entry")
+        longest = max(map(len, table))
+        if longest > MAX_INPUT:
+            raise ValueError(f"an input of {longest} bytes is over MAX_INPUT={MAX_INPUT}")
+        self = cls.__new__(cls)
+        self._build(dict(table), None)
+        return self
+
+    def _build(self, table: dict[bytes, str], fallback: CompiledModel | None) -> None:
         # order by (hash, key): keys sorted first, then a stable sort by hash keeps equal hashes
         # in key order
         by_key = sorted(table)

@@ -146,7 +146,8 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
                    "output": {"enum": [json.loads(a) for a in answers]}},
         model={**table.manifest_model(), "table": decl, "code_digest": digest_bytes(code)})
     try:
-        art = Artifact.load(emit(code, draft.provisional()))
+        # the gate runs the code, never the runtime's table fast path (which answers from the table itself)
+        art = Artifact.load(emit(code, draft.provisional()), table_fast_path=False)
     except MemoryLimitExceeded as exc:
         raise _too_large(ctx, contract, len(entries), len(code), f"the table does not fit the sandbox ({exc});", cap) from None
     t0 = time.perf_counter()

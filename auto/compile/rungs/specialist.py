@@ -163,7 +163,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         predictor: Any = table
         draft = draft.with_model(table.compiled_as, kind=table.compiled_as, table_entries=len(table),
                                  specialist_kind=model.kind, table=decl, code_digest=digest_bytes(code))
-        candidate = Artifact.load(emit(code, draft.provisional()))
+        candidate = Artifact.load(emit(code, draft.provisional()), table_fast_path=False)  # the gate runs the code
         if guard["fallback_reason"] is None:
             thr = guard["components"][-1]["threshold"]
             if thr is not None and thr > HIT_MARGIN:  # a table hit reports HIT_MARGIN (docs/architecture.md)
