@@ -76,3 +76,14 @@ def test_merged_schema_equals_the_schema_of_all_inputs():
     old = [{"a": "x", "b": 1}, {"a": "y", "b": 2.5, "c": True}]
     new = [{"a": "z", "b": None}, {"a": 3, "b": 1, "d": []}]
     assert merge_input_schema(input_schema(old), new) == input_schema(old + new)
+
+
+def test_refresh_from_the_loaded_artifact_equals_refresh_from_its_bytes(tmp_path):
+    o = _installed(tmp_path, 80)
+    added = [({"ticket": "one more"}, "bug"), ({"ticket": "and another"}, "billing")]
+    with Store(tmp_path / "s.db") as st:
+        a = refresh_table(st, "memo", o.wasm, added, generation=5)
+        b = refresh_table(st, "memo", Artifact.load(o.wasm), added, generation=5)
+        with pytest.raises(CompileError, match="declares no model.table"):
+            refresh_table(st, "memo", Artifact.load(o.wasm, table_fast_path=False), added, generation=6)
+    assert a.wasm == b.wasm and a.manifest["model"]["table"]["extends"]["artifact_id"] == o.artifact_id

@@ -29,11 +29,12 @@ table-only miss writes ``{"answer":null,"margin":0.000000000,"nonconformity":1.0
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
+import numpy as np
+
 from auto_runtime.digest import digest_bytes
-from auto_runtime.table import ENTRY, LAYOUT
+from auto_runtime.table import INDEX_DTYPE, ENTRY, LAYOUT
 
 from auto.errors import CodegenError
 
@@ -123,20 +124,29 @@ def table_blob(model: TableModel, base: int) -> tuple[bytes, int, int]:
     keys_at = base + ENTRY * n
     keys = b"".join(model.keys)
     ans_at = keys_at + len(keys)
-    ans = bytearray()
-    ans_pos: dict[bytes, int] = {}
-    index = bytearray()
-    k_off = keys_at
-    longest = 0
-    for h, k, a in zip(model.hashes, model.keys, model.answers):
-        ab = a.encode("utf-8")
-        longest = max(longest, len(ab))
-        if ab not in ans_pos:
-            ans_pos[ab] = ans_at + len(ans)
-            ans += ab
-        index += struct.pack("<QIIII", h, k_off, len(k), ans_pos[ab], len(ab))
-        k_off += len(k)
-    return bytes(index) + keys + bytes(ans), base, longest
+    ans_pos: dict[str, int] = {}  # each distinct answer stored once, in first-use order
+    parts: list[bytes] = []
+    at = ans_at
+    for a in model.answers:
+        if a not in ans_pos:
+            ans_pos[a] = at
+            ab = a.encode("utf-8")
+            parts.append(ab)
+            at += len(ab)
+    alen = {a: len(a.encode("utf-8")) for a in ans_pos}
+    idx = np.empty(n, dtype=INDEX_DTYPE)
+    idx["hash"] = np.array(model.hashes, dtype=np.uint64)
+    klen = np.fromiter(map(len, model.keys), dtype=np.int64, count=n)
+    kptr = np.empty(n, dtype=np.int64)
+    if n:
+        kptr[0] = keys_at
+        np.cumsum(klen[:-1], out=kptr[1:])
+        kptr[1:] += keys_at
+    idx["kptr"], idx["klen"] = kptr, klen
+    idx["aptr"] = np.fromiter(map(ans_pos.__getitem__, model.answers), dtype=np.int64, count=n)
+    idx["alen"] = np.fromiter(map(alen.__getitem__, model.answers), dtype=np.int64, count=n)
+    longest = max(alen.values(), default=0)
+    return idx.tobytes() + keys + b"".join(parts), base, longest
 
 
 def table_declaration(base: int, blob: bytes, entries: int) -> dict[str, Any]:

@@ -36,7 +36,6 @@ arithmetic mod 2**64): ``h = basis; for b in bytes: h = (h ^ b) * prime``.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -49,6 +48,9 @@ from auto_runtime.wasm_sections import WasmModuleInfo, data_segments
 LAYOUT = "fnv1a64-index/1"
 ENTRY = 24
 """Bytes per index entry."""
+
+INDEX_DTYPE = np.dtype([("hash", "<u8"), ("kptr", "<u4"), ("klen", "<u4"), ("aptr", "<u4"), ("alen", "<u4")])
+"""One index entry as a numpy record (little-endian, 24 bytes)."""
 
 FNV64_OFFSET_BASIS = 14695981039346656037
 FNV64_PRIME = 1099511628211
@@ -241,26 +243,28 @@ def read_table(data: bytes, info: WasmModuleInfo, manifest: Mapping[str, Any],
         raise ManifestError(f"{where}: the table's bytes do not match its digest (corrupted or altered)")
     if ENTRY * n > nbytes:
         raise ManifestError(f"{where}: an index of {n} entries does not fit in {nbytes} bytes")
-    rows = list(struct.iter_unpack("<QIIII", blob[:ENTRY * n])) if n else []
-    end = address + nbytes
-    index_end = address + ENTRY * n
-    keys: list[bytes] = []
-    raw: dict[bytes, bytes] = {}
-    prev = -1
-    for i, (h, kp, kl, ap, al) in enumerate(rows):
-        if not (index_end <= kp and kp + kl <= end and index_end <= ap and ap + al <= end):
-            raise ManifestError(f"{where}: index entry {i} points outside the table's segment")
-        if h < prev:
-            raise ManifestError(f"{where}: the index is not sorted by hash (entry {i})")
-        prev = h
-        k = blob[kp - address:kp - address + kl]
-        keys.append(k)
-        raw[k] = blob[ap - address:ap - address + al]
+    idx = np.frombuffer(blob, dtype=INDEX_DTYPE, count=n)
+    kp = idx["kptr"].astype(np.int64) - address
+    kl = idx["klen"].astype(np.int64)
+    ap = idx["aptr"].astype(np.int64) - address
+    al = idx["alen"].astype(np.int64)
+    lo = ENTRY * n
+    bad = np.flatnonzero((kp < lo) | (kp + kl > nbytes) | (ap < lo) | (ap + al > nbytes))
+    if bad.size:
+        raise ManifestError(f"{where}: index entry {int(bad[0])} points outside the table's segment")
+    hashes = idx["hash"]
+    unsorted = np.flatnonzero(hashes[1:] < hashes[:-1])
+    if unsorted.size:
+        raise ManifestError(f"{where}: the index is not sorted by hash (entry {int(unsorted[0]) + 1})")
+    kp_l, ke_l, ap_l, ae_l = kp.tolist(), (kp + kl).tolist(), ap.tolist(), (ap + al).tolist()
+    keys = [blob[a:b] for a, b in zip(kp_l, ke_l)]
+    raw: dict[bytes, bytes] = dict(zip(keys, [blob[a:b] for a, b in zip(ap_l, ae_l)]))
     if len(raw) != n:
         raise ManifestError(f"{where}: {n - len(raw)} key(s) appear twice in the index")
-    if n and fnv1a64_many(keys) != [r[0] for r in rows]:
-        bad = next(i for i, (k, r) in enumerate(zip(keys, rows)) if fnv1a64(k) != r[0])
-        raise ManifestError(f"{where}: index entry {bad}'s hash is not the FNV-1a 64 of its key")
+    if n:
+        wrong = np.flatnonzero(np.array(fnv1a64_many(keys), dtype=np.uint64) != hashes)
+        if wrong.size:
+            raise ManifestError(f"{where}: index entry {int(wrong[0])}'s hash is not the FNV-1a 64 of its key")
     answers: dict[bytes, Any] = {}
     decoded: dict[bytes, Any] = {}  # each distinct answer decoded once
     for k, ab in raw.items():

@@ -11,11 +11,12 @@ whole table again:
   ``unwitnessed-probes-miss`` of :func:`auto.verify.run_memo_gate`, on every added entry plus an
   evenly spaced sample of :data:`CARRIED_SAMPLE` carried entries (the code really is the merged
   table's), and on probes made from the added inputs;
-- ``installed-table-carried``: the new artifact's table, read back from its bytes by the
-  runtime, holds every entry of the installed table with the same answer bytes (all of them, as
-  dict lookups), and its manifest names the installed table (``model.table.extends``: the
-  installed table's digest and entries, and the installed artifact's id): the chain of digests
-  from the first gated table to this one.
+- ``installed-table-carried``: the merged table the new code's table segment was laid out from
+  holds every entry of the installed table (read back from the installed bytes, digest checked)
+  with the same answer bytes (all of them, as dict lookups), and the new manifest names the
+  installed table (``model.table.extends``: the installed table's digest and entries, and the
+  installed artifact's id) beside its own digest: the chain of digests from the first gated
+  table to this one. The runtime checks the new table against its digest when it loads it.
 
 An added input already in the installed table with the same answer is dropped (nothing to add);
 with another answer the refresh is refused (a changed answer needs the full memo compile and its
@@ -54,6 +55,13 @@ CARRIED_SAMPLE = 64
 over the installed table's index order."""
 
 
+FUEL_LONGEST = 8
+"""The refresh measures fuel on this many of the merged table's longest keys ..."""
+FUEL_SPREAD = 8
+"""... and on this many added and this many carried entries, evenly spaced (each measured call
+instantiates the artifact afresh: the measurement's cost grows with their number)."""
+
+
 def _spread(xs: Sequence[Any], k: int) -> list[Any]:
     n = len(xs)
     if n <= k:
@@ -85,7 +93,7 @@ def merge_input_schema(schema: dict[str, Any], added: Sequence[dict[str, Any]]) 
     return {"type": "object", "properties": out, "required": sorted(keys), "additionalProperties": False}
 
 
-def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple[dict[str, Any], Any]], *,
+def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Sequence[tuple[dict[str, Any], Any]], *,
                   witnesses: Sequence[Any] = (), probes: Sequence[dict[str, Any]] | None = None,
                   contract: Contract | None = None, generation: int | None = None,
                   out_path: str | Path | None = None, reference_model: str | None = None,
@@ -95,8 +103,9 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
     Args:
         store: the :class:`auto.store.Store` (the eval run and the artifact are stored there).
         task: the task name (the installed artifact's).
-        installed: the installed artifact's bytes (``compiled_as: memo``, declaring
-            ``model.table``).
+        installed: the installed artifact (``compiled_as: memo``, declaring ``model.table``):
+            its bytes, or the :class:`auto_runtime.Artifact` serving it (loaded with the table
+            fast path: its verified table is used as it is, not read again).
         added: ``(input object, answer)`` pairs witnessed since, one answer per input (the
             caller vouches for their consistency, as for :func:`auto.compile.rungs.memo.compile_memo`).
         witnesses: the witnesses of ``added`` (provenance: the manifest cites their set's digest;
@@ -121,13 +130,19 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     contract = contract or Contract.default_for(task)
-    man = read_manifest(installed)
+    if isinstance(installed, Artifact):  # loaded already (the table read and verified at its load)
+        man, old, installed_id = installed.manifest, installed.table, installed.id
+    else:
+        man = read_manifest(installed)
+        old, installed_id = None, digest_bytes(installed)
     if man.get("task") != task or man.get("compiled_as") != "memo":
         raise CompileError(f"the installed artifact is not a table-only memo of task {task!r} "
                            f"(task {man.get('task')!r}, compiled as {man.get('compiled_as')!r})")
-    old: TableIndex | None = read_table(installed, parse(installed), man, "installed artifact")
+    if old is None and not isinstance(installed, Artifact):
+        old = read_table(installed, parse(installed), man, "installed artifact")
     if old is None:
-        raise CompileError("the installed memo declares no model.table; refresh it with a full memo compile")
+        raise CompileError("the installed memo declares no model.table (or was loaded without the table fast path); "
+                           "refresh it with a full memo compile")
     merged: dict[bytes, str] = {k: a.decode("utf-8") for k, a in old.items()}
     new_pairs: list[tuple[dict[str, Any], str, str]] = []  # (input, key text, answer text)
     conflicts: list[str] = []
@@ -155,7 +170,6 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
     t0 = time.perf_counter()
     table = TableModel.from_texts(merged)
     code, decl = compile_table(table)
-    installed_id = digest_bytes(installed)
     assert decl is not None  # a merged table has entries
     decl = {**decl, "extends": {"artifact_id": installed_id, "digest": old.digest, "entries": old.entries,
                                 "generation": man.get("generation")}}
@@ -171,7 +185,7 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
     timings["codegen"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    carried = _spread([(k.decode("utf-8"), a.decode("utf-8")) for k, a in old.items()], CARRIED_SAMPLE)
+    carried = [(k.decode("utf-8"), a.decode("utf-8")) for k, a in _spread(list(old.items()), CARRIED_SAMPLE)]
     checked = [(p[1], p[2]) for p in new_pairs] + carried
     seen = {p[1] for p in new_pairs}
     probe_objs = list(probes) if probes is not None else probes_for(added_inputs, seen)
@@ -182,19 +196,19 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
                            generation=ctx.generation,
                            note=f"table refresh: {len(new_pairs)} entries added to the {old.entries} of generation "
                                 f"{man.get('generation')}; checked the added ones and {len(carried)} carried")
-    final_wasm_probe = emit(code, draft.provisional())
-    back = read_table(final_wasm_probe, parse(final_wasm_probe), draft.provisional(), "refreshed artifact")
-    assert back is not None
+    # the chain: every installed entry is in the merged table, whose bytes (the code's last data
+    # segment, digest in model.table) were laid out from it by compile_table
     missing = changed = 0
+    lookup = table.lookup
     for k, a in old.items():
-        b = back.answer_bytes(k)
+        b = lookup(k)
         if b is None:
             missing += 1
-        elif b != a:
+        elif b.encode("utf-8") != a:
             changed += 1
     chain = {"name": "installed-table-carried", "extends": decl["extends"], "n": old.entries, "missing": missing,
-             "changed": changed, "digest": back.digest, "entries": back.entries,
-             "passed": missing == 0 and changed == 0 and back.entries == old.entries + len(new_pairs)}
+             "changed": changed, "digest": decl["digest"], "entries": len(table),
+             "passed": missing == 0 and changed == 0 and len(table) == old.entries + len(new_pairs)}
     record = eval_record(contract, ctx.generation, draft.model, [*record["checks"], chain],
                          record["reason"] if chain["passed"] else
                          f"table refresh refused: the new table lost {missing} and changed {changed} of the "
@@ -211,7 +225,12 @@ def refresh_table(store: Any, task: str, installed: bytes, added: Sequence[tuple
               "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
               "repetition": (man.get("parity") or {}).get("repetition"),
               "carried": {"n": old.entries, "from": installed_id}}
-    fuel_inputs = added_inputs + [json.loads(k) for k, _ in carried]
+    # fuel of a lookup grows with the key's length (hashed and compared byte by byte; the search
+    # depth is log2 of the entries): measured on the longest keys of the merged table, and on a
+    # spread of the added and the carried entries
+    longest = sorted(table.keys, key=len)[-FUEL_LONGEST:]
+    fuel_inputs = ([json.loads(k) for k in longest] + _spread(added_inputs, FUEL_SPREAD)
+                   + [json.loads(k) for k, _ in _spread(carried, FUEL_SPREAD)])
     prior_runs = [r for r in man.get("eval_runs", []) if isinstance(r, str)]
     return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,
                            eval_runs=[*prior_runs[-1:], eval_id], reason=record["reason"], witnesses=list(witnesses),
