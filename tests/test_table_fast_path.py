@@ -152,3 +152,35 @@ def test_no_declaration_no_fast_path():
     art = Artifact.load(emit(code, manifest(model, None)))
     assert art.table is None and art.describe()["table_fast_path"] is None
     assert art.call(KT[0][0])["answer"] == KT[0][1]
+
+
+def test_the_schema_check_is_skipped_only_where_its_verdict_is_known():
+    from auto.compile.witnesses import input_schema
+
+    class Text(str):
+        pass
+
+    model = MODELS["memo"]
+    code, decl = compile_table(model)
+    schema = input_schema([e[0] for e in MEMO_ENTRIES])
+    schema["properties"]["ticket"] = {"type": "string", "enum": [e[0]["ticket"] for e in MEMO_ENTRIES]}
+    fast = Artifact.load(emit(code, manifest(model, decl, interface={"input": schema, "output": {}})))
+    code_art = Artifact.load(emit(code, manifest(model, decl, interface={"input": schema, "output": {}})),
+                             table_fast_path=False)
+    plain = next(e[0] for e in MEMO_ENTRIES if set(e[0]) == {"ticket"})
+    assert fast.table_answer(plain) == code_art.call(plain)
+    exotic = {"ticket": Text(plain["ticket"])}  # encodes as the key; not plain, so it is validated
+    assert fast.table_answer(exotic) is None and fast.call(exotic) == code_art.call(exotic)
+    assert fast.table_answer({**plain, "extra": [1]}) is None  # not plain: validated as usual
+    ref = lambda x: "tier-0"  # noqa: E731
+    for x in (plain, exotic, {"ticket": 5}):
+        r, s = TieredTask(fast, ref)(x), TieredTask(code_art, ref)(x)
+        assert (r.tier, r.answer, r.reason) == (s.tier, s.answer, s.reason)
+    # a table with a key its own schema rejects never skips the check
+    strict = dict(schema, properties={"ticket": {"type": "string", "maxLength": 3}})
+    art = Artifact.load(emit(code, manifest(model, decl, interface={"input": strict, "output": {}})))
+    assert art.table is not None and art.table_answer(plain) is None
+    assert TieredTask(art, ref)(plain).reason.startswith("input-schema")
+    with_extra = next(e[0] for e in MEMO_ENTRIES if "extra" in e[0])  # a key the schema rejects
+    assert fast.table_answer(with_extra) is None
+    assert TieredTask(fast, ref)(with_extra).reason.startswith("input-schema")

@@ -201,6 +201,7 @@ class Artifact:
         self.signed_by: str | None = None
         self.table: TableIndex | None = None
         self._table_hit: Callable[[bytes], dict[str, Any] | None] | None = None
+        self._table_invalid: frozenset[bytes] = frozenset()
 
     # ------------------------------------------------------------------ loading
 
@@ -342,6 +343,7 @@ class Artifact:
             if table is not None:
                 check_against_code(table, art._code_batch_texts, source)
                 art.table, art._table_hit = table, table.hit
+                art._table_invalid = _invalid_keys(table, art.validate_input)
         return art
 
     # ------------------------------------------------------------------ tools
@@ -546,6 +548,31 @@ class Artifact:
             return out
         return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
 
+    def table_answer(self, input_obj: Any) -> dict[str, Any] | None:
+        """The table fast path's output for ``input_obj`` when its schema check is known to pass
+        without running it, else None (the caller validates and calls as usual).
+
+        Known: the input is a table hit and a plain object (a ``dict`` with ``str`` keys whose
+        values are exactly ``str``, ``int``, ``float``, ``bool`` or None), so decoding its
+        canonical JSON gives back an equal object of the same types, which ``validate_input``
+        judges alike; and its key, decoded, passed ``validate_input`` at load. Never raises.
+        """
+        hit = self._table_hit
+        if hit is None or input_obj.__class__ is not dict:
+            return None
+        plain = _PLAIN
+        for k, v in input_obj.items():
+            if k.__class__ is not str or v.__class__ not in plain:
+                return None
+        try:
+            key = canonical_text(input_obj).encode("utf-8")
+        except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
+            return None
+        invalid = self._table_invalid
+        if invalid and key in invalid:
+            return None
+        return hit(key)
+
     def _table_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Outputs for canonical input ``texts``: hits from the verified table, the misses
         through one ``run_batch`` call of the code (in one buffer), in order."""
@@ -686,6 +713,21 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+"""Value types whose canonical JSON decodes back to the same type and value."""
+
+
+def _invalid_keys(table: TableIndex, validate: Callable[[Any], None]) -> frozenset[bytes]:
+    """The keys of ``table`` that, decoded, fail ``validate`` (the input schema)."""
+    bad = []
+    for key, _ in table.items():
+        try:
+            validate(strict_loads(key))
+        except (InputSchemaError, ValueError):
+            bad.append(key)
+    return frozenset(bad)
 
 
 def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks
