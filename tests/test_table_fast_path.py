@@ -184,3 +184,7 @@ def test_the_schema_check_is_skipped_only_where_its_verdict_is_known():
     with_extra = next(e[0] for e in MEMO_ENTRIES if "extra" in e[0])  # a key the schema rejects
     assert fast.table_answer(with_extra) is None
     assert TieredTask(fast, ref)(with_extra).reason.startswith("input-schema")
+    xs = [plain, exotic, {"ticket": 5}, with_extra, plain, {"ticket": "never witnessed"}]
+    rb, sb = TieredTask(fast, ref).batch(xs), TieredTask(code_art, ref).batch(xs)
+    assert [(r.tier, r.answer, r.reason) for r in rb] == [(s.tier, s.answer, s.reason) for s in sb]
+    assert [r.tier for r in rb] == ["tier-1", "tier-1", "tier-0", "tier-0", "tier-1", "tier-0"]
