@@ -14,10 +14,13 @@ Sections (``--only`` picks some):
   the input's canonical JSON, as a cache of the input object must be) and ``gptcache_exact``
   (GPTCache's ``get`` over its ``map`` data manager, the prompt being the ticket text); then
   batches of ``--batch`` (per item, p50 over batches): ``tier1_batch_fast`` / ``tier1_batch_wasm``
-  (``TieredTask.batch``) and ``artifact_batch_fast`` / ``artifact_batch_wasm`` (``Artifact.call_batch``).
+  (``TieredTask.batch``) and ``artifact_batch_fast`` / ``artifact_batch_wasm`` (``Artifact.call_batch``),
+  beside the same inputs answered one call at a time in a loop (``*_single_loop*``, ``dict_loop``):
+  a batch's time includes whatever preempted it, so only the loops compare with it fairly.
 * ``specialist`` — the specialist compiled from a triage store by the specialist rung (memo-first:
   its table in front), asked never-witnessed tickets (the specialist answers): ``tier1_single``,
-  ``artifact_single``, ``tier1_batch`` and ``artifact_batch`` (per item).
+  ``artifact_single``, ``tier1_batch`` and ``artifact_batch`` (per item), beside single calls in a
+  loop over the same batches (``tier1_single_loop``, ``artifact_single_loop``).
 * ``refresh`` — a store of ``--refresh-entries`` distinct tickets witnessed twice, compiled once on
   the memo rung (``full_compile_s``); then :func:`auto.compile.rungs.memo_refresh.refresh_table`
   with ``--refresh-add`` new entries, from the installed artifact's bytes and from the loaded
@@ -175,8 +178,11 @@ def table_section(entries: int, calls: int, batch: int, seed: int) -> dict[str, 
         systems["gptcache_exact"] = lambda x: gc(x["ticket"])
     single = interleaved(systems, inputs, calls)
     batches = interleaved_batches({"tier1_batch_fast": tf.batch, "tier1_batch_wasm": tw.batch,
-                                   "artifact_batch_fast": fast.call_batch, "artifact_batch_wasm": code_art.call_batch},
-                                  inputs, batch, max(20, calls // batch))
+                                   "tier1_single_loop_fast": lambda ch: [tf(x) for x in ch],
+                                   "artifact_batch_fast": fast.call_batch, "artifact_batch_wasm": code_art.call_batch,
+                                   "artifact_single_loop_fast": lambda ch: [fast.call(x) for x in ch],
+                                   "dict_loop": lambda ch: [by_text.get(x["ticket"]) for x in ch]},
+                                  inputs, batch, max(50, calls // batch))
     out: dict[str, Any] = {"entries": entries, "load_s": {"fast": round(load_fast_s, 3), "wasm": round(load_wasm_s, 3)},
                            "single_us": single, "batch_us_per_item": batches}
     if not callable(gc):
@@ -222,8 +228,10 @@ def specialist_section(calls: int, batch: int, seed: int) -> dict[str, Any]:
     fresh = [{"ticket": t} for t in _tickets(400, seed + 1000)]
     fresh = [x for x in fresh if art.table is None or art.call(x)["nonconformity"] != 0.0]
     single = interleaved({"tier1_single": tt, "artifact_single": art.call}, fresh, calls)
-    batches = interleaved_batches({"tier1_batch": tt.batch, "artifact_batch": art.call_batch}, fresh, batch,
-                                  max(20, calls // batch))
+    batches = interleaved_batches({"tier1_batch": tt.batch, "artifact_batch": art.call_batch,
+                                   "tier1_single_loop": lambda ch: [tt(x) for x in ch],
+                                   "artifact_single_loop": lambda ch: [art.call(x) for x in ch]}, fresh, batch,
+                                  max(50, calls // batch))
     tier1 = sum(r.tier == "tier-1" for r in tt.batch(fresh))
     return {"compiled_as": o.manifest["compiled_as"], "inputs": len(fresh), "tier1_share": round(tier1 / len(fresh), 3),
             "single_us": single, "batch_us_per_item": batches}
