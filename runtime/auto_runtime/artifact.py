@@ -393,7 +393,7 @@ class Artifact:
             now = perf_counter()
             self._host_s += now - t0
             compute_ms = ((now - self._call_t0) - self._host_s) * 1000.0
-            left_ms = max(0.0, limits.timeout_ms - compute_ms)
+            left_ms = max(0.0, limits.deadline - compute_ms)
             store.set_epoch_deadline(math.ceil(left_ms / EPOCH_TICK_MS) + 1)
 
         def read(caller: Any, ptr: int, n: int, sess: ToolSession, what: str) -> bytes:
