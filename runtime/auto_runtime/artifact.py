@@ -201,7 +201,7 @@ class Artifact:
         self.signed_by: str | None = None
         self.table: TableIndex | None = None
         self._table_hit: Callable[[bytes], dict[str, Any] | None] | None = None
-        self._table_invalid: frozenset[bytes] = frozenset()
+        self._table_checked: set[bytes] = set()  # keys whose (plain) inputs passed validate_input
 
     # ------------------------------------------------------------------ loading
 
@@ -343,7 +343,6 @@ class Artifact:
             if table is not None:
                 check_against_code(table, art._code_batch_texts, source)
                 art.table, art._table_hit = table, table.hit
-                art._table_invalid = _invalid_keys(table, art.validate_input)
         return art
 
     # ------------------------------------------------------------------ tools
@@ -553,9 +552,10 @@ class Artifact:
         without running it, else None (the caller validates and calls as usual).
 
         Known: the input is a table hit and a plain object (a ``dict`` with ``str`` keys whose
-        values are exactly ``str``, ``int``, ``float``, ``bool`` or None), so decoding its
-        canonical JSON gives back an equal object of the same types, which ``validate_input``
-        judges alike; and its key, decoded, passed ``validate_input`` at load. Never raises.
+        values are exactly ``str``, ``int``, ``float``, ``bool`` or None), so every such input
+        with the same canonical JSON is an equal object of the same types, which
+        ``validate_input`` judges alike; and an input with this key passed ``validate_input``
+        before (checked on the first hit of each key, then remembered). Never raises.
         """
         hit = self._table_hit
         if hit is None or input_obj.__class__ is not dict:
@@ -568,10 +568,17 @@ class Artifact:
             key = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
             return None
-        invalid = self._table_invalid
-        if invalid and key in invalid:
+        out = hit(key)
+        if out is None:
             return None
-        return hit(key)
+        checked = self._table_checked
+        if key not in checked:  # the first hit of this key: its verdict, remembered when it passes
+            try:
+                self.validate_input(input_obj)
+            except InputSchemaError:
+                return None  # the caller validates again and deopts
+            checked.add(key)
+        return out
 
     def _table_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Outputs for canonical input ``texts``: hits from the verified table, the misses
@@ -717,17 +724,6 @@ class Artifact:
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
 """Value types whose canonical JSON decodes back to the same type and value."""
-
-
-def _invalid_keys(table: TableIndex, validate: Callable[[Any], None]) -> frozenset[bytes]:
-    """The keys of ``table`` that, decoded, fail ``validate`` (the input schema)."""
-    bad = []
-    for key, _ in table.items():
-        try:
-            validate(strict_loads(key))
-        except (InputSchemaError, ValueError):
-            bad.append(key)
-    return frozenset(bad)
 
 
 def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks
