@@ -188,3 +188,19 @@ def test_the_schema_check_is_skipped_only_where_its_verdict_is_known():
     rb, sb = TieredTask(fast, ref).batch(xs), TieredTask(code_art, ref).batch(xs)
     assert [(r.tier, r.answer, r.reason) for r in rb] == [(s.tier, s.answer, s.reason) for s in sb]
     assert [r.tier for r in rb] == ["tier-1", "tier-1", "tier-0", "tier-0", "tier-1", "tier-0"]
+
+
+def test_no_fast_path_where_the_code_could_run_out_of_fuel():
+    from auto_runtime import Limits
+    from auto_runtime.artifact import TABLE_FUEL_FACTOR
+    from auto_runtime.errors import FuelExhausted
+
+    model = MODELS["kt"]
+    code, decl = compile_table(model)
+    wasm = emit(code, manifest(model, decl, fuel_per_call={"p50": 900, "p95": 1000, "max": 1000, "n": 3, "of": 3}))
+    tiny = Artifact.load(wasm, limits=Limits(fuel=10))
+    assert tiny.table is None
+    with pytest.raises(FuelExhausted):
+        tiny.call(KT[0][0])  # as the code alone does: the fast path never answers where the code could not
+    assert Artifact.load(wasm, limits=Limits(fuel=TABLE_FUEL_FACTOR * 1000 - 1)).table is None
+    assert Artifact.load(wasm, limits=Limits(fuel=TABLE_FUEL_FACTOR * 1000)).table is not None

@@ -235,7 +235,9 @@ class Artifact:
             table_fast_path: answer exact table hits from the table the manifest declares
                 (``model.table``), read from the artifact's bytes and verified at load
                 (:mod:`auto_runtime.table`), without entering WebAssembly; misses run the code.
-                Default: on, unless the environment sets ``AUTO_RUNTIME_TABLE=wasm``.
+                Default: on, unless the environment sets ``AUTO_RUNTIME_TABLE=wasm``; off where
+                the fuel budget is under :data:`TABLE_FUEL_FACTOR` times the manifest's measured
+                ``fuel_per_call.max`` (the code itself could run out of fuel).
 
         Returns:
             The artifact, instantiated.
@@ -338,7 +340,7 @@ class Artifact:
         art.signed_by = signed_by
         if table_fast_path is None:
             table_fast_path = os.environ.get("AUTO_RUNTIME_TABLE", "").strip().lower() != "wasm"
-        if table_fast_path and not decls:
+        if table_fast_path and not decls and _fuel_covers_table(limits, manifest):
             table = read_table(data, info, manifest, source)
             if table is not None:
                 check_against_code(table, art._code_batch_texts, source)
@@ -720,6 +722,20 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+TABLE_FUEL_FACTOR = 16
+"""The table fast path is on only when a call's fuel budget is at least this many times the
+manifest's measured ``fuel_per_call.max`` (the default budget when none is recorded): a budget
+too small for the code's own lookup makes the code run out of fuel, and the fast path, which
+runs no code, must not answer where the code could not."""
+
+
+def _fuel_covers_table(limits: Limits, manifest: dict[str, Any]) -> bool:
+    from auto_runtime.sandbox import DEFAULT_FUEL, manifest_fuel_max
+
+    need = manifest_fuel_max(manifest)
+    return limits.fuel >= (DEFAULT_FUEL if need is None else TABLE_FUEL_FACTOR * need)
 
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
