@@ -11,6 +11,9 @@ Rows (µs; p50 and p95 over ``n`` calls after a warm-up, cycling through the giv
 * ``bare_wasmtime_call`` — wasmtime-py's public ``Func.__call__`` of the artifact's ``alloc(0)``
   export: the cost of one call through the convenient binding, with no work inside.
 
+Every row counts the calls the artifact failed (``timeouts``, ``failures`` by kind): a wall-clock
+timeout on a loaded host is a deopt in the runtime, and a benchmark reports it rather than dying.
+
 The machine may be shared and noisy: compare rows of one run, not runs.
 """
 
@@ -21,19 +24,56 @@ import time
 from typing import Any, Callable, Sequence
 
 
-def _timeit(fn: Callable[[Any], Any], inputs: Sequence[Any], n: int, warmup: int = 200) -> dict[str, float]:
+def _failure_kind(result: Any) -> str | None:
+    """``"timeout"`` / ``"limit"`` / ``"trap"`` / ``"error"`` for a call that did not answer at
+    tier 1 because the artifact failed (a :class:`CallResult` deopted with a ``limit:`` or
+    ``trap:`` reason, or the exception a bare call raised); None otherwise."""
+    reason = getattr(result, "reason", None)
+    if isinstance(result, BaseException):
+        from auto_runtime.tiered import failure_reason
+
+        reason = failure_reason(result)
+    if not isinstance(reason, str):
+        return None
+    if reason == "limit: timeout":
+        return "timeout"
+    if reason.startswith("limit:"):
+        return "limit"
+    if reason.startswith("trap:"):
+        return "trap"
+    if reason.startswith(("output-error:", "error:")):
+        return "error"
+    return None
+
+
+def _timeit(fn: Callable[[Any], Any], inputs: Sequence[Any], n: int, warmup: int = 200) -> dict[str, Any]:
+    """p50/p95 (µs) of ``fn`` over ``n`` calls cycling through ``inputs``, after ``warmup`` calls.
+
+    A call the artifact failed (a wall-clock timeout on a loaded host, another limit, a trap) is
+    a deopt in the runtime: here it is counted (``failures``, by kind; ``timeouts``) and its time
+    kept in the sample, never raised."""
+    from auto_runtime.errors import AutoError
+
     k = len(inputs)
-    for i in range(warmup):
-        fn(inputs[i % k])
+    failures: dict[str, int] = {}
     samples = []
     clock = time.perf_counter_ns
-    for i in range(n):
+    for i in range(warmup + n):
         x = inputs[i % k]
         t0 = clock()
-        fn(x)
-        samples.append((clock() - t0) / 1000.0)
+        try:
+            r = fn(x)
+        except AutoError as e:
+            r = e
+        t1 = clock()
+        if i >= warmup:
+            samples.append((t1 - t0) / 1000.0)
+            kind = _failure_kind(r)
+            if kind is not None:
+                failures[kind] = failures.get(kind, 0) + 1
     q = statistics.quantiles(samples, n=100, method="inclusive")
-    return {"p50": round(q[49], 2), "p95": round(q[94], 2), "n": n}
+    return {"p50": round(q[49], 2), "p95": round(q[94], 2), "n": n,
+            "timeouts": failures.get("timeout", 0), "failures": dict(sorted(failures.items()))}
 
 
 def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: Any = None,
@@ -57,13 +97,19 @@ def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: A
     per_item: list[float] = []
     for _ in range(3):
         tt.batch(chunks[0])
+    batch_failures: dict[str, int] = {}
     for _ in range(max(3, n // max(1, len(inputs)))):
         for ch in chunks:
             t0 = time.perf_counter_ns()
-            tt.batch(ch)
+            rs = tt.batch(ch)
             per_item.append((time.perf_counter_ns() - t0) / 1000.0 / len(ch))
+            for r in rs:
+                kind = _failure_kind(r)
+                if kind is not None:
+                    batch_failures[kind] = batch_failures.get(kind, 0) + 1
     q = statistics.quantiles(per_item, n=100, method="inclusive") if len(per_item) > 1 else [per_item[0]] * 99
-    out["tier1_batch_per_item"] = {"p50": round(q[49], 3), "p95": round(q[94], 3), "n": len(per_item), "batch": len(chunks[0])}
+    out["tier1_batch_per_item"] = {"p50": round(q[49], 3), "p95": round(q[94], 3), "n": len(per_item), "batch": len(chunks[0]),
+                                   "timeouts": batch_failures.get("timeout", 0), "failures": dict(sorted(batch_failures.items()))}
     out["artifact_call"] = _timeit(art.call, inputs, n)
     if model is not None:
         out["python_reference"] = _timeit(model.predict, inputs, min(n, 1000))

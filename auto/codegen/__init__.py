@@ -24,7 +24,7 @@ from .prelude import ERROR_CODES, MAX_BATCH, MAX_INPUT
 from .reference import fixed, reference_run, reference_run_batch
 from .specialist_lower import lower_specialist
 from .table import TableModel, canonical_key, fnv1a64
-from .table_lower import lower_table, lower_table_parts
+from .table_lower import lower_table, lower_table_parts, table_declaration
 from .wat import assemble, fill_last_segment
 
 
@@ -64,11 +64,24 @@ def compile_model(model, *, simd: bool = True) -> bytes:
         CodegenError: lowering or assembling failed.
     """
     if isinstance(model, TableModel):
-        text, base, blob = lower_table_parts(model, simd=simd)
-        code = assemble(text)
-        return fill_last_segment(code, base, blob) if blob else code
+        return compile_table(model, simd=simd)[0]
     return assemble(lower(model, simd=simd))
 
 
+def compile_table(model: TableModel, *, simd: bool = True) -> tuple[bytes, dict | None]:
+    """``(code, declaration)`` of a table: :func:`compile_model`'s bytes and the manifest's
+    ``model.table`` (:func:`~auto.codegen.table_lower.table_declaration`; None for a table with
+    no entries), which lets the runtime answer hits without entering WebAssembly.
+
+    Raises:
+        CodegenError: lowering or assembling failed.
+    """
+    text, base, blob = lower_table_parts(model, simd=simd)
+    code = assemble(text)
+    if not blob:
+        return code, None
+    return fill_last_segment(code, base, blob), table_declaration(base, blob, len(model))
+
+
 __all__ = ["ERROR_CODES", "MAX_BATCH", "MAX_INPUT", "TableModel", "assemble", "canonical_key",
-           "compile_model", "fixed", "fnv1a64", "lower", "reference_run", "reference_run_batch"]
+           "compile_model", "compile_table", "fixed", "fnv1a64", "lower", "reference_run", "reference_run_batch"]

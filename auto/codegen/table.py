@@ -26,76 +26,20 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+# the hash and its vectorized form are the runtime's (the artifact contract: auto_runtime.table)
+from auto_runtime.table import FNV64_OFFSET_BASIS, FNV64_PRIME, VECTOR_MIN_KEYS, fnv1a64, fnv1a64_many
+
 from auto.canonical import canonical_json
 from auto.models.specialist.train import CompiledModel, Prediction
 from auto.errors import InputSchemaError
 
 from .prelude import MAX_INPUT
 
-FNV64_OFFSET_BASIS = 14695981039346656037
-FNV64_PRIME = 1099511628211
-_M64 = (1 << 64) - 1
-
 HIT_MARGIN = 1_000_000.0
 """Margin a table hit reports: the answer is the reference's own witnessed output, so it is more
 confident than any specialist margin (a selective-risk threshold never excludes a hit)."""
 HIT_NONCONFORMITY = 0.0
 MISS_NONCONFORMITY = 1.0
-
-
-def fnv1a64(data: bytes) -> int:
-    """FNV-1a 64-bit hash of ``data`` (an unsigned int in ``[0, 2**64)``).
-
-    Offset basis 14695981039346656037, prime 1099511628211 (Fowler–Noll–Vo); per byte
-    ``h = ((h ^ b) * prime) mod 2**64``.
-    """
-    h = FNV64_OFFSET_BASIS
-    for b in data:
-        h = ((h ^ b) * FNV64_PRIME) & _M64
-    return h
-
-
-VECTOR_MIN_KEYS = 64
-""":func:`fnv1a64_many` hashes byte positions in numpy while at least this many keys are that
-long; the few longer keys are finished one by one."""
-
-
-def fnv1a64_many(keys: Sequence[bytes]) -> list[int]:
-    """``[fnv1a64(k) for k in keys]``, computed a byte position at a time over all the keys at
-    once (numpy ``uint64`` arithmetic wraps mod 2**64, as FNV-1a needs): the Python-level work
-    grows with the longest keys' length, not with the number of keys.
-
-    Returns:
-        The hashes, in the order of ``keys``.
-    """
-    n = len(keys)
-    if n < VECTOR_MIN_KEYS:
-        return [fnv1a64(k) for k in keys]
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    order = np.argsort(-lens, kind="stable")  # longest first: the keys still going form a prefix
-    slens = lens[order]
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(slens[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join(map(keys.__getitem__, order.tolist())), dtype=np.uint8)
-    h = np.full(n, FNV64_OFFSET_BASIS, dtype=np.uint64)
-    prime = np.uint64(FNV64_PRIME)
-    # going[j] = how many keys are longer than j bytes
-    going = np.searchsorted(-slens, -np.arange(int(slens[0]) if n else 0), side="left")
-    j = 0
-    while j < len(going) and going[j] >= VECTOR_MIN_KEYS:
-        k = int(going[j])
-        h[:k] ^= buf[starts[:k] + j]
-        h[:k] *= prime
-        j += 1
-    long_ = int(going[j]) if j < len(going) else 0
-    for r in range(long_):  # the few keys longer than that, one by one
-        v = int(h[r])
-        for b in buf[starts[r] + j:starts[r] + slens[r]].tobytes():
-            v = ((v ^ b) * FNV64_PRIME) & _M64
-        h[r] = v
-    res = np.empty(n, dtype=np.uint64)
-    res[order] = h
-    return res.tolist()
 
 
 def canonical_key(obj: Any) -> bytes:
@@ -178,6 +122,29 @@ class TableModel:
             table[key] = a
         if not table and fallback is None:
             raise ValueError("a table-only TableModel needs at least one entry")
+        self._build(table, fallback)
+
+    @classmethod
+    def from_texts(cls, table: dict[bytes, str]) -> "TableModel":
+        """A table-only TableModel of entries already in canonical form: ``{canonical input
+        bytes: canonical answer text}`` (e.g. read back from an installed artifact's verified
+        table, :mod:`auto_runtime.table`, plus new entries encoded with :func:`canonical_key`),
+        without decoding and re-encoding every entry. The caller vouches that each key is the
+        canonical JSON of an object and each answer canonical JSON.
+
+        Raises:
+            ValueError: no entries, or a key longer than ``MAX_INPUT`` bytes.
+        """
+        if not table:
+            raise ValueError("a table-only TableModel needs at least one entry")
+        longest = max(map(len, table))
+        if longest > MAX_INPUT:
+            raise ValueError(f"an input of {longest} bytes is over MAX_INPUT={MAX_INPUT}")
+        self = cls.__new__(cls)
+        self._build(dict(table), None)
+        return self
+
+    def _build(self, table: dict[bytes, str], fallback: CompiledModel | None) -> None:
         # order by (hash, key): keys sorted first, then a stable sort by hash keeps equal hashes
         # in key order
         by_key = sorted(table)

@@ -13,7 +13,9 @@ Lookup, per item (the item's JSON text ``[$istart, $iend)``, surrounding whitesp
 3. For each index entry with that hash: equal length and equal bytes (8 at a time) -> hit. A
    hash collision therefore never returns a wrong answer; it only costs a comparison.
 
-Memory (after the specialist's static data for memo-first; after the constants for table-only)::
+Memory (after the specialist's static data for memo-first; after the constants for table-only;
+the layout is the runtime's ``fnv1a64-index/1``, :mod:`auto_runtime.table`, which declares it in
+the manifest as ``model.table``, :func:`table_declaration`, and answers hits from it)::
 
     index    24-byte entries, 8-aligned: hash u64 | key ptr u32 | key len u32 | answer ptr u32 |
              answer len u32 (all little-endian, absolute addresses)
@@ -27,7 +29,12 @@ table-only miss writes ``{"answer":null,"margin":0.000000000,"nonconformity":1.0
 
 from __future__ import annotations
 
-import struct
+from typing import Any
+
+import numpy as np
+
+from auto_runtime.digest import digest_bytes
+from auto_runtime.table import INDEX_DTYPE, ENTRY, LAYOUT
 
 from auto.errors import CodegenError
 
@@ -40,8 +47,6 @@ from .table import (FNV64_OFFSET_BASIS, FNV64_PRIME, HIT_MARGIN, HIT_NONCONFORMI
                     MISS_NONCONFORMITY, TableModel)
 from .wat import data_segment, i64_const
 
-ENTRY = 24
-"""Bytes per index entry."""
 HIT_PREFIX = b'{"answer":'
 HIT_SUFFIX = (b',"margin":' + fixed(HIT_MARGIN).encode() + b',"nonconformity":'
               + fixed(HIT_NONCONFORMITY).encode() + b"}")
@@ -119,20 +124,37 @@ def table_blob(model: TableModel, base: int) -> tuple[bytes, int, int]:
     keys_at = base + ENTRY * n
     keys = b"".join(model.keys)
     ans_at = keys_at + len(keys)
-    ans = bytearray()
-    ans_pos: dict[bytes, int] = {}
-    index = bytearray()
-    k_off = keys_at
-    longest = 0
-    for h, k, a in zip(model.hashes, model.keys, model.answers):
-        ab = a.encode("utf-8")
-        longest = max(longest, len(ab))
-        if ab not in ans_pos:
-            ans_pos[ab] = ans_at + len(ans)
-            ans += ab
-        index += struct.pack("<QIIII", h, k_off, len(k), ans_pos[ab], len(ab))
-        k_off += len(k)
-    return bytes(index) + keys + bytes(ans), base, longest
+    ans_pos: dict[str, int] = {}  # each distinct answer stored once, in first-use order
+    parts: list[bytes] = []
+    at = ans_at
+    for a in model.answers:
+        if a not in ans_pos:
+            ans_pos[a] = at
+            ab = a.encode("utf-8")
+            parts.append(ab)
+            at += len(ab)
+    alen = {a: len(a.encode("utf-8")) for a in ans_pos}
+    idx = np.empty(n, dtype=INDEX_DTYPE)
+    idx["hash"] = np.array(model.hashes, dtype=np.uint64)
+    klen = np.fromiter(map(len, model.keys), dtype=np.int64, count=n)
+    kptr = np.empty(n, dtype=np.int64)
+    if n:
+        kptr[0] = keys_at
+        np.cumsum(klen[:-1], out=kptr[1:])
+        kptr[1:] += keys_at
+    idx["kptr"], idx["klen"] = kptr, klen
+    idx["aptr"] = np.fromiter(map(ans_pos.__getitem__, model.answers), dtype=np.int64, count=n)
+    idx["alen"] = np.fromiter(map(alen.__getitem__, model.answers), dtype=np.int64, count=n)
+    longest = max(alen.values(), default=0)
+    return idx.tobytes() + keys + b"".join(parts), base, longest
+
+
+def table_declaration(base: int, blob: bytes, entries: int) -> dict[str, Any]:
+    """The manifest's ``model.table`` for a table of ``entries`` entries whose bytes ``blob`` lie
+    at ``base`` (the runtime reads and verifies it, :mod:`auto_runtime.table`): layout, address,
+    size in bytes, entries, ``sha256:`` of the bytes, and the hit output's two numbers."""
+    return {"layout": LAYOUT, "address": base, "bytes": len(blob), "entries": entries,
+            "digest": digest_bytes(blob), "hit": {"margin": HIT_MARGIN, "nonconformity": HIT_NONCONFORMITY}}
 
 
 def lookup_funcs(n: int, index: int, prefix: tuple[int, int], suffix: tuple[int, int],
@@ -252,4 +274,4 @@ def lower_table_parts(model: TableModel, *, simd: bool = True) -> tuple[str, int
 
 
 __all__ = ["ENTRY", "EQ_FUNC", "HASH_FUNC", "HIT_PREFIX", "HIT_SUFFIX", "MISS", "lower_table",
-           "lower_table_parts", "placeholder_segment", "table_blob"]
+           "lower_table_parts", "placeholder_segment", "table_blob", "table_declaration"]

@@ -22,7 +22,10 @@ Load order (each step's error named):
 7. compile with the shared engine (fuel + epoch interruption) -> :class:`MalformedArtifact`;
 8. ABI exports present with the ABI's types -> :class:`MalformedArtifact`; the input schema is
    supported -> :class:`ManifestError`;
-9. instantiate once (a start function runs under the same limits as a call).
+9. instantiate once (a start function runs under the same limits as a call);
+10. a declared exact-match table (``model.table``): read from the bytes, digest and index
+    checked, a sample of its entries run through the code and compared
+    (:mod:`auto_runtime.table`) -> :class:`ManifestError`.
 
 Calls: :meth:`Artifact.call` encodes the input as canonical JSON, ``alloc``s, writes, calls
 ``run``, decodes ``(out_ptr << 32) | out_len``, reads and strictly decodes the JSON output. A
@@ -30,6 +33,9 @@ capability artifact's call runs with a :class:`~auto_runtime.tools.ToolSession` 
 its tool calls); the wall time spent in the host is not charged to the call's compute deadline
 (the epoch deadline is re-armed after every host call), and fuel counts only the artifact's own
 instructions.
+An input whose canonical bytes are a key of the verified table is answered from it, without
+entering WebAssembly (the output the code gives for it, a new object each time); every other
+input runs the code (:meth:`Artifact.call_code` always does).
 After any failed call (limit, trap, bad output) the instance is discarded and a fresh Store and
 instance are made before the next call, so no state leaks across a failure.
 """
@@ -73,6 +79,7 @@ from auto_runtime.manifest import (
 )
 from auto_runtime.sandbox import EPOCH_TICK_MS, Limits, Sandbox, default_call_path, shared_engine
 from auto_runtime.schema import SchemaDefinitionError, compile_schema
+from auto_runtime.table import TableIndex, check_against_code, read_table
 from auto_runtime.tools import (
     COMMIT,
     MAX_REQUEST_BYTES,
@@ -192,6 +199,9 @@ class Artifact:
         self.call_path = self._sandbox.call_path
         self.instantiations = 1
         self.signed_by: str | None = None
+        self.table: TableIndex | None = None
+        self._table_hit: Callable[[bytes], dict[str, Any] | None] | None = None
+        self._table_checked: set[bytes] = set()  # keys whose (plain) inputs passed validate_input
 
     # ------------------------------------------------------------------ loading
 
@@ -201,13 +211,15 @@ class Artifact:
              host_functions: HostFunctions | None = None,
              call_path: str | None = None, trust: TrustPolicy | None = None,
              signatures: list[dict[str, Any]] | None = None,
-             tools: Mapping[str, Callable[..., Any]] | None = None) -> "Artifact":
+             tools: Mapping[str, Callable[..., Any]] | None = None,
+             table_fast_path: bool | None = None) -> "Artifact":
         """Load, verify and instantiate an artifact.
 
         Args:
             path_or_bytes: a path to the ``.wasm`` file, or its bytes.
             expected_id: the ``"sha256:<hex>"`` id it was deployed under; checked when given.
-            limits: sandbox limits (defaults: :class:`Limits` ()).
+            limits: sandbox limits (defaults: :class:`Limits` ()); an unset ``timeout_ms`` is
+                set from the manifest's measured fuel (:meth:`Limits.for_manifest`).
             host_functions: implementations of the manifest's capabilities, keyed
                 ``(module, name)`` or ``"module.name"``; each is called with the wasm arguments
                 as Python ints/floats. Pure artifacts need none.
@@ -220,6 +232,12 @@ class Artifact:
             tools: the host's tools for a capability artifact, ``{name: callable}`` called as
                 ``tool(**arguments)``; must be exactly the declared tools. ``None``: bind them
                 later (:meth:`bind_tools`) or pass a session per call.
+            table_fast_path: answer exact table hits from the table the manifest declares
+                (``model.table``), read from the artifact's bytes and verified at load
+                (:mod:`auto_runtime.table`), without entering WebAssembly; misses run the code.
+                Default: on, unless the environment sets ``AUTO_RUNTIME_TABLE=wasm``; off where
+                the fuel budget is under :data:`TABLE_FUEL_FACTOR` times the manifest's measured
+                ``fuel_per_call.max`` (the code itself could run out of fuel).
 
         Returns:
             The artifact, instantiated.
@@ -232,7 +250,9 @@ class Artifact:
             MalformedArtifact: not a (valid) core WebAssembly module, too large, a 64-bit or
                 shared memory, a missing or mistyped ABI export, or instantiation failed.
             ManifestError: the manifest is missing, duplicated, not canonical JSON, lacks a
-                required key, or has an unsupported input schema.
+                required key, or has an unsupported input schema; with the table fast path,
+                its declared table is malformed, not in the bytes, does not match its digest,
+                or is not answered by the code as declared (:func:`auto_runtime.table.read_table`).
             CapabilityError: an import the manifest does not declare, a declared capability
                 the module does not import, or one without a host function; tool imports without
                 a ``tools`` declaration (or the reverse), or of the wrong signature; ``tools``
@@ -257,6 +277,7 @@ class Artifact:
         manifest = decode_manifest(payload, source)
         _check_code_digest(data, payload, manifest, source)
         check_manifest_digest(manifest, source)
+        limits = limits.for_manifest(manifest)
 
         for mem in info.memories:
             if mem.is_64:
@@ -317,6 +338,13 @@ class Artifact:
                   has_batch=has_batch, call_path=call_path or default_call_path(), source=source,
                   tools=decls, host_tools=host_tools)
         art.signed_by = signed_by
+        if table_fast_path is None:
+            table_fast_path = os.environ.get("AUTO_RUNTIME_TABLE", "").strip().lower() != "wasm"
+        if table_fast_path and not decls and _fuel_covers_table(limits, manifest):
+            table = read_table(data, info, manifest, source)
+            if table is not None:
+                check_against_code(table, art._code_batch_texts, source)
+                art.table, art._table_hit = table, table.hit
         return art
 
     # ------------------------------------------------------------------ tools
@@ -366,7 +394,7 @@ class Artifact:
             now = perf_counter()
             self._host_s += now - t0
             compute_ms = ((now - self._call_t0) - self._host_s) * 1000.0
-            left_ms = max(0.0, limits.timeout_ms - compute_ms)
+            left_ms = max(0.0, limits.deadline - compute_ms)
             store.set_epoch_deadline(math.ceil(left_ms / EPOCH_TICK_MS) + 1)
 
         def read(caller: Any, ptr: int, n: int, sess: ToolSession, what: str) -> bytes:
@@ -452,6 +480,11 @@ class Artifact:
             data = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
+        hit = self._table_hit
+        if hit is not None:
+            out = hit(data)
+            if out is not None:
+                return out
         if not self.tools:
             return self._invoke(data, False, 1, _check_one)
         sess = session if session is not None else self.new_session()
@@ -474,6 +507,12 @@ class Artifact:
             return []
         if not self.has_run_batch or self.tools:
             return [self.call(x) for x in inputs]
+        if self._table_hit is not None:
+            try:
+                texts = [canonical_text(x) for x in inputs]
+            except (TypeError, ValueError, RecursionError) as e:
+                raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
+            return self._table_batch(texts)
         try:
             data = canonical_text(inputs if isinstance(inputs, list) else list(inputs)).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
@@ -497,6 +536,8 @@ class Artifact:
         """
         if not texts:
             return []
+        if self._table_hit is not None and self.has_run_batch:
+            return self._table_batch(texts)
         if not self.has_run_batch or self.tools:
             out = []
             for i, t in enumerate(texts):
@@ -507,6 +548,71 @@ class Artifact:
                 out.append(self.call(obj))
             return out
         return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
+
+    def table_answer(self, input_obj: Any) -> dict[str, Any] | None:
+        """The table fast path's output for ``input_obj`` when its schema check is known to pass
+        without running it, else None (the caller validates and calls as usual).
+
+        Known: the input is a table hit and a plain object (a ``dict`` with ``str`` keys whose
+        values are exactly ``str``, ``int``, ``float``, ``bool`` or None), so every such input
+        with the same canonical JSON is an equal object of the same types, which
+        ``validate_input`` judges alike; and an input with this key passed ``validate_input``
+        before (checked on the first hit of each key, then remembered). Never raises.
+        """
+        hit = self._table_hit
+        if hit is None or input_obj.__class__ is not dict:
+            return None
+        plain = _PLAIN
+        for k, v in input_obj.items():
+            if k.__class__ is not str or v.__class__ not in plain:
+                return None
+        try:
+            key = canonical_text(input_obj).encode("utf-8")
+        except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
+            return None
+        out = hit(key)
+        if out is None:
+            return None
+        checked = self._table_checked
+        if key not in checked:  # the first hit of this key: its verdict, remembered when it passes
+            try:
+                self.validate_input(input_obj)
+            except InputSchemaError:
+                return None  # the caller validates again and deopts
+            checked.add(key)
+        return out
+
+    def _table_batch(self, texts: list[str]) -> list[dict[str, Any]]:
+        """Outputs for canonical input ``texts``: hits from the verified table, the misses
+        through one ``run_batch`` call of the code (in one buffer), in order."""
+        hit = self._table_hit
+        assert hit is not None
+        outs: list[Any] = [hit(t.encode("utf-8")) for t in texts]
+        miss = [i for i, o in enumerate(outs) if o is None]
+        if miss:
+            if len(miss) == len(texts):
+                return self._code_batch_texts(texts)
+            for i, o in zip(miss, self._code_batch_texts([texts[i] for i in miss])):
+                outs[i] = o
+        return outs
+
+    def _code_batch_texts(self, texts: list[str]) -> list[dict[str, Any]]:
+        """The code's outputs for canonical input ``texts`` (one ``run_batch`` call; the table
+        fast path is not consulted)."""
+        if not self.has_run_batch:
+            return [self._invoke(t.encode("utf-8"), False, 1, _check_one) for t in texts]
+        return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
+
+    def call_code(self, input_obj: Any) -> dict[str, Any]:
+        """:meth:`call` through the WebAssembly code only (the table fast path is not consulted);
+        same contract. For differential checks of the fast path."""
+        try:
+            data = canonical_text(input_obj).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as e:
+            raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
+        if not self.tools:
+            return self._invoke(data, False, 1, _check_one)
+        return self._invoke(data, False, 1, _check_one, self.new_session())
 
     def _invoke(self, data: bytes, batch: bool, n: int, check: Any, session: ToolSession | None = None) -> Any:
         """Run ``run`` (or ``run_batch``) on encoded ``data`` in the sandbox, parse and check the
@@ -604,6 +710,8 @@ class Artifact:
             "limits": {"fuel": self.limits.fuel, "memory_bytes": self.limits.memory_bytes,
                        "timeout_ms": self.limits.timeout_ms},
             "call_path": self.call_path,
+            "table_fast_path": None if self.table is None else {"entries": self.table.entries,
+                                                                  "digest": self.table.digest},
             "signed_by": self.signed_by,
             "manifest": self.manifest,
         }
@@ -614,6 +722,24 @@ class Artifact:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+TABLE_FUEL_FACTOR = 16
+"""The table fast path is on only when a call's fuel budget is at least this many times the
+manifest's measured ``fuel_per_call.max`` (the default budget when none is recorded): a budget
+too small for the code's own lookup makes the code run out of fuel, and the fast path, which
+runs no code, must not answer where the code could not."""
+
+
+def _fuel_covers_table(limits: Limits, manifest: dict[str, Any]) -> bool:
+    from auto_runtime.sandbox import DEFAULT_FUEL, manifest_fuel_max
+
+    need = manifest_fuel_max(manifest)
+    return limits.fuel >= (DEFAULT_FUEL if need is None else TABLE_FUEL_FACTOR * need)
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+"""Value types whose canonical JSON decodes back to the same type and value."""
 
 
 def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks

@@ -9,7 +9,10 @@ Engine configuration (one process-wide :func:`shared_engine`):
   every :data:`EPOCH_TICK_MS` ms; each call sets its deadline ``ceil(timeout_ms / tick) + 1``
   ticks ahead, so a call is interrupted between ``timeout_ms`` and ``timeout_ms + tick`` after
   it starts -> :class:`~auto_runtime.errors.CallTimeout`. This is the wall-clock backstop for
-  code that burns time without burning fuel (and for a fuel budget set very high).
+  code that burns time without burning fuel (and for a fuel budget set very high). Epochs tick
+  in wall time, also while the calling thread is descheduled, so the deadline is set from the
+  artifact's measured fuel with a generous margin and a floor (:func:`deadline_ms`), never so
+  tight that a loaded host's scheduler trips it; a timeout is a deopt, never a crash.
 - ``memory_may_move=False``: a linear memory's base address never changes, so the fast path may
   cache it (it re-reads it anyway whenever the memory's size changes).
 - threads / shared memory, memory64 and multi-memory are disabled: the ABI needs none of them.
@@ -68,10 +71,46 @@ DEFAULT_MEMORY_BYTES = 64 * 1024 * 1024
 largest expected specialist (2^16 buckets x 32 classes of f32 = 8 MiB) plus input/output
 buffers fit several times over; a cap this size still lets hundreds of artifacts share a host."""
 
-DEFAULT_TIMEOUT_MS = 100.0
-"""Default wall-clock deadline per call, in ms. Tier-1 calls take microseconds; a call that is
-still running after 100 ms is broken, and deopting to the reference (an LLM call, ~1 s) is
-cheaper than waiting longer."""
+DEADLINE_FLOOR_MS = 1000.0
+"""The least wall-clock deadline per call a limit derived from the manifest gets, in ms. Source:
+on a loaded 2-core host a 51 µs tier-1 call was descheduled past a fixed 100 ms deadline (the
+extraction benchmark's warm loop); epochs count wall time, descheduled time included, so the
+floor is ten times that. Runaway code is stopped first by its fuel (deterministic), not by this."""
+
+DEFAULT_TIMEOUT_MS = DEADLINE_FLOOR_MS
+"""Wall-clock deadline per call of an artifact whose manifest records no fuel, in ms
+(:data:`DEADLINE_FLOOR_MS`)."""
+
+DEADLINE_NS_PER_FUEL = 2.0
+"""Wall time one fuel unit may take, in ns, for sizing deadlines. Measured: a runaway loop burns
+the default 50M fuel in about 70 ms (1.4 ns per unit) on the development machine; rounded up."""
+
+DEADLINE_MARGIN = 100
+"""Deadline margin over the measured fuel of the costliest call: a call may take 100x the wall
+time its measured fuel needs (contention, cold caches, a slower host) before it times out."""
+
+
+def deadline_ms(fuel_max: int | None, fuel_budget: int = DEFAULT_FUEL) -> float:
+    """The wall-clock deadline per call, in ms, for an artifact whose costliest measured call
+    used ``fuel_max`` fuel units (the manifest's ``fuel_per_call.max``; None: not measured) and
+    whose calls run under ``fuel_budget`` units:
+
+        max(DEADLINE_FLOOR_MS, max(fuel_max * DEADLINE_MARGIN, fuel_budget) * DEADLINE_NS_PER_FUEL / 1e6)
+
+    The ``fuel_budget`` term keeps the deadline above the time the whole budget takes to burn,
+    so a runaway loop is stopped by its fuel (deterministic) rather than by the clock.
+    """
+    work = fuel_budget
+    if fuel_max is not None and fuel_max > 0:
+        work = max(work, fuel_max * DEADLINE_MARGIN)
+    return max(DEADLINE_FLOOR_MS, work * DEADLINE_NS_PER_FUEL / 1e6)
+
+
+def manifest_fuel_max(manifest: Any) -> int | None:
+    """The manifest's ``fuel_per_call.max`` (fuel units) when it is a positive int, else None."""
+    fpc = manifest.get("fuel_per_call") if isinstance(manifest, dict) else None
+    m = fpc.get("max") if isinstance(fpc, dict) else None
+    return m if isinstance(m, int) and not isinstance(m, bool) and m > 0 else None
 
 EPOCH_TICK_MS = 2.0
 """Period of the epoch ticker thread, in ms (the timeout's granularity)."""
@@ -102,7 +141,9 @@ class Limits:
         memory_bytes: cap on the instance's linear memory, in bytes (>= 64 KiB). Checked at load
             against the module's declared initial memory, and enforced on ``memory.grow``.
         timeout_ms: wall-clock deadline per call in milliseconds, > 0 (granularity
-            :data:`EPOCH_TICK_MS`). Batched calls get ``timeout_ms * n``.
+            :data:`EPOCH_TICK_MS`), or None (the default): set when an artifact is loaded from
+            its manifest's measured fuel (:func:`deadline_ms`, :meth:`for_manifest`); a Sandbox
+            given None uses :data:`DEFAULT_TIMEOUT_MS`. Batched calls get ``timeout_ms * n``.
 
     Raises:
         ValueError: a limit is not positive, or ``memory_bytes`` is below one page.
@@ -110,7 +151,7 @@ class Limits:
 
     fuel: int = DEFAULT_FUEL
     memory_bytes: int = DEFAULT_MEMORY_BYTES
-    timeout_ms: float = DEFAULT_TIMEOUT_MS
+    timeout_ms: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.fuel, bool) or not isinstance(self.fuel, int) or not 0 < self.fuel <= MAX_FUEL:
@@ -118,10 +159,22 @@ class Limits:
         if (isinstance(self.memory_bytes, bool) or not isinstance(self.memory_bytes, int)
                 or self.memory_bytes < WASM_PAGE):
             raise ValueError(f"memory_bytes must be an int >= {WASM_PAGE}, got {self.memory_bytes!r}")
-        if not isinstance(self.timeout_ms, (int, float)) or isinstance(self.timeout_ms, bool) or not (
-            0 < self.timeout_ms < math.inf
-        ):
+        if self.timeout_ms is not None and (not isinstance(self.timeout_ms, (int, float))
+                                             or isinstance(self.timeout_ms, bool)
+                                             or not 0 < self.timeout_ms < math.inf):
             raise ValueError(f"timeout_ms must be a positive finite number, got {self.timeout_ms!r}")
+
+    def for_manifest(self, manifest: Any) -> "Limits":
+        """These limits with an unset ``timeout_ms`` filled in from ``manifest``'s measured fuel
+        (:func:`deadline_ms` of :func:`manifest_fuel_max` and ``fuel``); unchanged when set."""
+        if self.timeout_ms is not None:
+            return self
+        return Limits(self.fuel, self.memory_bytes, deadline_ms(manifest_fuel_max(manifest), self.fuel))
+
+    @property
+    def deadline(self) -> float:
+        """``timeout_ms``, or :data:`DEFAULT_TIMEOUT_MS` when unset (ms)."""
+        return DEFAULT_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
 
     def fuel_for(self, items: int = 1) -> int:
         """Fuel for a call covering ``items`` inputs."""
@@ -129,7 +182,7 @@ class Limits:
 
     def epoch_ticks(self, items: int = 1) -> int:
         """Epoch deadline, in ticks beyond the current epoch, for ``items`` inputs."""
-        return math.ceil(self.timeout_ms * max(1, items) / EPOCH_TICK_MS) + 1
+        return math.ceil(self.deadline * max(1, items) / EPOCH_TICK_MS) + 1
 
 
 # --------------------------------------------------------------------------- engine + ticker

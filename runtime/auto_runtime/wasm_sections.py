@@ -5,7 +5,8 @@ It reads the 8-byte header, walks the section list (LEB128 sizes), and extracts:
 - every custom section (id 0) as ``(name, payload)``, in file order;
 - the import section (id 2) as :class:`Import` entries (module, name, kind);
 - the memory declarations: memories defined in the memory section (id 5) and imported memories,
-  as :class:`MemoryDecl` (initial/maximum pages, 64-bit, shared, page size).
+  as :class:`MemoryDecl` (initial/maximum pages, 64-bit, shared, page size);
+- on request (:func:`data_segments`), where each data segment (id 11) lies and what it holds.
 
 It does not validate code; that is wasmtime's job when the module is compiled. Its purpose is to
 read what the loader needs *before* compiling (the manifest, the declared memory) and to reject
@@ -307,6 +308,58 @@ def parse(data: bytes | bytearray | memoryview) -> WasmModuleInfo:
         if sec.id == 5:
             memories.extend(_parse_memories(data, sec))
     return WasmModuleInfo(tuple(sections), tuple(customs), tuple(imports), tuple(memories))
+
+
+@dataclass(frozen=True, slots=True)
+class DataSegment:
+    """One data segment: ``address`` in memory 0 of an active segment whose offset is one
+    ``i32.const`` (None for a passive segment), and ``offset`` / ``size`` of its bytes in the file."""
+
+    address: int | None
+    offset: int
+    size: int
+
+
+def data_segments(data: bytes | bytearray | memoryview, info: WasmModuleInfo) -> list[DataSegment]:
+    """The data segments of the module's data section (id 11), in order; empty without one.
+
+    Binary format (Core Specification 2.0, §5.5.12): a ``vec`` of segments, each ``0`` expr
+    vec(byte) (active, memory 0), ``1`` vec(byte) (passive) or ``2`` memidx expr vec(byte)
+    (active, explicit memory). Only offsets of the form ``i32.const n end`` (``0x41 sleb32 0x0B``)
+    are read: the loader needs no more.
+
+    Raises:
+        MalformedArtifact: a truncated segment, an unknown segment flag, an active segment of a
+            memory other than 0, or an offset expression other than one ``i32.const``.
+    """
+    sec = next((s for s in info.sections if s.id == 11), None)
+    if sec is None:
+        return []
+    data = bytes(data) if not isinstance(data, bytes) else data
+    r = _Reader(data, sec.offset, sec.offset + sec.size, "data section")
+    out: list[DataSegment] = []
+    for _ in range(r.uleb()):
+        at = r.pos
+        flag = r.uleb()
+        address: int | None = None
+        if flag in (0, 2):
+            if flag == 2 and r.uleb() != 0:
+                raise r.fail("a data segment of a memory other than 0", at)
+            if r.byte() != 0x41:
+                raise r.fail("a data segment offset that is not an i32.const", at)
+            address = r.sleb(32) & 0xFFFFFFFF
+            if r.byte() != 0x0B:
+                raise r.fail("a data segment offset that is not one i32.const", at)
+        elif flag != 1:
+            raise r.fail(f"unknown data segment flag {flag}", at)
+        n = r.uleb()
+        if n > r.end - r.pos:
+            raise r.fail(f"data segment of {n} bytes runs past the end", at)
+        out.append(DataSegment(address, r.pos, n))
+        r.pos += n
+    if r.pos != r.end:
+        raise r.fail(f"{r.end - r.pos} trailing bytes in the data section")
+    return out
 
 
 def encode_uleb(value: int) -> bytes:

@@ -27,7 +27,7 @@ from auto_runtime import Artifact
 from auto_runtime.artifact import MAX_ARTIFACT_BYTES
 
 from auto.canonical import canonical_json, digest_bytes
-from auto.codegen import TableModel, compile_model
+from auto.codegen import TableModel, compile_table
 from auto.compile.batching import chunked, text_size
 from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
@@ -135,7 +135,7 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     payload = sum(map(len, table.keys)) + sum(len(a.encode("utf-8")) for a in table.answers)
     if payload > cap:  # the table's bytes alone would not fit: refuse before lowering it
         raise _too_large(ctx, contract, len(entries), payload, "its inputs and answers alone take", cap)
-    code = compile_model(table)
+    code, decl = compile_table(table)
     timings["codegen"] = time.perf_counter() - t0
     if len(code) > cap:
         raise _too_large(ctx, contract, len(entries), len(code), "the compiled table takes", cap)
@@ -144,9 +144,10 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
         task=ctx.task, generation=ctx.generation, compiled_as="memo",
         interface={"input": input_schema([e[0] for e in entries]),
                    "output": {"enum": [json.loads(a) for a in answers]}},
-        model={**table.manifest_model(), "code_digest": digest_bytes(code)})
+        model={**table.manifest_model(), "table": decl, "code_digest": digest_bytes(code)})
     try:
-        art = Artifact.load(emit(code, draft.provisional()))
+        # the gate runs the code, never the runtime's table fast path (which answers from the table itself)
+        art = Artifact.load(emit(code, draft.provisional()), table_fast_path=False)
     except MemoryLimitExceeded as exc:
         raise _too_large(ctx, contract, len(entries), len(code), f"the table does not fit the sandbox ({exc});", cap) from None
     t0 = time.perf_counter()

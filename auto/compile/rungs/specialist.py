@@ -36,7 +36,7 @@ from typing import Any, Callable
 from auto_runtime import Artifact
 
 from auto.canonical import canonical_json, digest_bytes
-from auto.codegen import TableModel, compile_model
+from auto.codegen import TableModel, compile_model, compile_table
 from auto.codegen.table import HIT_MARGIN
 from auto.compile.context import RungContext
 from auto.compile.crossfit import choose_config, cross_fit, fit, folds_for
@@ -159,11 +159,11 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     t0 = time.perf_counter()
     if ctx.memo_first:
         table = TableModel([(items[i][0], items[i][1]) for i in s.table_idx], fallback=model)
-        code = compile_model(table)
+        code, decl = compile_table(table)
         predictor: Any = table
         draft = draft.with_model(table.compiled_as, kind=table.compiled_as, table_entries=len(table),
-                                 specialist_kind=model.kind, code_digest=digest_bytes(code))
-        candidate = Artifact.load(emit(code, draft.provisional()))
+                                 specialist_kind=model.kind, table=decl, code_digest=digest_bytes(code))
+        candidate = Artifact.load(emit(code, draft.provisional()), table_fast_path=False)  # the gate runs the code
         if guard["fallback_reason"] is None:
             thr = guard["components"][-1]["threshold"]
             if thr is not None and thr > HIT_MARGIN:  # a table hit reports HIT_MARGIN (docs/architecture.md)
