@@ -8,7 +8,7 @@ lowered and assembled once. The gate then checks what is new and the digest chai
 whole table again:
 
 - ``runs-without-error``, ``witnessed-agreement``, ``wasm-matches-python-reference`` and
-  ``unwitnessed-probes-miss`` of :func:`auto.verify.run_memo_gate`, on every added entry plus an
+  ``unwitnessed-probes-miss`` of :func:`auto.gate.run_memo_gate`, on every added entry plus an
   evenly spaced sample of :data:`CARRIED_SAMPLE` carried entries (the code really is the merged
   table's), and on probes made from the added inputs;
 - ``installed-table-carried``: the merged table the new code's table segment was laid out from
@@ -48,7 +48,7 @@ from auto.compile.rungs.memo import EXACT_MATCH_GUARD, NAME, probes_for
 from auto_runtime.schema import json_type_name
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
-from auto.verify import Contract, eval_record, run_memo_gate
+from auto.gate import Contract, eval_record, run_memo_gate
 
 CARRIED_SAMPLE = 64
 """Carried (installed) entries the refresh's gate also runs through the new code, evenly spaced
