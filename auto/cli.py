@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 import click
 
-from auto.errors import ArgumentError, AutoError, GateRefused, UsageError
+from auto.errors import ArgumentError, AutoError, GateRefused, GuardDeclined, ReferenceFailed, UsageError, VerificationFailed
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -39,18 +39,6 @@ EXIT_INTERRUPTED = 130
 
 PLUGIN_GROUP = "auto.commands"
 """The entry-point group whose click commands ``auto`` adds (see the module docstring)."""
-
-
-class ReferenceFailed(Exception):
-    """Internal: the --reference function raised (reported as a one-line error, exit 1)."""
-
-
-class GuardDeclined(Exception):
-    """Internal: ``auto run`` had no reference and the guard declined (exit 3)."""
-
-
-class IntegrityFailure(Exception):
-    """Internal: ``auto registry verify`` found a failure (one line, exit 1)."""
 
 
 def say(msg: str) -> None:
@@ -144,12 +132,6 @@ class _AutoGroup(click.Group):
             sys.exit(EXIT_USAGE)
         except AutoError as e:
             say(f"error: {type(e).__name__}: {e}")
-            sys.exit(EXIT_ERROR)
-        except ReferenceFailed as e:
-            say(f"error: ReferenceModelError: {e}")
-            sys.exit(EXIT_ERROR)
-        except IntegrityFailure as e:
-            say(f"error: {e}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             _interrupted()
@@ -835,7 +817,7 @@ def registry_verify(refs: tuple[str, ...], registry_dir: str | None, trust_keys:
     if bad:
         first = bad[0]
         why = first["reason"] or next((s["reason"] for s in first["signatures"] if not s["ok"]), None) or "content does not match its id"
-        raise IntegrityFailure(f"{len(bad)} of {len(rows)} artifacts failed verification; first {first['id']}: {why}")
+        raise VerificationFailed(f"{len(bad)} of {len(rows)} artifacts failed verification; first {first['id']}: {why}")
     say(f"registry verified: {len(rows)} artifacts")
 
 
