@@ -340,18 +340,7 @@ def _compile_all(store_path: str, workers: int | None, address: str | None, out_
     from auto.distributed import compile_all
     from auto.gate import Contract
 
-    contract = None
-    if contract_path:  # its fields apply to every task (a task named in the file is ignored)
-        import tomllib
-
-        try:
-            data = tomllib.loads(Path(contract_path).read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
-            raise UsageError(f"--contract {contract_path}: {e}") from None
-        data = dict(data.get("contract", data))
-        data.pop("task", None)
-        contract = Contract(**{**data, "task": "*"}).model_dump()
-        contract.pop("task")
+    contract = Contract.load_shared(contract_path) if contract_path else None  # its fields apply to every task
     with _existing_store(store_path):
         pass  # a bad store fails here, once, before any worker starts
 

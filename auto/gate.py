@@ -131,13 +131,7 @@ class Contract(BaseModel):
                 names a different task than ``task``.
         """
         p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ContractError(f"contract file not found: {p}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ContractError(f"contract {p} is not valid TOML: {e}") from None
-        body = data.get("contract", data)
+        body = _read_contract_file(p)
         if task is not None:
             body = {"task": task, **body}
             if body["task"] != task:
@@ -146,6 +140,35 @@ class Contract(BaseModel):
             return cls(**body)
         except ContractError as e:
             raise ContractError(f"contract {p}: {e}") from None
+
+    @classmethod
+    def load_shared(cls, path: str | Path) -> dict[str, Any]:
+        """The fields of a contract file applied to every task (``auto compile --all``): its
+        values, checked as :meth:`load` checks them, without ``task`` (a task the file names is
+        ignored).
+
+        Raises:
+            ContractError: as :meth:`load` (but never for the task).
+        """
+        p = Path(path)
+        body = {k: v for k, v in _read_contract_file(p).items() if k != "task"}
+        try:
+            fields = cls(**{**body, "task": "*"}).model_dump()
+        except ContractError as e:
+            raise ContractError(f"contract {p}: {e}") from None
+        fields.pop("task")
+        return fields
+
+
+def _read_contract_file(p: Path) -> dict[str, Any]:
+    """The contract table of a TOML file (its ``[contract]`` table, else its top-level keys)."""
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ContractError(f"contract file not found: {p}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ContractError(f"contract {p} is not valid TOML: {e}") from None
+    return dict(data.get("contract", data))
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:

@@ -44,6 +44,17 @@ def test_contract_for_other_task_is_refused(tmp_path):
         Contract.load(p, task="triage")
 
 
+def test_a_shared_contract_applies_to_every_task_and_ignores_the_task_it_names(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[contract]\ntask = "routing"\nmin_agreement = 0.97\n')
+    fields = Contract.load_shared(p)
+    assert "task" not in fields and fields["min_agreement"] == 0.97
+    assert Contract(task="triage", **fields).min_agreement == 0.97
+    p.write_text("[contract]\nmin_agreemnt = 0.9\n")
+    with pytest.raises(ContractError, match="min_agreemnt"):
+        Contract.load_shared(p)
+
+
 def _gate(answers_by_text, witnessed, heldout, contract=None, labels=("a", "b")):
     def run_batch(inputs):
         return [{"answer": answers_by_text[i["t"]]} if i["t"] in answers_by_text else {"error": "missing_field"} for i in inputs]
