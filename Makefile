@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 RT_VENV := .venv-runtime
 OUT ?= out/triage
 
-.PHONY: demo test test-compiler test-runtime test-bench install clean
+.PHONY: demo test test-compiler test-runtime test-bench test-wheels install clean
 
 $(VENV)/.installed: pyproject.toml runtime/pyproject.toml bench/pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,7 +31,7 @@ demo: $(VENV)/.installed
 	@mkdir -p $(OUT)
 	$(BIN)/auto bench run triage --out $(OUT) > $(OUT)/stdout.json
 
-test: test-runtime test-compiler test-bench
+test: test-runtime test-compiler test-bench test-wheels
 
 # The PostgreSQL store's tests need a server: AUTO_TEST_POSTGRES names one, else .ci/postgres.sh
 # installs PostgreSQL (Debian, as root) when missing and starts a throwaway one on loopback;
@@ -45,6 +45,13 @@ test-compiler: $(VENV)/.installed
 
 test-bench: $(VENV)/.installed
 	$(BIN)/python -m pytest -q bench/tests
+
+# The distributions as users get them: wheels built from clean copies of the sources, installed
+# non-editable into a fresh virtual environment (dependencies from PyPI), then `auto --help`, every
+# bench family recorded and censused, and the kernel-tuning replay, run outside the checkout
+# (.ci/wheel_install.sh; it prints how long each part took).
+test-wheels:
+	PY=$(PY) bash .ci/wheel_install.sh
 
 test-runtime: $(RT_VENV)/.installed
 	cd runtime && ../$(RT_VENV)/bin/python -m pytest -q tests

@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 import click
 
-from auto.errors import ArgumentError, AutoError, GateRefused, UsageError
+from auto.errors import ArgumentError, AutoError, GateRefused, GuardDeclined, ReferenceFailed, UsageError, VerificationFailed
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -39,18 +39,6 @@ EXIT_INTERRUPTED = 130
 
 PLUGIN_GROUP = "auto.commands"
 """The entry-point group whose click commands ``auto`` adds (see the module docstring)."""
-
-
-class ReferenceFailed(Exception):
-    """Internal: the --reference function raised (reported as a one-line error, exit 1)."""
-
-
-class GuardDeclined(Exception):
-    """Internal: ``auto run`` had no reference and the guard declined (exit 3)."""
-
-
-class IntegrityFailure(Exception):
-    """Internal: ``auto registry verify`` found a failure (one line, exit 1)."""
 
 
 def say(msg: str) -> None:
@@ -144,12 +132,6 @@ class _AutoGroup(click.Group):
             sys.exit(EXIT_USAGE)
         except AutoError as e:
             say(f"error: {type(e).__name__}: {e}")
-            sys.exit(EXIT_ERROR)
-        except ReferenceFailed as e:
-            say(f"error: ReferenceModelError: {e}")
-            sys.exit(EXIT_ERROR)
-        except IntegrityFailure as e:
-            say(f"error: {e}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             _interrupted()
@@ -368,18 +350,7 @@ def _compile_all(store_path: str, workers: int | None, address: str | None, out_
     from auto.distributed import compile_all
     from auto.gate import Contract
 
-    contract = None
-    if contract_path:  # its fields apply to every task (a task named in the file is ignored)
-        import tomllib
-
-        try:
-            data = tomllib.loads(Path(contract_path).read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as e:
-            raise UsageError(f"--contract {contract_path}: {e}") from None
-        data = dict(data.get("contract", data))
-        data.pop("task", None)
-        contract = Contract(**{**data, "task": "*"}).model_dump()
-        contract.pop("task")
+    contract = Contract.load_shared(contract_path) if contract_path else None  # its fields apply to every task
     with _existing_store(store_path):
         pass  # a bad store fails here, once, before any worker starts
 
@@ -537,118 +508,30 @@ def _load_reference(spec: str) -> Any:
 def inspect(artifact: str, as_json: bool) -> None:
     """Show an artifact's manifest, imports, exports, size and id."""
     from auto_runtime import Artifact
+    from auto_runtime.manifest import Manifest
 
     art = Artifact.load(artifact)
     info = art.describe()
     if as_json:
         _emit_json(info)
         return
-    m = info["manifest"]
+    m = Manifest.of(art.manifest)
     click.echo(f"artifact   {info['id']}")
     click.echo(f"size       {info['bytes']} bytes")
-    click.echo(f"task       {m.get('task')}  generation {m.get('generation')}  compiled as {m.get('compiled_as')}")
-    if isinstance(m.get("site"), dict):
+    click.echo(m.summary_line())
+    if m.site is not None:
         from auto.sites import Site
 
         try:
-            d = Site.from_manifest(m["site"]).describe()
+            d = Site.from_manifest(m.site).describe()
             click.echo(f"site       model-call site, model {d['model']}, slots "
                        + (", ".join(f"{x['name']} ({x['path']})" for x in d["slots"]) or "none"))
         except ValueError as e:
             click.echo(f"site       unreadable: {e}")
     click.echo(f"imports    {info['imports'] or 'none (pure)'}")
     click.echo(f"exports    {', '.join(info['exports'])}")
-    def r3(x: Any) -> Any:
-        return round(x, 3) if isinstance(x, float) else x
-
-    model = m.get("model") or {}
-    if model.get("kind") == "memo":
-        click.echo(f"model      exact-match table of {model.get('entries')} witnessed inputs (hash {model.get('hash')})")
-    elif model.get("kind") == "program":
-        click.echo(f"model      program over field {model.get('field')!r}, {model.get('size')} nodes "
-                   f"(digest {model.get('program_digest')})")
-        for line in str(model.get("text") or "").splitlines():
-            click.echo(f"           {line}")
-    elif model.get("kind") == "region":
-        click.echo(f"model      region over field {model.get('field')!r} (digest {model.get('region_digest')})")
-        for line in str(model.get("text") or "").splitlines():
-            click.echo(f"           {line}")
-        for t in m.get("tools") or []:
-            click.echo(f"tool       {t.get('name')}  {t.get('kind')}, effects {t.get('effects')}"
-                       + (f", {t['cost_usd_micros_per_call']} µ$ per call (recorded)" if t.get("cost_usd_micros_per_call") else ""))
-        b = m.get("tool_budget") or {}
-        click.echo(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
-    else:
-        fb = model.get("fallback") or model
-        feats = fb.get("features") or {}
-        click.echo(f"model      {model.get('kind')}"
-                   + (f" ({model.get('table_entries')} table entries in front)" if model.get("table_entries") is not None else "")
-                   + f"  {model.get('estimator') or fb.get('kind')} over {feats.get('n_min')}-{feats.get('n_max')}-grams, "
-                   f"{feats.get('buckets')} buckets  classes {model.get('classes') or fb.get('classes')}")
-    par = m.get("parity") or {}
-    for split in ("witnessed", "heldout"):
-        p = par.get(split) or {}
-        if p:
-            label = p.get("method") or split
-            click.echo(f"parity     {label:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} (95% CP low {r3(p.get('ci95_low'))})")
-    if par.get("probes"):
-        click.echo(f"parity     probes    {par['probes'].get('hits')} of {par['probes'].get('n')} never-witnessed probes hit the table")
-    rep = par.get("repetition")
-    if rep:
-        click.echo(f"evidence   {rep.get('consistent')} of {rep.get('repeated_inputs')} repeated inputs answered consistently "
-                   f"(rate {r3(rep.get('rate'))}, 95% CP low {r3(rep.get('ci95_low'))}); the specialist was refused "
-                   f"(eval run {rep.get('specialist_eval_run')})")
-    g = m.get("guard") or {}
-    if g.get("method") == "conformal-novelty":
-        click.echo(f"guard      conformal-novelty  alpha {g.get('alpha')}  calibration n {g.get('n')}  threshold {r3(g.get('threshold'))}"
-                   f"  held-out coverage {r3(g.get('coverage_heldout'))}")
-    elif g.get("method") == "program-evidence":
-        from auto.guards.program import inspect_lines
-
-        for line in inspect_lines(g):
-            click.echo(line)
-    elif g.get("method") == "stack":
-        for line in _stack_lines(g, r3):
-            click.echo(line)
-        if g.get("epsilon_refers_to"):
-            click.echo(f"epsilon    {g['epsilon_refers_to']}")
-    else:
-        click.echo(f"guard      {g.get('method')}: {g.get('statement', '')}")
-    fuel = m.get("fuel_per_call") or {}
-    click.echo(f"work       {fuel.get('p50')} fuel units per call p50, {fuel.get('p95')} p95 (≈ wasm instructions, measured at compile)")
-    prov = m.get("provenance") or {}
-    click.echo(f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}")
-    click.echo(f"eval runs  {', '.join(m.get('eval_runs') or [])}")
-
-
-def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
-    """``auto inspect`` lines for a ``stack`` guard: each component's method, levels, n, thresholds,
-    smallest certifiable epsilon, held-out coverage / selective risk, and the fallback reason."""
-    lines = [f"guard      stack of {len(g.get('components') or [])} components; "
-             + (f"ALWAYS DEOPTS: {g['fallback_reason']}" if g.get("fallback_reason") else "tier-1 iff every component passes")]
-    for c in g.get("components") or []:
-        if not isinstance(c, dict):
-            continue
-        if c.get("method") == "conformal-novelty":
-            lines.append(f"  novelty  alpha {c.get('alpha')}  n {c.get('n')}  threshold (max passing score) {r3(c.get('threshold'))}"
-                         f"  held-out coverage {r3(c.get('heldout_coverage'))}"
-                         + ("  (never deopts: n too small for alpha)" if c.get("never_deopts") else ""))
-        elif c.get("method") == "selective-risk":
-            lines.append(f"  risk     {c.get('procedure')}  epsilon {c.get('epsilon')}  delta {c.get('delta')}  n {c.get('n')}  "
-                         f"threshold {c.get('confidence_field')} >= {c.get('threshold')}  smallest certifiable epsilon "
-                         f"{c.get('smallest_certifiable_epsilon')}")
-            lines.append(f"           calibration: coverage {r3(c.get('calibration_coverage'))}  selective risk "
-                         f"{r3(c.get('calibration_selective_risk'))}")
-            if c.get("heldout_n"):
-                lines.append(f"           held-out ({c.get('heldout_n')} inputs, whole stack): coverage {r3(c.get('heldout_coverage'))}  "
-                             f"selective risk {r3(c.get('heldout_selective_risk'))} (95% CP high {r3(c.get('heldout_selective_risk_ci95_high'))})")
-            if c.get("reason"):
-                lines.append(f"           no threshold: {c['reason']}")
-            for note in c.get("notes") or []:
-                lines.append(f"           note: {note}")
-        else:
-            lines.append(f"  {c.get('method')}")
-    return lines
+    for line in m.inspect_lines():
+        click.echo(line)
 
 
 # ----------------------------------------------------------------------------------------- proxy
@@ -873,7 +756,7 @@ def registry_verify(refs: tuple[str, ...], registry_dir: str | None, trust_keys:
     if bad:
         first = bad[0]
         why = first["reason"] or next((s["reason"] for s in first["signatures"] if not s["ok"]), None) or "content does not match its id"
-        raise IntegrityFailure(f"{len(bad)} of {len(rows)} artifacts failed verification; first {first['id']}: {why}")
+        raise VerificationFailed(f"{len(bad)} of {len(rows)} artifacts failed verification; first {first['id']}: {why}")
     say(f"registry verified: {len(rows)} artifacts")
 
 

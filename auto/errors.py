@@ -1,30 +1,60 @@
-"""Errors raised by the Auto compiler and CLI.
+"""Errors raised by Auto: the whole tree, drawn once.
 
-The root ``AutoError`` and the artifact/sandbox errors come from ``auto_runtime.errors`` (the
-runtime is installed everywhere); this module adds the compiler's branches::
+The root ``AutoError`` and the runtime's branches come from ``auto_runtime.errors`` (the runtime is
+installed everywhere; its classes are re-exported here); the compiler's branches are defined in
+this module unless a module is named beside them. ``except AutoError`` catches every error Auto
+raises on purpose. ``tests/test_errors.py`` checks this drawing against the classes, both ways::
 
     AutoError                         (auto_runtime.errors)
-    ├── ArtifactError ...             (auto_runtime.errors: loading, manifest, capabilities)
-    ├── LimitError ...                (auto_runtime.errors: fuel, memory, time)
-    ├── TrapError, InputSchemaError, OutputError   (auto_runtime.errors)
+    ├── ArtifactError                 the .wasm file cannot be trusted or loaded
+    │   ├── MalformedArtifact         not WebAssembly, truncated, or not decodable
+    │   ├── ManifestError             auto.manifest section missing, corrupt, or inconsistent
+    │   ├── ArtifactIdMismatch        sha-256 of the bytes differs from the recorded artifact id
+    │   ├── CapabilityError           an import the manifest does not declare (or the reverse)
+    │   └── UntrustedArtifact         a trust policy is in force and no trusted signature covers the bytes
+    ├── LimitError                    the sandbox stopped a call
+    │   ├── FuelExhausted             the call ran out of fuel (instruction budget)
+    │   ├── MemoryLimitExceeded       memory grew past the limit, or the module declares too much
+    │   └── CallTimeout               the call ran past its wall-clock deadline
+    ├── TrapError                     the artifact trapped (unreachable, out-of-bounds, ...)
+    ├── ToolCallError                 a tool call of a capability artifact was refused
+    ├── InputSchemaError              a task input violates the manifest's input schema
+    ├── OutputError                   the artifact returned bytes that are not a valid answer
+    ├── SchemaDefinitionError         (auto_runtime.schema) a JSON schema the validator does not support
+    ├── GuardConfigError              (auto_runtime.guard.base) a manifest guard entry cannot be used
     ├── UsageError                    bad command-line usage or arguments (exit code 2)
+    ├── ArgumentError                 a library function was called with invalid arguments (also a ValueError)
     ├── StoreError                    the trace store cannot be used
     │   ├── NotAStore                 the file is not an SQLite database / not an Auto store
     │   ├── SchemaTooNew              the store was written by a newer Auto (schema version)
     │   ├── IntegrityError            a stored digest does not match its content
-    │   └── IngestError               a batch was rejected (nothing of it was written)
+    │   ├── IngestError               a batch was rejected (nothing of it was written)
+    │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP file is unreadable or of another schema
+    ├── ListenError                   a server cannot listen on its address
     ├── RecordError                   recording could not proceed (bad task output, ...)
     ├── ReferenceModelError           the reference model (simulator or endpoint) failed
+    │   └── ReferenceFailed           the CLI's --reference function raised or answered something that is not JSON
     ├── SpendCapExceeded              a paid call would exceed the spend cap (default cap 0)
     ├── CompileError                  no candidate could be built (no witnesses, one label, ...)
+    │   ├── RegexError                (auto.models.program.regex) a pattern outside the safe regex subset
+    │   ├── ProgramTypeError          (auto.models.program.types) an ill-typed or ill-formed program
+    │   └── SerialError               (auto.models.program.serial) a program's JSON form is malformed
     ├── CodegenError                  lowering to WebAssembly text or assembling it failed
     ├── ContractError                 the contract (file or values) is malformed
-    ├── ArgumentError                 a library function was called with invalid arguments
+    ├── SemanticUnavailable           (auto.guards.semantic) the offline sentence embedding cannot be loaded
+    ├── VerificationFailed            ``auto registry verify`` found artifacts that fail verification
+    ├── GuardDeclined                 ``auto run`` had no reference and the guard declined (exit code 3)
     └── GateRefused                   the gate rejected the candidate (exit code 3)
         └── RungRefused               one rung of the compile ladder refused (the ladder may go on)
 
-The CLI converts these to messages and exit codes in one place (``auto.cli``): 1 for errors,
-2 for ``UsageError``, 3 for ``GateRefused`` (and for a guard declining with no reference).
+The CLI converts these to messages and exit codes in one place (``auto.cli``): 1 for errors
+(``error: <ClassName>: <message>``), 2 for ``UsageError`` and ``ArgumentError``, 3 for
+``GateRefused`` and ``GuardDeclined``.
+
+Not in the tree, on purpose: internal control-flow signals, each caught inside Auto and turned
+into a deopt or a refusal with its reason, never raised to a caller
+(``auto.models.program.interp.DeoptSignal``, ``auto.models.region.RegionDeopt``,
+``auto.compile.steps.build.RegionRefused``, ``auto_runtime.tools.ToolRefused``).
 """
 
 from __future__ import annotations
@@ -42,6 +72,7 @@ from auto_runtime.errors import (  # noqa: F401  (re-exported: one tree)
     ManifestError,
     MemoryLimitExceeded,
     OutputError,
+    ToolCallError,
     TrapError,
     UntrustedArtifact,
 )
@@ -84,6 +115,11 @@ class ReferenceModelError(AutoError):
     """The reference model (the simulator or a configured endpoint) failed."""
 
 
+class ReferenceFailed(ReferenceModelError):
+    """The ``--reference module:function`` of a CLI command could not be imported, raised, or
+    answered a value that is not JSON; the message says which."""
+
+
 class SpendCapExceeded(AutoError):
     """A paid call would exceed the configured spend cap (µ$); the default cap is 0."""
 
@@ -106,6 +142,16 @@ class ArgumentError(AutoError, ValueError):
     :class:`UsageError` is raised by the CLI only; library code raises this instead. It is also a
     ``ValueError``, so callers that caught ``ValueError`` before keep working.
     """
+
+
+class VerificationFailed(AutoError):
+    """``auto registry verify`` found artifacts whose bytes or signatures fail verification; the
+    message counts them and names the first with its reason."""
+
+
+class GuardDeclined(AutoError):
+    """``auto run`` was given no reference and the artifact's guard declined the input (CLI exit
+    code 3); the message is the guard's reason."""
 
 
 class GateRefused(AutoError):

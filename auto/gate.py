@@ -18,14 +18,155 @@ Every gate run is stored as an *eval run* whose id is the digest of its canonica
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scipy.stats import binomtest
 
 from auto.canonical import canonical_json, digest
 from auto.errors import ContractError
+
+
+class Verdict(str, Enum):
+    """An eval run's verdict (stored as its value)."""
+
+    PASS = "pass"
+    REFUSE = "refuse"
+
+
+class CheckName(str, Enum):
+    """The checks a gate runs (stored as the value; :class:`Check` adds the field of a
+    ``field-agreement`` check after a colon)."""
+
+    RUNS_WITHOUT_ERROR = "runs-without-error"
+    OUTPUT_IS_WITNESSED_LABEL = "output-is-witnessed-label"
+    WASM_MATCHES_PYTHON_REFERENCE = "wasm-matches-python-reference"
+    WITNESSED_AGREEMENT = "witnessed-agreement"
+    HELDOUT_AGREEMENT = "heldout-agreement"
+    OVERALL_AGREEMENT = "overall-agreement"
+    GUARD_CERTIFIED = "guard-certified"
+    UNWITNESSED_PROBES_MISS = "unwitnessed-probes-miss"
+    OUT_OF_FOLD_AGREEMENT = "out-of-fold-agreement"
+    GUARD_ANSWERS = "guard-answers"
+    GUARD_RISK = "guard-risk"
+    UNMATCHED_TOOL_CALLS = "unmatched-tool-calls"
+    FIELD_AGREEMENT = "field-agreement"
+    # the rungs' refusals before a gate runs (no candidate was built, or it cannot be emitted)
+    ONE_TEXT_FIELD = "one-text-field"
+    ENOUGH_WITNESSES = "enough-witnesses"
+    ENOUGH_RUNS = "enough-runs"
+    TWO_OR_MORE_LABELS = "two-or-more-labels"
+    TWO_OR_MORE_OUTPUTS = "two-or-more-outputs"
+    OUTPUTS_ARE_LABELS = "outputs-are-labels"
+    SPLITS_NONEMPTY = "splits-nonempty"
+    MEMO_DETERMINISM_EVIDENCE = "memo-determinism-evidence"
+    ARTIFACT_SIZE = "artifact-size"
+    PROGRAM_SYNTHESIZED = "program-synthesized"
+    REGION_BUILT = "region-built"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of an eval run.
+
+    Attributes:
+        name: which check.
+        passed: whether it passed (an informational check always passes).
+        figures: its measured values (counts, rates, 95% Clopper–Pearson bounds, the contract's
+            bars), as stored.
+        informational: reported, never a reason to refuse.
+        field: the answer field of a ``field-agreement`` check, else None.
+        refusal: the eval run's one-line reason when this is its first failed check (not stored).
+    """
+
+    name: CheckName
+    passed: bool
+    figures: Mapping[str, Any] = dc_field(default_factory=dict)
+    informational: bool = False
+    field: str | None = None
+    refusal: str | None = dc_field(default=None, compare=False)
+
+    @property
+    def key(self) -> str:
+        """The stored name: ``name``, or ``field-agreement:<field>``."""
+        return f"{self.name.value}:{self.field}" if self.field is not None else self.name.value
+
+    def __getitem__(self, figure: str) -> Any:
+        return self.figures[figure]
+
+    def get(self, figure: str, default: Any = None) -> Any:
+        """A figure, or ``default``."""
+        return self.figures.get(figure, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: ``{"name", <figures>, "passed"[, "informational": true]}``."""
+        out = {"name": self.key, **self.figures, "passed": self.passed}
+        if self.informational:
+            out["informational"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Check":
+        """A stored check read back (a name this version does not know raises ``ValueError``)."""
+        name, _, fld = str(d["name"]).partition(":")
+        figures = {k: v for k, v in d.items() if k not in ("name", "passed", "informational")}
+        return cls(CheckName(name), bool(d["passed"]), figures, bool(d.get("informational")), fld or None)
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """An eval run: what the gate measured on one candidate, and its verdict.
+
+    Attributes:
+        task, generation: what was compiled. contract: the contract's id and values.
+        candidate: the candidate's description. checks: the checks in the order they ran.
+        reason: one line saying why it passed, or which check refused and by how much.
+        extra: other keys a rung stored with the record (e.g. the region rung's ``guard``).
+    """
+
+    task: str
+    generation: int
+    contract: Mapping[str, Any]
+    candidate: Any
+    checks: tuple[Check, ...]
+    reason: str
+    extra: Mapping[str, Any] = dc_field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict:
+        """``REFUSE`` when any check failed, else ``PASS``."""
+        return Verdict.REFUSE if any(not c.passed for c in self.checks) else Verdict.PASS
+
+    def check(self, name: CheckName, field: str | None = None) -> Check | None:
+        """The check of that name (and field), or None when the gate did not run it."""
+        return next((c for c in self.checks if c.name is name and c.field == field), None)
+
+    def field_checks(self) -> dict[str, Check]:
+        """The ``field-agreement`` checks by answer field."""
+        return {c.field: c for c in self.checks if c.name is CheckName.FIELD_AGREEMENT and c.field is not None}
+
+    def to_record(self) -> dict[str, Any]:
+        """The stored record (its id is the digest of its canonical JSON, ``Store.put_eval_run``)."""
+        return {**self.extra, "task": self.task, "generation": self.generation, "contract": dict(self.contract),
+                "candidate": self.candidate, "checks": [c.to_dict() for c in self.checks],
+                "verdict": self.verdict.value, "reason": self.reason}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "EvalRun":
+        """A stored record read back."""
+        known = ("task", "generation", "contract", "candidate", "checks", "verdict", "reason")
+        return cls(record["task"], record["generation"], record["contract"], record["candidate"],
+                   tuple(Check.from_dict(c) for c in record["checks"]), record["reason"],
+                   {k: v for k, v in record.items() if k not in known})
+
+
+def first_refusal(checks: Sequence[Check]) -> Check | None:
+    """The first check that failed, or None."""
+    return next((c for c in checks if not c.passed), None)
 
 
 class Contract(BaseModel):
@@ -131,13 +272,7 @@ class Contract(BaseModel):
                 names a different task than ``task``.
         """
         p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ContractError(f"contract file not found: {p}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ContractError(f"contract {p} is not valid TOML: {e}") from None
-        body = data.get("contract", data)
+        body = _read_contract_file(p)
         if task is not None:
             body = {"task": task, **body}
             if body["task"] != task:
@@ -146,6 +281,35 @@ class Contract(BaseModel):
             return cls(**body)
         except ContractError as e:
             raise ContractError(f"contract {p}: {e}") from None
+
+    @classmethod
+    def load_shared(cls, path: str | Path) -> dict[str, Any]:
+        """The fields of a contract file applied to every task (``auto compile --all``): its
+        values, checked as :meth:`load` checks them, without ``task`` (a task the file names is
+        ignored).
+
+        Raises:
+            ContractError: as :meth:`load` (but never for the task).
+        """
+        p = Path(path)
+        body = {k: v for k, v in _read_contract_file(p).items() if k != "task"}
+        try:
+            fields = cls(**{**body, "task": "*"}).model_dump()
+        except ContractError as e:
+            raise ContractError(f"contract {p}: {e}") from None
+        fields.pop("task")
+        return fields
+
+
+def _read_contract_file(p: Path) -> dict[str, Any]:
+    """The contract table of a TOML file (its ``[contract]`` table, else its top-level keys)."""
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ContractError(f"contract file not found: {p}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ContractError(f"contract {p} is not valid TOML: {e}") from None
+    return dict(data.get("contract", data))
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | None, float | None]:
@@ -208,7 +372,7 @@ def run_gate(
         record, assigned when it is stored (``Store.put_eval_run``).
     """
     allowed = {canonical_json(x) for x in labels}
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
 
     def outputs(pairs: Sequence[tuple[dict, Any]]) -> list[dict]:
         return run_batch([p[0] for p in pairs]) if pairs else []
@@ -219,56 +383,43 @@ def run_gate(
     def answers(outs: list[dict]) -> list[Any]:
         return [o.get("answer") if "error" not in o else {"__error__": o["error"]} for o in outs]
 
+    n_all = len(w_out) + len(h_out)
     errors = sum(1 for o in w_out + h_out if "error" in o)
-    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(h_out), "passed": errors == 0})
+    checks.append(Check(CheckName.RUNS_WITHOUT_ERROR, errors == 0, {"errors": errors, "n": n_all},
+                        refusal=f"the candidate returned errors on {errors} of {n_all} eval inputs"))
 
     bad_labels = sum(1 for a in answers(w_out) + answers(h_out) if canonical_json(a) not in allowed)
-    checks.append({"name": "output-is-witnessed-label", "violations": bad_labels, "passed": bad_labels == 0})
+    checks.append(Check(CheckName.OUTPUT_IS_WITNESSED_LABEL, bad_labels == 0, {"violations": bad_labels},
+                        refusal=f"{bad_labels} answers are not witnessed labels"))
 
     ref_w = [reference_predict(p[0]) for p in witnessed]
     ref_h = [reference_predict(p[0]) for p in heldout]
     mism = sum(1 for a, r in zip(answers(w_out) + answers(h_out), ref_w + ref_h) if canonical_json(a) != canonical_json(r))
-    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, mism == 0, {"mismatches": mism},
+                        refusal=f"WebAssembly and the Python reference disagree on {mism} inputs"))
 
     wa = agreement(answers(w_out), [p[1] for p in witnessed])
-    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
+    checks.append(Check(CheckName.WITNESSED_AGREEMENT, wa["n"] > 0, wa, informational=True,
+                        refusal=f"check {CheckName.WITNESSED_AGREEMENT.value} failed"))
 
     ha = agreement(answers(h_out), [p[1] for p in heldout])
     ok_point = ha["rate"] is not None and ha["rate"] >= contract.min_agreement
     ok_low = ha["ci95_low"] is not None and ha["ci95_low"] >= contract.min_agreement_ci95_low
-    checks.append(
-        {
-            "name": "heldout-agreement",
-            **ha,
-            "min_agreement": contract.min_agreement,
-            "min_agreement_ci95_low": contract.min_agreement_ci95_low,
-            "passed": ok_point and ok_low,
-        }
-    )
+    rate = "n/a" if ha["rate"] is None else f"{ha['rate']:.3f}"
+    low = "n/a" if ha["ci95_low"] is None else f"{ha['ci95_low']:.3f}"
+    checks.append(Check(CheckName.HELDOUT_AGREEMENT, ok_point and ok_low,
+                        {**ha, "min_agreement": contract.min_agreement, "min_agreement_ci95_low": contract.min_agreement_ci95_low},
+                        refusal=f"held-out agreement {ha['agree']}/{ha['n']} = {rate} (95% CP lower bound {low}) is below "
+                                f"the contract's {contract.min_agreement:.2f} (lower bound {contract.min_agreement_ci95_low:.2f})"))
 
-    failed = [c for c in checks if not c["passed"]]
-    if not failed:
+    failed = first_refusal(checks)
+    if failed is None:
         reason = (
             f"held-out agreement {ha['agree']}/{ha['n']} = {ha['rate']:.3f} "
             f"(95% CP lower bound {ha['ci95_low']:.3f}) meets {contract.min_agreement:.2f} / {contract.min_agreement_ci95_low:.2f}"
         )
     else:
-        c = failed[0]
-        if c["name"] == "heldout-agreement":
-            rate = "n/a" if c["rate"] is None else f"{c['rate']:.3f}"
-            low = "n/a" if c["ci95_low"] is None else f"{c['ci95_low']:.3f}"
-            reason = (
-                f"held-out agreement {c['agree']}/{c['n']} = {rate} (95% CP lower bound {low}) is below "
-                f"the contract's {contract.min_agreement:.2f} (lower bound {contract.min_agreement_ci95_low:.2f})"
-            )
-        elif c["name"] == "output-is-witnessed-label":
-            reason = f"{c['violations']} answers are not witnessed labels"
-        elif c["name"] == "wasm-matches-python-reference":
-            reason = f"WebAssembly and the Python reference disagree on {c['mismatches']} inputs"
-        elif c["name"] == "runs-without-error":
-            reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
-        else:
-            reason = f"check {c['name']} failed"
+        reason = failed.refusal
     return eval_record(contract, generation, candidate, checks, reason)
 
 
@@ -310,70 +461,66 @@ def run_selective_gate(
     pairs = list(witnessed) + list(heldout)
     outs = run_batch([p[0] for p in pairs]) if pairs else []
     answers = [o.get("answer") if "error" not in o else {"__error__": o["error"]} for o in outs]
-    checks: list[dict[str, Any]] = []
     errors = sum(1 for o in outs if "error" in o)
-    checks.append({"name": "runs-without-error", "errors": errors, "n": len(outs), "passed": errors == 0})
+    checks = [Check(CheckName.RUNS_WITHOUT_ERROR, errors == 0, {"errors": errors, "n": len(outs)},
+                    refusal=f"the candidate returned errors on {errors} of {len(outs)} eval inputs")]
     bad = sum(1 for a in answers if canonical_json(a) not in allowed)
-    checks.append({"name": "output-is-witnessed-label", "violations": bad, "passed": bad == 0})
+    checks.append(Check(CheckName.OUTPUT_IS_WITNESSED_LABEL, bad == 0, {"violations": bad},
+                        refusal=f"{bad} answers are not witnessed labels"))
     mism = sum(1 for a, p in zip(answers, pairs) if canonical_json(a) != canonical_json(reference_predict(p[0])))
-    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, mism == 0, {"mismatches": mism},
+                        refusal=f"WebAssembly and the Python reference disagree on {mism} inputs"))
     wa = agreement(answers[:len(witnessed)], [p[1] for p in witnessed])
-    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0, "informational": True})
+    checks.append(Check(CheckName.WITNESSED_AGREEMENT, wa["n"] > 0, wa, informational=True,
+                        refusal="no witnessed input to check the candidate on"))
     n, k = int(estimate["n"]), int(estimate["agree"])
     low, high = clopper_pearson(k, n)
-    est = {"name": "overall-agreement", "method": estimate["method"], "n": n, "agree": k,
-           "rate": k / n if n else None, "ci95_low": low, "ci95_high": high}
+    est = {"method": estimate["method"], "n": n, "agree": k, "rate": k / n if n else None, "ci95_low": low, "ci95_high": high}
+    rate = "n/a" if est["rate"] is None else f"{est['rate']:.3f}"
+    lows = "n/a" if low is None else f"{low:.3f}"
+    overall = f"{est['method']} agreement {k}/{n} = {rate} (95% CP lower bound {lows})"
+    below = f"{overall} is below the contract's {contract.min_agreement:.2f} (lower bound {contract.min_agreement_ci95_low:.2f})"
     if contract.gate == "agreement":
-        est.update(min_agreement=contract.min_agreement, min_agreement_ci95_low=contract.min_agreement_ci95_low,
-                   passed=est["rate"] is not None and est["rate"] >= contract.min_agreement
-                   and low is not None and low >= contract.min_agreement_ci95_low)
+        checks.append(Check(CheckName.OVERALL_AGREEMENT,
+                            est["rate"] is not None and est["rate"] >= contract.min_agreement
+                            and low is not None and low >= contract.min_agreement_ci95_low,
+                            {**est, "min_agreement": contract.min_agreement,
+                             "min_agreement_ci95_low": contract.min_agreement_ci95_low}, refusal=below))
     else:
-        est.update(passed=True, informational=True)
-    checks.append(est)
+        checks.append(Check(CheckName.OVERALL_AGREEMENT, True, est, informational=True))
     risk = next((c for c in guard.get("components") or [] if c.get("method") == "selective-risk"), None)
     cov = (risk or {}).get("calibration_coverage")
     certified = guard.get("fallback_reason") is None and risk is not None and risk.get("threshold") is not None \
         and cov is not None and cov > 0
-    checks.append({"name": "guard-certified", "fallback_reason": guard.get("fallback_reason"),
-                   "threshold": (risk or {}).get("threshold"), "coverage": cov,
-                   "selective_risk": (risk or {}).get("calibration_selective_risk"),
-                   "epsilon": contract.epsilon, "delta": contract.delta, "passed": certified})
-    failed = [c for c in checks if not c["passed"]]
-    rate = "n/a" if est["rate"] is None else f"{est['rate']:.3f}"
-    lows = "n/a" if low is None else f"{low:.3f}"
-    overall = f"{est['method']} agreement {k}/{n} = {rate} (95% CP lower bound {lows})"
-    if not failed:
+    why = guard.get("fallback_reason") or (risk or {}).get("reason") or "no calibration input proceeds"
+    checks.append(Check(CheckName.GUARD_CERTIFIED, certified,
+                        {"fallback_reason": guard.get("fallback_reason"), "threshold": (risk or {}).get("threshold"),
+                         "coverage": cov, "selective_risk": (risk or {}).get("calibration_selective_risk"),
+                         "epsilon": contract.epsilon, "delta": contract.delta},
+                        refusal=f"the guard would deopt every input outside the table: {why}; overall {overall}"))
+    failed = first_refusal(checks)
+    if failed is None:
         reason = (f"selective risk certified: tier-1 when {risk['confidence_field']} >= {risk['threshold']:.6g}, "
                   f"{cov:.3f} of the {risk['n']} calibration inputs answered at risk {risk['calibration_selective_risk']:.3f} "
                   f"(epsilon {contract.epsilon:g}, delta {contract.delta:g}); overall {overall}")
     else:
-        c = failed[0]
-        if c["name"] == "guard-certified":
-            why = guard.get("fallback_reason") or (risk or {}).get("reason") or "no calibration input proceeds"
-            reason = f"the guard would deopt every input outside the table: {why}; overall {overall}"
-        elif c["name"] == "overall-agreement":
-            reason = (f"{overall} is below the contract's {contract.min_agreement:.2f} (lower bound "
-                      f"{contract.min_agreement_ci95_low:.2f})")
-        elif c["name"] == "output-is-witnessed-label":
-            reason = f"{c['violations']} answers are not witnessed labels"
-        elif c["name"] == "wasm-matches-python-reference":
-            reason = f"WebAssembly and the Python reference disagree on {c['mismatches']} inputs"
-        else:
-            reason = f"the candidate returned errors on {c['errors']} of {c['n']} eval inputs"
+        reason = failed.refusal
     return eval_record(contract, generation, candidate, checks, reason)
 
 
-def eval_record(contract: Contract, generation: int, candidate: Any, checks: list[dict[str, Any]], reason: str) -> dict[str, Any]:
-    """The eval-run record of a gate run (its id is the digest, assigned when stored)."""
-    return {
-        "task": contract.task,
-        "generation": generation,
-        "contract": {"id": contract.id, **contract.model_dump()},
-        "candidate": candidate,
-        "checks": checks,
-        "verdict": "refuse" if any(not c["passed"] for c in checks) else "pass",
-        "reason": reason,
-    }
+def eval_record(contract: Contract, generation: int, candidate: Any, checks: Sequence[Check | Mapping[str, Any]],
+                reason: str) -> dict[str, Any]:
+    """The stored record of a gate run (:meth:`EvalRun.to_record`; its id is the digest,
+    assigned when stored): ``{"task", "generation", "contract", "candidate", "checks": [...],
+    "verdict": "pass"|"refuse", "reason"}``. A check given in its stored form (a rung's refusal
+    before any gate ran) is read with :meth:`Check.from_dict`.
+
+    Raises:
+        ValueError: a stored-form check whose name is not a :class:`CheckName`.
+    """
+    typed = tuple(c if isinstance(c, Check) else Check.from_dict(c) for c in checks)
+    return EvalRun(contract.task, generation, {"id": contract.id, **contract.model_dump()}, candidate, typed,
+                   reason).to_record()
 
 
 def run_memo_gate(
@@ -407,26 +554,25 @@ def run_memo_gate(
     Returns:
         The eval-run record (same shape as :func:`run_gate`).
     """
-    checks: list[dict[str, Any]] = []
     w_out = run_batch([p[0] for p in witnessed]) if witnessed else []
     p_out = run_batch(list(probes)) if probes else []
     errors = sum(1 for o in w_out + p_out if "error" in o)
-    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out) + len(p_out), "passed": errors == 0})
+    checks = [Check(CheckName.RUNS_WITHOUT_ERROR, errors == 0, {"errors": errors, "n": len(w_out) + len(p_out)},
+                    refusal=f"the table returned errors on {errors} inputs")]
     got = [canonical_json(o.get("answer")) for o in w_out + p_out]  # each answer encoded once
     wa = agreement_of_texts(got[:len(w_out)], [p[1] for p in witnessed])
-    checks.append({"name": "witnessed-agreement", **wa, "passed": wa["n"] > 0 and wa["agree"] == wa["n"]})
+    checks.append(Check(CheckName.WITNESSED_AGREEMENT, wa["n"] > 0 and wa["agree"] == wa["n"], wa,
+                        refusal=f"the table repeats {wa['agree']}/{wa['n']} witnessed outputs (must be all)"))
     ref = [reference_text(p[0]) for p in witnessed] + [reference_text(p) for p in probes]
     mism = sum(1 for a, r in zip(got, ref) if a != r)
-    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, mism == 0, {"mismatches": mism},
+                        refusal=f"WebAssembly and the Python reference disagree on {mism} inputs"))
     hits = sum(1 for o in p_out if "error" not in o and o.get("nonconformity") != 1.0)
-    checks.append({"name": "unwitnessed-probes-miss", "n": len(p_out), "hits": hits, "passed": hits == 0})
-    failed = [c for c in checks if not c["passed"]]
-    if failed:
-        c = failed[0]
-        reason = {"runs-without-error": f"the table returned errors on {c.get('errors')} inputs",
-                  "witnessed-agreement": f"the table repeats {c.get('agree')}/{c.get('n')} witnessed outputs (must be all)",
-                  "wasm-matches-python-reference": f"WebAssembly and the Python reference disagree on {c.get('mismatches')} inputs",
-                  "unwitnessed-probes-miss": f"{c.get('hits')} of {c.get('n')} never-witnessed probes hit the table"}[c["name"]]
+    checks.append(Check(CheckName.UNWITNESSED_PROBES_MISS, hits == 0, {"n": len(p_out), "hits": hits},
+                        refusal=f"{hits} of {len(p_out)} never-witnessed probes hit the table"))
+    failed = first_refusal(checks)
+    if failed is not None:
+        reason = failed.refusal
     else:
         reason = f"exact-match table repeats all {wa['n']} witnessed outputs; {len(p_out)} unwitnessed probes all miss"
     if note:
@@ -478,20 +624,21 @@ def run_program_gate(
     Returns:
         The eval-run record (same shape as :func:`run_gate`).
     """
-    checks: list[dict[str, Any]] = []
     w_out = run_batch([p[0] for p in witnessed]) if witnessed else []
     errors = sum(1 for o in w_out if "error" in o)
-    checks.append({"name": "runs-without-error", "errors": errors, "n": len(w_out), "passed": errors == 0})
+    checks = [Check(CheckName.RUNS_WITHOUT_ERROR, errors == 0, {"errors": errors, "n": len(w_out)},
+                    refusal=f"the program returned errors on {errors} of {len(w_out)} eval inputs")]
     keys = ("answer", "deopt", "evidence")
     mism = sum(1 for o, p in zip(w_out, witnessed)
                if "error" in o or canonical_json({k: o.get(k) for k in keys if k in o})
                != canonical_json(reference_run(p[0])))
-    checks.append({"name": "wasm-matches-python-reference", "mismatches": mism, "passed": mism == 0})
+    checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, mism == 0, {"mismatches": mism},
+                        refusal=f"WebAssembly and the Python interpreter disagree on {mism} inputs"))
     answered = [(o, p) for o, p in zip(w_out, witnessed) if "error" not in o and o.get("deopt") is False]
     wa = agreement([o.get("answer") if "error" not in o and o.get("deopt") is False else {"__deopt__": True}
                     for o in w_out], [p[1] for p in witnessed])
-    checks.append({"name": "witnessed-agreement", **wa, "answered": len(answered), "passed": wa["n"] > 0,
-                   "informational": True})
+    checks.append(Check(CheckName.WITNESSED_AGREEMENT, wa["n"] > 0, {**wa, "answered": len(answered)}, informational=True,
+                        refusal="no witnessed input to check the program on"))
     selective = bool(oof.get("selective"))
     n, k = (int(oof["answered"]), int(oof["agree"])) if selective else (int(oof["n"]), int(oof["agree"]))
     compared = max(1, int(oof.get("compared", 1)))
@@ -500,23 +647,6 @@ def run_program_gate(
     rate = k / n if n else None
     ok = (rate is not None and rate >= contract.program_min_agreement
           and low is not None and low >= contract.program_min_agreement_ci95_low)
-    checks.append({"name": "out-of-fold-agreement", "method": oof.get("method"), "n": n, "agree": k, "rate": rate,
-                   "ci95_low": low, "ci95_high": high, "confidence": conf, "compared": compared,
-                   "parts": oof.get("parts"), "min_agreement": contract.program_min_agreement,
-                   "min_agreement_ci95_low": contract.program_min_agreement_ci95_low, "passed": ok}
-                  | ({"of": "answered", "witnesses": int(oof["n"]), "fields": oof.get("fields")} if selective else {}))
-    cal = guard.get("calibration") or {}
-    t1 = int(cal.get("tier1") or 0)
-    lo1, hi1 = clopper_pearson(int(cal.get("tier1_wrong") or 0), t1)
-    checks.append({"name": "guard-answers", "tier1": t1, "tier1_wrong": cal.get("tier1_wrong"), "n": cal.get("n"),
-                   "coverage": t1 / cal["n"] if cal.get("n") else None, "selective_risk": (cal.get("tier1_wrong") or 0) / t1 if t1 else None,
-                   "selective_risk_ci95_high": hi1, "passed": t1 > 0})
-    risk = guard.get("risk") or {}
-    certified = risk.get("threshold") is not None
-    checks.append({"name": "guard-risk", "threshold": risk.get("threshold"), "epsilon": contract.epsilon,
-                   "delta": contract.delta, "few_shot": bool(guard.get("few_shot")), "reason": risk.get("reason"),
-                   "passed": certified or bool(guard.get("few_shot"))})
-    failed = [c for c in checks if not c["passed"]]
     lows = "n/a" if low is None else f"{low:.3f}"
     rates = "n/a" if rate is None else f"{rate:.3f}"
     bound = f"{conf:.1%}" if compared == 1 else f"{conf:.2%}, Bonferroni over {compared} procedures compared"
@@ -524,28 +654,41 @@ def run_program_gate(
                if not selective else
                f"out-of-fold agreement on the {n} of {oof['n']} witnesses it answers {k}/{n} = {rates} ({bound} CP lower "
                f"bound {lows}; per field: a field deopts where it is unsure, and the reference answers that record)")
-    if not failed:
+    short = (f"program {oof_txt} does not meet the contract's {contract.program_min_agreement:.2f} with lower bound "
+             f"{contract.program_min_agreement_ci95_low:.2f}"
+             + (" (too few witnesses for that lower bound)" if rate is not None and rate >= contract.program_min_agreement else ""))
+    parts = oof.get("parts") or {}
+    if len(parts) > 1 or (parts and "" not in parts):
+        short += "; per field " + ", ".join(f"{p}: {v['agree']}/{v['n']}" for p, v in parts.items())
+    checks.append(Check(CheckName.OUT_OF_FOLD_AGREEMENT, ok,
+                        {"method": oof.get("method"), "n": n, "agree": k, "rate": rate, "ci95_low": low, "ci95_high": high,
+                         "confidence": conf, "compared": compared, "parts": oof.get("parts"),
+                         "min_agreement": contract.program_min_agreement,
+                         "min_agreement_ci95_low": contract.program_min_agreement_ci95_low}
+                        | ({"of": "answered", "witnesses": int(oof["n"]), "fields": oof.get("fields")} if selective else {}),
+                        refusal=short))
+    cal = guard.get("calibration") or {}
+    t1 = int(cal.get("tier1") or 0)
+    lo1, hi1 = clopper_pearson(int(cal.get("tier1_wrong") or 0), t1)
+    checks.append(Check(CheckName.GUARD_ANSWERS, t1 > 0,
+                        {"tier1": t1, "tier1_wrong": cal.get("tier1_wrong"), "n": cal.get("n"),
+                         "coverage": t1 / cal["n"] if cal.get("n") else None,
+                         "selective_risk": (cal.get("tier1_wrong") or 0) / t1 if t1 else None,
+                         "selective_risk_ci95_high": hi1},
+                        refusal=f"the program's guard would deopt every input ({oof_txt})"))
+    risk = guard.get("risk") or {}
+    certified = risk.get("threshold") is not None
+    checks.append(Check(CheckName.GUARD_RISK, certified or bool(guard.get("few_shot")),
+                        {"threshold": risk.get("threshold"), "epsilon": contract.epsilon, "delta": contract.delta,
+                         "few_shot": bool(guard.get("few_shot")), "reason": risk.get("reason")},
+                        refusal=f"the program's guard certifies no selective risk <= {contract.epsilon:g}: {risk.get('reason')}"))
+    failed = first_refusal(checks)
+    if failed is None:
         reason = (f"program {oof_txt} meets {contract.program_min_agreement:.2f} / "
                   f"{contract.program_min_agreement_ci95_low:.2f}; its guard answers {t1} of {cal.get('n')} out-of-fold "
                   f"witnesses, {cal.get('tier1_wrong')} wrong"
                   + (f" (risk threshold {risk['threshold']:.4g} certified at epsilon {contract.epsilon:g})" if certified
                      else " (too few points for a selective-risk certificate)"))
     else:
-        c = failed[0]
-        if c["name"] == "out-of-fold-agreement":
-            reason = (f"program {oof_txt} does not meet the contract's {contract.program_min_agreement:.2f} with lower bound "
-                      f"{contract.program_min_agreement_ci95_low:.2f}"
-                      + (" (too few witnesses for that lower bound)" if rate is not None
-                         and rate >= contract.program_min_agreement else ""))
-            parts = oof.get("parts") or {}
-            if len(parts) > 1 or (parts and "" not in parts):
-                reason += "; per field " + ", ".join(f"{p}: {v['agree']}/{v['n']}" for p, v in parts.items())
-        elif c["name"] == "wasm-matches-python-reference":
-            reason = f"WebAssembly and the Python interpreter disagree on {c['mismatches']} inputs"
-        elif c["name"] == "guard-answers":
-            reason = f"the program's guard would deopt every input ({oof_txt})"
-        elif c["name"] == "guard-risk":
-            reason = f"the program's guard certifies no selective risk <= {contract.epsilon:g}: {risk.get('reason')}"
-        else:
-            reason = f"the program returned errors on {c['errors']} of {c['n']} eval inputs"
+        reason = failed.refusal
     return eval_record(contract, generation, candidate, checks, reason)

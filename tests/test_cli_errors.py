@@ -146,7 +146,8 @@ def test_a_missing_reference_module_is_a_usage_error(triage_artifact, tmp_path):
 def test_a_reference_that_answers_something_not_json_is_one_line(triage_artifact, tmp_path):
     (tmp_path / "setref.py").write_text("def f(ticket):\n    return {'labels': {'billing'}}\n")
     p = auto("run", str(triage_artifact[0]), "--input", DECLINED, "--reference", "setref:f", code=1, cwd=tmp_path)
-    one_clear_line(p, "the reference setref:f returned a value that is not JSON (dict")
+    line = one_clear_line(p, "the reference setref:f returned a value that is not JSON (dict")
+    assert line.startswith("error: ReferenceFailed: ")  # printed by its own name (a ReferenceModelError)
     assert p.stdout == ""
 
 

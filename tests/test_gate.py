@@ -3,7 +3,7 @@
 import pytest
 
 from auto.errors import ContractError
-from auto.gate import Contract, agreement, clopper_pearson, run_gate
+from auto.gate import Check, CheckName, Contract, EvalRun, Verdict, agreement, clopper_pearson, eval_record, run_gate
 
 
 def test_clopper_pearson_known_values():
@@ -44,6 +44,17 @@ def test_contract_for_other_task_is_refused(tmp_path):
         Contract.load(p, task="triage")
 
 
+def test_a_shared_contract_applies_to_every_task_and_ignores_the_task_it_names(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text('[contract]\ntask = "routing"\nmin_agreement = 0.97\n')
+    fields = Contract.load_shared(p)
+    assert "task" not in fields and fields["min_agreement"] == 0.97
+    assert Contract(task="triage", **fields).min_agreement == 0.97
+    p.write_text("[contract]\nmin_agreemnt = 0.9\n")
+    with pytest.raises(ContractError, match="min_agreemnt"):
+        Contract.load_shared(p)
+
+
 def _gate(answers_by_text, witnessed, heldout, contract=None, labels=("a", "b")):
     def run_batch(inputs):
         return [{"answer": answers_by_text[i["t"]]} if i["t"] in answers_by_text else {"error": "missing_field"} for i in inputs]
@@ -76,3 +87,36 @@ def test_gate_refuses_small_heldout_by_lower_bound_and_unwitnessed_labels():
 def test_agreement_is_canonical():
     a = agreement([{"x": 1, "y": 2}], [{"y": 2, "x": 1}])
     assert a["agree"] == 1 and a["rate"] == 1.0
+
+
+def test_eval_runs_are_typed_and_read_back_as_stored():
+    """A record built from typed checks reads back into the same checks; the verdict is named; the
+    reason of a refusal is its first failed check's; a rung's stored-form check is read by name."""
+    c = Contract.default_for("t")
+    checks = [Check(CheckName.RUNS_WITHOUT_ERROR, True, {"errors": 0, "n": 3}),
+              Check(CheckName.WITNESSED_AGREEMENT, True, {"n": 3, "agree": 3}, informational=True),
+              Check(CheckName.FIELD_AGREEMENT, False, {"n": 3, "agree": 1}, field="total", refusal="total: 1/3")]
+    rec = eval_record(c, 1, {"kind": "x"}, checks, "total: 1/3")
+    assert rec["verdict"] == "refuse" and [d["name"] for d in rec["checks"]] == [
+        "runs-without-error", "witnessed-agreement", "field-agreement:total"]
+    assert rec["checks"][1]["informational"] is True and "informational" not in rec["checks"][0]
+    run = EvalRun.from_record({**rec, "guard": {"method": "program"}})
+    assert run.verdict is Verdict.REFUSE and run.extra == {"guard": {"method": "program"}}
+    assert run.checks == tuple(checks) and run.to_record() == {**rec, "guard": {"method": "program"}}
+    assert run.check(CheckName.WITNESSED_AGREEMENT)["agree"] == 3 and run.check(CheckName.GUARD_RISK) is None
+    assert run.field_checks()["total"].get("agree") == 1
+    stored = eval_record(c, 1, None, [{"name": "enough-runs", "train": 2, "passed": False}], "too few")
+    assert EvalRun.from_record(stored).check(CheckName.ENOUGH_RUNS).get("train") == 2
+    with pytest.raises(ValueError):
+        eval_record(c, 1, None, [{"name": "no-such-check", "passed": False}], "x")
+
+
+def test_a_refusal_names_its_first_failed_check():
+    c = Contract.default_for("t")
+    w = [({"t": str(i)}, "a") for i in range(30)]
+    h = [({"t": str(i)}, "a") for i in range(30, 40)]
+    rec = run_gate(contract=c, run_batch=lambda xs: [{"answer": "zz"} for _ in xs], reference_predict=lambda x: "zz",
+                   witnessed=w, heldout=h, labels=["a"], candidate={}, generation=1)
+    run = EvalRun.from_record(rec)
+    assert run.verdict is Verdict.REFUSE and rec["reason"] == "40 answers are not witnessed labels"
+    assert not run.check(CheckName.OUTPUT_IS_WITNESSED_LABEL).passed and not run.check(CheckName.HELDOUT_AGREEMENT).passed

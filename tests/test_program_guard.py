@@ -15,7 +15,8 @@ from auto.models.program import ast as A
 from auto.models.program.evidence import (CONTESTED, NO_DEFAULT_EVIDENCE, SPLIT_PHRASE, SPLIT_STEM, SPLIT_WORD, SUPPORTED,
                                    build_evidence, event_table, events, specific_variants)
 from auto.models.program.interp import run_program
-from auto.guards.program import OutOfFold, calibrate_program_guard, decide, inspect_lines
+from auto.guards.program import OutOfFold, calibrate_program_guard, decide
+from auto_runtime.guard.entries import ProgramEvidenceEntry, guard_entry
 from specialist_corpus import Artifact as Runner
 
 T = A.Field("t")
@@ -136,7 +137,9 @@ def test_calibration_entry_and_the_runtime_agree():
     for bad in ({**entry, "parts": []}, {**entry, "parts": [{"name": "", "alpha": 2}]},
                 {**entry, "risk": {"threshold": "x"}}, {**entry, "deopt_kinds": ["a"]}):
         assert isinstance(build_guard(bad), AlwaysDeopt)
-    assert any("program-evidence" in line for line in inspect_lines(entry))
+    typed = guard_entry(entry)
+    assert isinstance(typed, ProgramEvidenceEntry) and typed.to_dict() == entry
+    assert any("program-evidence" in line for line in typed.lines())
 
 
 def test_few_calibration_points_give_no_threshold_and_say_so():

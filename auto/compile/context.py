@@ -54,9 +54,10 @@ class RungContext:
     prior: list[RungRefused] = field(default_factory=list)
     site: dict[str, Any] | None = None
 
-    def refuse(self, rung: str, contract: Contract, reason: str, checks: list[dict[str, Any]], *,
+    def refuse(self, rung: str, contract: Contract, reason: str, checks: list[Any], *,
                citation: str | None = None, final: bool = False) -> RungRefused:
-        """Store an eval run recording ``reason`` and return the refusal to raise."""
+        """Store an eval run recording ``reason`` and return the refusal to raise (``checks``:
+        :class:`auto.gate.Check` values or their stored form, :func:`auto.gate.eval_record`)."""
         rid = self.store.put_eval_run(eval_record(contract, self.generation, None, checks, reason))
         return RungRefused(rung, reason, rid, citation=citation, final=final)
 

@@ -243,42 +243,5 @@ def decide(entry: dict[str, Any], output: dict[str, Any]) -> bool:
     return thr is None or (bool(confs) and min(confs) >= thr)
 
 
-def inspect_lines(entry: dict[str, Any]) -> list[str]:
-    """The ``auto inspect`` lines of a ``program-evidence`` entry: per part its rules with their
-    witnessed support, the novelty level and calibration size, the risk threshold (or why there is
-    none), the out-of-fold calibration figures and the statement."""
-    kinds = entry.get("kinds") or list(KIND_NAMES)
-    deopt = [kinds[k] for k in entry.get("deopt_kinds") or [] if 0 <= k < len(kinds)]
-    lines = [f"guard      program-evidence: tier-1 iff the program does not deopt, no part's evidence is unwitnessed "
-             f"({', '.join(deopt)}), and every part's event passes its novelty test"]
-    for p in entry.get("parts") or []:
-        name = repr(p.get("name")) if p.get("name") else "answer"
-        lines.append(f"  part {name} ({p.get('shape')})  alpha {p.get('alpha'):.4g}  calibration n {p.get('n')}  "
-                     f"witnesses {p.get('witnesses')}"
-                     + (f"  specific forms tested: {', '.join(p.get('specific_levels') or [])}" if p.get("specific_levels") else ""))
-        rules = p.get("rules") or []
-        by_rule: dict[int, list[str]] = {}
-        for e in p.get("events") or []:
-            k = e["kind"]
-            by_rule.setdefault(e["rule"], []).append(f"{kinds[k] if 0 <= k < len(kinds) else k} {e['support']} "
-                                                     f"(precision {e['precision']:.3f})")
-        for r, label in enumerate(rules):
-            tag = "else" if r == len(rules) - 1 and p.get("shape") == "rules" else f"rule {r}"
-            seen = "; ".join(by_rule.get(r, [])) or "never decided a witness"
-            lines.append(f"     {tag} -> {label!r}: {seen}")
-    risk = entry.get("risk") or {}
-    if risk.get("threshold") is not None:
-        lines.append(f"  risk     confidence >= {risk['threshold']:.6g}  epsilon {risk.get('epsilon')}  delta {risk.get('delta')}  "
-                     f"n {risk.get('n')}  smallest certifiable epsilon {risk.get('smallest_certifiable_epsilon')}")
-    else:
-        lines.append(f"  risk     no threshold: {risk.get('reason')}")
-    cal = entry.get("calibration") or {}
-    lines.append(f"  calibration {cal.get('method')}: {cal.get('n')} witnesses, {cal.get('unwitnessed')} with unwitnessed "
-                 f"evidence ({cal.get('unwitnessed_wrong')} of them wrong), {cal.get('novel')} novel "
-                 f"({cal.get('novel_wrong')} wrong), tier-1 {cal.get('tier1')} ({cal.get('tier1_wrong')} wrong)")
-    lines.append(f"statement  {entry.get('statement')}")
-    return lines
-
-
 __all__ = ["CONFIDENCE", "OutOfFold", "calibrate_program_guard", "calibration_scores", "confidence", "decide",
-           "inspect_lines", "novel", "p_value", "score", "statement", "without_calibration"]
+           "novel", "p_value", "score", "statement", "without_calibration"]

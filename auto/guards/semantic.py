@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from auto_runtime.guard import Guard, GuardDecision, build_guard
 
-from auto.errors import ArgumentError
+from auto.errors import ArgumentError, AutoError
 
 MODES = ("semantic", "combined")
 """Host guard modes (see :func:`make_host_guard`)."""
@@ -38,7 +38,7 @@ SEMANTIC_CALIBRATION_SHARE = 1 / 3
 semantic novelty test's calibration set; the rest are the reference set distances are taken to."""
 
 
-class SemanticUnavailable(RuntimeError):
+class SemanticUnavailable(AutoError):
     """The offline sentence embedding cannot be loaded (``reason`` says why)."""
 
 

@@ -222,8 +222,3 @@ def render(parts: Parts, values: Sequence[str]) -> str:
     if next(it, None) is not None:
         raise ValueError("more values than slots")
     return "".join(out)
-
-
-def slot_count(parts: Parts) -> int:
-    """How many slots ``parts`` has."""
-    return sum(1 for p in parts if p is SLOT)

@@ -582,19 +582,6 @@ class Store:
         if buf:
             yield from self._spans_of(buf)
 
-    def iter_span_rows(self, batch: int = 5000) -> Iterator[list[dict]]:
-        """The ``spans`` rows as stored (payload ids, ``seq``, ``logical_call_id``, ``attempt``),
-        in insertion order, in batches of ``batch`` (for export)."""
-        cols = ["seq", *[c.strip() for c in SPAN_SELECT.split(",")], "logical_call_id", "attempt"]
-        buf: list[dict] = []
-        for row in self._stream(f"SELECT {', '.join(cols)} FROM spans ORDER BY seq", [], size=batch):
-            buf.append(dict(zip(cols, row)))
-            if len(buf) >= batch:
-                yield buf
-                buf = []
-        if buf:
-            yield buf
-
     def iter_export_rows(self, batch: int = 100_000) -> Iterator[list[tuple]]:
         """The spans as the Parquet layout lists them (:data:`auto.interchange.parquet.SPAN_COLUMNS`:
         payload ids replaced by ``sha256:<hex>`` digests, computed in the database), in insertion
@@ -634,16 +621,6 @@ class Store:
         sql = "SELECT DISTINCT {0} FROM spans WHERE kind = ? AND {0} IS NOT NULL"
         return ({r[0] for r in self._stream(sql.format("input_id"), [kind])},
                 {r[0] for r in self._stream(sql.format("output_id"), [kind])})
-
-    def payload_digests(self, ids: Iterable[int]) -> dict[int, str]:
-        """``{payload id: "sha256:<hex>"}`` of the given ids."""
-        ids = list(ids)
-        out: dict[int, str] = {}
-        for k in range(0, len(ids), 500):
-            chunk = ids[k:k + 500]
-            for r in self._read(f"SELECT id, digest FROM payloads WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                out[r["id"]] = "sha256:" + bytes(r["digest"]).hex()
-        return out
 
     def _payload_batch(self, rows: list[tuple]) -> list[tuple[int, str, str]]:
         texts = self.payload_texts([r[0] for r in rows])

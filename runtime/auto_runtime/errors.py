@@ -20,8 +20,11 @@ own, so ``except AutoError`` catches both::
     │                            undeclared tool, effect before the commit, a tool that raised, hung
     │                            or returned a wrong type, no recording in a replay)
     ├── InputSchemaError         a task input violates the manifest's input schema
-    └── OutputError              the artifact returned bytes that are not a valid answer
-    (the compiler adds StoreError, RecordError, GateRefused, ContractError, UsageError, ...)
+    ├── OutputError              the artifact returned bytes that are not a valid answer
+    ├── SchemaDefinitionError    (auto_runtime.schema) a JSON schema the validator does not support
+    └── GuardConfigError         (auto_runtime.guard.base) a manifest guard entry cannot be used
+    (the compiler adds StoreError, RecordError, GateRefused, ContractError, UsageError, ...: the
+    whole tree is drawn in auto.errors; runtime/tests/test_errors.py checks this drawing)
 
 Every error carries a human-readable message naming what was wrong and, where it applies, the
 file or field at fault.

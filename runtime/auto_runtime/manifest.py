@@ -17,14 +17,26 @@ and, when present: ``generation`` an integer or null; ``capabilities`` a list of
 ``{"module": str, "name": str}``; ``abi`` an object whose ``exports`` is a list of strings and
 whose ``encoding``, if given, is ``"canonical-json"``. A capability artifact's ``tools`` and
 ``tool_budget`` are checked by :func:`auto_runtime.tools.tool_decls` when it is loaded.
+
+:class:`Manifest` is the typed view of a decoded manifest, for everything outside the runtime
+that reads one (the ratchet, the CLI's ``inspect``, serve): the rung it was compiled as, its
+interface and labels, its tools, its guard as a typed entry (:mod:`auto_runtime.guard.entries`),
+whether it answers inputs never witnessed, its calibration scores, its ``inspect`` lines::
+
+    m = Manifest.read(wasm)            # or Manifest.of(artifact.manifest)
+    m.compiled_as, m.labels, m.answers_new_inputs, m.calibration_scores, m.inspect_lines()
+    m.to_dict() == read_manifest(wasm)
 """
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from auto_runtime.digest import digest_bytes
 from auto_runtime.errors import ManifestError
+from auto_runtime.guard.entries import GuardEntry, guard_entry, r3
 from auto_runtime.jsonio import canonical_bytes, strict_loads
 from auto_runtime.wasm_sections import WasmModuleInfo, custom_section, parse
 
@@ -220,3 +232,180 @@ def declared_exports(manifest: dict[str, Any]) -> list[str]:
     if isinstance(abi, dict) and isinstance(abi.get("exports"), list):
         return list(abi["exports"])
     return list(ABI_EXPORTS)
+
+
+# ------------------------------------------------------------------------------ the typed view
+
+
+@dataclass(frozen=True)
+class Interface:
+    """The manifest's ``interface``: the input JSON schema and the output schema.
+
+    Attributes:
+        input: the input JSON schema (an object or a boolean).
+        output: the output schema (``{}`` when the manifest gives none).
+    """
+
+    input: Any
+    output: Mapping[str, Any]
+
+    @property
+    def labels(self) -> tuple[Any, ...]:
+        """The answers the artifact can give when its output is an enumeration (``output.enum``),
+        in manifest order; ``()`` otherwise."""
+        enum = self.output.get("enum") if isinstance(self.output, Mapping) else None
+        return tuple(enum) if isinstance(enum, list) else ()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One declared tool of a capability artifact (the manifest's ``tools[i]``; the loader checks
+    the declarations strictly, :func:`auto_runtime.tools.tool_decls`).
+
+    Attributes:
+        name, kind (``tool`` / ``model``), effects (``read`` / ``effect``).
+        cost_usd_micros_per_call: the recorded cost of one call (µ$), or None.
+    """
+
+    name: Any
+    kind: Any
+    effects: Any
+    cost_usd_micros_per_call: Any = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A typed view of a decoded manifest: what the tools around an artifact read from it.
+
+    Built with :meth:`Manifest.of` from the object :func:`read_manifest` returns (or an artifact's
+    ``manifest``); :meth:`to_dict` gives that object back key for key, so nothing is lost. The
+    view never raises on content the loader accepted; fields the compiler did not write are None.
+
+    Attributes:
+        task, generation, compiled_as (``program`` / ``region`` / ``specialist`` / ``memo-first`` /
+        ``memo`` / ...), interface (:class:`Interface`), guard (a typed entry,
+        :mod:`auto_runtime.guard.entries`), tools (:class:`Tool`, declared order), eval_runs
+        (ids), site (the model-call site entry, or None), fields (the manifest as read).
+    """
+
+    task: str
+    generation: int | None
+    compiled_as: str | None
+    interface: Interface
+    guard: GuardEntry
+    tools: tuple[Tool, ...]
+    eval_runs: tuple[str, ...]
+    site: Mapping[str, Any] | None
+    fields: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, manifest: Mapping[str, Any]) -> "Manifest":
+        """The view of a decoded manifest object."""
+        iface = manifest.get("interface") if isinstance(manifest.get("interface"), Mapping) else {}
+        out = iface.get("output")
+        tools = manifest.get("tools") if isinstance(manifest.get("tools"), list) else []
+        return cls(task=manifest.get("task"), generation=manifest.get("generation"),
+                   compiled_as=manifest.get("compiled_as"),
+                   interface=Interface(iface.get("input", True), out if isinstance(out, Mapping) else {}),
+                   guard=guard_entry(manifest.get("guard")),
+                   tools=tuple(Tool(t.get("name"), t.get("kind"), t.get("effects"), t.get("cost_usd_micros_per_call"))
+                               for t in tools if isinstance(t, Mapping)),
+                   eval_runs=tuple(manifest.get("eval_runs") or ()),
+                   site=manifest.get("site") if isinstance(manifest.get("site"), Mapping) else None,
+                   fields=copy.deepcopy(dict(manifest)))
+
+    @classmethod
+    def read(cls, wasm: bytes, where: str = "artifact") -> "Manifest":
+        """The view of an artifact's checked manifest (:func:`read_manifest`; raises as it does)."""
+        return cls.of(read_manifest(wasm, where))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest object as it was read (a deep copy)."""
+        return copy.deepcopy(dict(self.fields))
+
+    @property
+    def labels(self) -> tuple[Any, ...]:
+        """:attr:`Interface.labels`: the enumerated answers, or ``()``."""
+        return self.interface.labels
+
+    @property
+    def answers_new_inputs(self) -> bool:
+        """Whether the artifact may answer inputs that were never witnessed: a program or a
+        region, or a specialist (alone or behind a memo table) whose guard certifies a
+        selective-risk threshold (a stack without a fallback). A memo table answers only what was
+        witnessed."""
+        if self.compiled_as in ("program", "region"):
+            return True
+        return self.compiled_as in ("specialist", "memo-first") and self.guard.certifies_unwitnessed
+
+    @property
+    def calibration_scores(self) -> list[float] | None:
+        """The conformal novelty calibration scores of the guard (its own, or its first novelty
+        component's), or None when it has none: what the shift monitor starts from."""
+        scores = self.guard.calibration_scores
+        return list(scores) if scores is not None else None
+
+    def summary_line(self) -> str:
+        """``auto inspect``'s line naming the task, generation and rung."""
+        return f"task       {self.task}  generation {self.generation}  compiled as {self.compiled_as}"
+
+    def inspect_lines(self) -> list[str]:
+        """``auto inspect``'s lines for the model, tools, parity, evidence, guard, measured work,
+        provenance and eval runs (the artifact's id, size, site, imports and exports are the
+        caller's)."""
+        return [*_model_lines(self), *_parity_lines(self.fields), *self.guard.lines(), *_closing_lines(self.fields)]
+
+
+def _model_lines(m: Manifest) -> list[str]:
+    f = m.fields
+    model = f.get("model") or {}
+    kind = model.get("kind")
+    if kind == "memo":
+        return [f"model      exact-match table of {model.get('entries')} witnessed inputs (hash {model.get('hash')})"]
+    if kind == "program":
+        return [f"model      program over field {model.get('field')!r}, {model.get('size')} nodes "
+                f"(digest {model.get('program_digest')})",
+                *(f"           {line}" for line in str(model.get("text") or "").splitlines())]
+    if kind == "region":
+        lines = [f"model      region over field {model.get('field')!r} (digest {model.get('region_digest')})",
+                 *(f"           {line}" for line in str(model.get("text") or "").splitlines())]
+        for t in m.tools:
+            lines.append(f"tool       {t.name}  {t.kind}, effects {t.effects}"
+                         + (f", {t.cost_usd_micros_per_call} µ$ per call (recorded)" if t.cost_usd_micros_per_call else ""))
+        b = f.get("tool_budget") or {}
+        lines.append(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
+        return lines
+    fb = model.get("fallback") or model
+    feats = fb.get("features") or {}
+    return [f"model      {kind}"
+            + (f" ({model.get('table_entries')} table entries in front)" if model.get("table_entries") is not None else "")
+            + f"  {model.get('estimator') or fb.get('kind')} over {feats.get('n_min')}-{feats.get('n_max')}-grams, "
+            f"{feats.get('buckets')} buckets  classes {model.get('classes') or fb.get('classes')}"]
+
+
+def _parity_lines(f: Mapping[str, Any]) -> list[str]:
+    par = f.get("parity") or {}
+    lines = []
+    for split in ("witnessed", "heldout"):
+        p = par.get(split) or {}
+        if p:
+            label = p.get("method") or split
+            lines.append(f"parity     {label:<9} {p.get('agree')}/{p.get('n')} = {r3(p.get('rate'))} "
+                         f"(95% CP low {r3(p.get('ci95_low'))})")
+    if par.get("probes"):
+        lines.append(f"parity     probes    {par['probes'].get('hits')} of {par['probes'].get('n')} never-witnessed probes "
+                     "hit the table")
+    rep = par.get("repetition")
+    if rep:
+        lines.append(f"evidence   {rep.get('consistent')} of {rep.get('repeated_inputs')} repeated inputs answered consistently "
+                     f"(rate {r3(rep.get('rate'))}, 95% CP low {r3(rep.get('ci95_low'))}); the specialist was refused "
+                     f"(eval run {rep.get('specialist_eval_run')})")
+    return lines
+
+
+def _closing_lines(f: Mapping[str, Any]) -> list[str]:
+    fuel = f.get("fuel_per_call") or {}
+    prov = f.get("provenance") or {}
+    return [f"work       {fuel.get('p50')} fuel units per call p50, {fuel.get('p95')} p95 (≈ wasm instructions, measured at compile)",
+            f"provenance {prov.get('witnesses')} witnesses, reference model {prov.get('reference_model')}",
+            f"eval runs  {', '.join(f.get('eval_runs') or [])}"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from auto_runtime.errors import InputSchemaError
+from auto_runtime.errors import AutoError, InputSchemaError
 
 Validator = Callable[[Any], None]
 
@@ -37,7 +37,7 @@ _KEYWORDS = frozenset(
 _TYPES = ("object", "string", "integer", "number", "boolean", "array", "null")
 
 
-class SchemaDefinitionError(ValueError):
+class SchemaDefinitionError(AutoError):
     """The schema itself is not something this validator supports (raised at compile time)."""
 
 

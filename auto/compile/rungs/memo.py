@@ -37,7 +37,7 @@ from auto.compile.measure import call_latency_us
 from auto.compile.witnesses import WitnessSet, input_schema
 from auto.emit import emit
 from auto.errors import CompileError, MemoryLimitExceeded, RungRefused
-from auto.gate import Contract, clopper_pearson, run_memo_gate
+from auto.gate import CheckName, Contract, EvalRun, Verdict, clopper_pearson, run_memo_gate
 
 NAME = "memo"
 
@@ -165,12 +165,12 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
         record["repetition_evidence"] = evidence
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
-    if record["verdict"] != "pass":
+    run = EvalRun.from_record(record)
+    if run.verdict is not Verdict.PASS:
         raise RungRefused(NAME, own_reason, eval_id)
-    checks = {c["name"]: c for c in record["checks"]}
-    wa = checks["witnessed-agreement"]
+    wa, probes = run.check(CheckName.WITNESSED_AGREEMENT), run.check(CheckName.UNWITNESSED_PROBES_MISS)
     parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
-              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
+              "probes": {"n": probes["n"], "hits": probes["hits"]},
               "repetition": evidence}
     cite = [evidence["specialist_eval_run"]] if evidence and evidence.get("specialist_eval_run") else []
     return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,

@@ -45,7 +45,7 @@ from auto.models.program.pretty import render, size
 from auto.models.program.serial import program_digest, to_json
 from auto.models.program.types import check
 from auto.guards.program import calibrate_program_guard, without_calibration
-from auto.gate import Contract, run_program_gate
+from auto.gate import CheckName, Contract, EvalRun, Verdict, run_program_gate
 
 NAME = "program"
 
@@ -192,10 +192,11 @@ def _compile(ws: WitnessSet, contract: Contract, ctx: RungContext, items: list[A
     record["guard"] = without_calibration(guard)
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
-    if record["verdict"] != "pass":
-        raise RungRefused(NAME, f"program rung: {record['reason']}", eval_id)
-    checks = {c["name"]: c for c in record["checks"]}
-    w, o, g = checks["witnessed-agreement"], checks["out-of-fold-agreement"], checks["guard-answers"]
+    run = EvalRun.from_record(record)
+    if run.verdict is not Verdict.PASS:
+        raise RungRefused(NAME, f"program rung: {run.reason}", eval_id)
+    w, o, g = (run.check(CheckName.WITNESSED_AGREEMENT), run.check(CheckName.OUT_OF_FOLD_AGREEMENT),
+               run.check(CheckName.GUARD_ANSWERS))
     parity = {"witnessed": {k: w.get(k) for k in ("n", "agree", "rate", "ci95_low", "answered")},
               "heldout": {"method": o["method"], "n": o["n"], "agree": o["agree"], "rate": o["rate"],
                           "ci95_low": o["ci95_low"], "confidence": o["confidence"], "compared": o["compared"]}

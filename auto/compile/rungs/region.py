@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from auto_runtime import Artifact, Limits
+from auto_runtime.manifest import Manifest
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
 from auto.models import region as R
@@ -47,7 +48,7 @@ from auto.compile.witnesses import WitnessSet
 from auto.models.specialist.train import split_witnesses
 from auto.errors import RungRefused
 from auto.models.program import ast as A
-from auto.gate import Contract
+from auto.gate import CheckName, Contract, EvalRun, Verdict
 
 NAME = "region"
 
@@ -160,7 +161,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                 if prog is None:
                     vctx.prior.append(RungRefused("memo", "memo answers are not scalars or records of scalars"))
                     continue
-            return ValueCompile(prog, out.manifest["compiled_as"], out.reason, out.eval_run_id, out.artifact_id)
+            return ValueCompile(prog, Manifest.of(out.manifest).compiled_as, out.reason, out.eval_run_id, out.artifact_id)
         return ValueCompile(None, "refused", "; ".join(r.citation for r in vctx.prior) or "refused")
 
     t0 = time.perf_counter()
@@ -200,14 +201,13 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     record["guard"] = guard
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
-    if record["verdict"] != "pass":
-        raise RungRefused(NAME, f"region rung: {record['reason']}", eval_id, final=final)
-    checks = {c["name"]: c for c in record["checks"]}
-    parity = {split: {k: checks[f"{split}-agreement"].get(k) for k in ("n", "agree", "rate", "ci95_low", "answered",
-                                                                        "precision", "coverage")}
-              for split in ("witnessed", "heldout")}
-    parity["fields"] = {name.split(":", 1)[1]: {k: c.get(k) for k in ("n", "agree", "rate", "ci95_low")}
-                        for name, c in checks.items() if name.startswith("field-agreement:")}
+    run = EvalRun.from_record(record)
+    if run.verdict is not Verdict.PASS:
+        raise RungRefused(NAME, f"region rung: {run.reason}", eval_id, final=final)
+    split_checks = {"witnessed": run.check(CheckName.WITNESSED_AGREEMENT), "heldout": run.check(CheckName.HELDOUT_AGREEMENT)}
+    parity = {split: {k: c.get(k) for k in ("n", "agree", "rate", "ci95_low", "answered", "precision", "coverage")}
+              for split, c in split_checks.items()}
+    parity["fields"] = {f: {k: c.get(k) for k in ("n", "agree", "rate", "ci95_low")} for f, c in run.field_checks().items()}
     all_recs = [r for t in train + heldout for r in plan.recordings(t)]
     by_key = {canonical_json({field: t.input[field]}): t for t in heldout}
 

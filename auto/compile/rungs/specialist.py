@@ -49,7 +49,7 @@ from auto.models.specialist.features import FeatureSpec
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
 from auto.guards.stack import calibrate_stack, without_scores
-from auto.gate import Contract, run_selective_gate
+from auto.gate import CheckName, Contract, EvalRun, Verdict, run_selective_gate
 
 NAME = "specialist"
 
@@ -198,12 +198,11 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     record["guard"] = without_scores(guard)
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
-    if record["verdict"] != "pass":
-        raise RungRefused(NAME, record["reason"], eval_id,
-                          citation=f"specialist refused (eval run {eval_id}: {record['reason']})")
-    checks = {c["name"]: c for c in record["checks"]}
-    ov = checks["overall-agreement"]
-    parity = {"witnessed": {k: checks["witnessed-agreement"][k] for k in ("n", "agree", "rate", "ci95_low")},
+    run = EvalRun.from_record(record)
+    if run.verdict is not Verdict.PASS:
+        raise RungRefused(NAME, run.reason, eval_id, citation=f"specialist refused (eval run {eval_id}: {run.reason})")
+    ov, wa = run.check(CheckName.OVERALL_AGREEMENT), run.check(CheckName.WITNESSED_AGREEMENT)
+    parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")},
               "heldout": {"method": ov["method"], **{k: ov[k] for k in ("n", "agree", "rate", "ci95_low")}}}
     return emit_generation(ctx, contract, draft, code, candidate, guard=guard, parity=parity, eval_runs=[eval_id],
                            reason=record["reason"], witnesses=ws.witnesses, store_digest=ws.store_digest, distinct_inputs=n, fuel_inputs=timed,

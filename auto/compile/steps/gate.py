@@ -37,7 +37,7 @@ from auto.models import region as R
 from auto.canonical import canonical_json
 from auto.compile.steps.build import RegionPlan
 from auto.compile.steps.traces import TaskTrace
-from auto.gate import Contract, clopper_pearson, eval_record
+from auto.gate import Check, CheckName, Contract, clopper_pearson, eval_record, first_refusal
 
 
 class _Unmatched(Exception):
@@ -156,52 +156,50 @@ def run_region_gate(*, contract: Contract, artifact: Any, plan: RegionPlan, trai
     w_runs = replay_runs(artifact, plan, w_groups, all_recs, model_fields)
     h_runs = replay_runs(artifact, plan, h_groups, all_recs, model_fields)
     runs = w_runs + h_runs
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     unmatched = [r for r in runs if isinstance(r.wasm, str) and r.wasm.startswith("refused: replay")]
-    checks.append({"name": "unmatched-tool-calls", "unmatched": len(unmatched), "n": len(runs),
-                   "heldout": sum(1 for r in h_runs if r in unmatched),
-                   "examples": [r.wasm[:200] for r in unmatched[:5]], "passed": True, "informational": True})
+    checks.append(Check(CheckName.UNMATCHED_TOOL_CALLS, True,
+                        {"unmatched": len(unmatched), "n": len(runs), "heldout": sum(1 for r in h_runs if r in unmatched),
+                         "examples": [r.wasm[:200] for r in unmatched[:5]]}, informational=True))
     mism = [r for r in runs if canonical_json(r.wasm) != canonical_json(r.interp)]
-    checks.append({"name": "wasm-matches-python-reference", "mismatches": len(mism), "n": len(runs),
-                   "examples": [{"input": r.key[:200], "wasm": canonical_json(r.wasm)[:300],
-                                 "interpreter": canonical_json(r.interp)[:300]} for r in mism[:3]],
-                   "passed": not mism})
+    checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, not mism,
+                        {"mismatches": len(mism), "n": len(runs),
+                         "examples": [{"input": r.key[:200], "wasm": canonical_json(r.wasm)[:300],
+                                       "interpreter": canonical_json(r.interp)[:300]} for r in mism[:3]]},
+                        refusal=f"WebAssembly and the region interpreter disagree on {len(mism)} inputs"))
+    also = (f"; {len(unmatched)} run(s) refused for a call no recording answers, e.g. {unmatched[0].wasm[9:160]}"
+            if unmatched else "")
     fields = sorted({k for r in runs for k in r.expected})
     lo_bar, rate_bar = contract.program_min_agreement_ci95_low, contract.program_min_agreement
-    failed_fields = []
     for k in fields:
         agree = sum(r.field_ok(k) for r in h_runs)
         n = len(h_runs)
         lo, hi = clopper_pearson(agree, n)
         rate = agree / n if n else None
         ok = rate is not None and rate >= rate_bar and lo is not None and lo >= lo_bar
-        if not ok:
-            failed_fields.append((k, agree, n, rate, lo))
-        checks.append({"name": f"field-agreement:{k}", "n": n, "agree": agree, "rate": rate, "ci95_low": lo,
-                       "ci95_high": hi, "min_agreement": rate_bar, "min_agreement_ci95_low": lo_bar, "passed": ok})
+        checks.append(Check(CheckName.FIELD_AGREEMENT, ok,
+                            {"n": n, "agree": agree, "rate": rate, "ci95_low": lo, "ci95_high": hi,
+                             "min_agreement": rate_bar, "min_agreement_ci95_low": lo_bar}, field=k,
+                            refusal=f"answer field {k!r}: held-out agreement {agree}/{n} = {rate if rate is None else round(rate, 3)} "
+                                    f"(95% CP lower bound {lo if lo is None else round(lo, 3)}; deopts count as disagreement) "
+                                    f"does not meet {rate_bar:.2f} with lower bound {lo_bar:.2f}" + also))
     for split, rs in (("heldout", h_runs), ("witnessed", w_runs)):
         agree = sum(r.all_ok() for r in rs)
         answered = sum(r.answered for r in rs)
         lo, hi = clopper_pearson(agree, len(rs))
-        checks.append({"name": f"{split}-agreement", "n": len(rs), "agree": agree,
-                       "rate": agree / len(rs) if rs else None, "ci95_low": lo, "ci95_high": hi,
-                       "answered": answered, "coverage": answered / len(rs) if rs else None,
-                       "precision": agree / answered if answered else None, "passed": True, "informational": True})
-    failed = [c for c in checks if not c["passed"]]
-    h = next(c for c in checks if c["name"] == "heldout-agreement")
-    if not failed:
+        name = CheckName.HELDOUT_AGREEMENT if split == "heldout" else CheckName.WITNESSED_AGREEMENT
+        checks.append(Check(name, True, {"n": len(rs), "agree": agree, "rate": agree / len(rs) if rs else None,
+                                         "ci95_low": lo, "ci95_high": hi, "answered": answered,
+                                         "coverage": answered / len(rs) if rs else None,
+                                         "precision": agree / answered if answered else None}, informational=True))
+    failed = first_refusal(checks)
+    h = next(c for c in checks if c.name is CheckName.HELDOUT_AGREEMENT)
+    if failed is None:
         reason = (f"region held-out agreement {h['agree']}/{h['n']} = {h['rate']:.3f} on every field at once "
                   f"(coverage {h['coverage']:.3f}); each of {len(fields)} fields meets {rate_bar:.2f} / {lo_bar:.2f}; "
                   f"{len(unmatched)} run(s) refused for a call no recording answers; WebAssembly equals the interpreter")
-    elif failed[0]["name"] == "wasm-matches-python-reference":
-        reason = f"WebAssembly and the region interpreter disagree on {len(mism)} inputs"
     else:
-        k, agree, n, rate, lo = failed_fields[0]
-        reason = (f"answer field {k!r}: held-out agreement {agree}/{n} = {rate if rate is None else round(rate, 3)} "
-                  f"(95% CP lower bound {lo if lo is None else round(lo, 3)}; deopts count as disagreement) does not "
-                  f"meet {rate_bar:.2f} with lower bound {lo_bar:.2f}"
-                  + (f"; {len(unmatched)} run(s) refused for a call no recording answers, e.g. {unmatched[0].wasm[9:160]}"
-                     if unmatched else ""))
+        reason = failed.refusal
     return eval_record(contract, generation, candidate, checks, reason), h_runs
 
 

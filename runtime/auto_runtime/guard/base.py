@@ -24,6 +24,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from auto_runtime.errors import AutoError
+
 log = logging.getLogger("auto_runtime.guard")
 
 NO_SCORE = "no-score: artifact output has no finite nonconformity"
@@ -46,7 +48,7 @@ PASS = GuardDecision(True, None, "guard-pass")
 """A pass without a p-value."""
 
 
-class GuardConfigError(ValueError):
+class GuardConfigError(AutoError):
     """A manifest guard entry cannot be used (raised only inside :func:`~auto_runtime.guard.build_guard`)."""
 
 

@@ -1,0 +1,65 @@
+"""No module outside the runtime reads a manifest key by string, beyond the reads still listed.
+
+The typed view :class:`auto_runtime.manifest.Manifest` (and the guard entry types of
+:mod:`auto_runtime.guard.entries`) is how the compiler's tools read an artifact's manifest. A read
+by string is ``<expr>.get("key")`` or ``<expr>["key"]`` where ``<expr>`` names a manifest (its
+source ends in ``manifest``, e.g. ``art.manifest``, ``out.manifest``, ``manifest``; a manifest
+bound to another name first is not seen). Modules
+switched to the typed view have none; :data:`REMAINING` lists, per module, how many reads are left
+to switch, so the count can only go down.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SWITCHED = ("auto/cli.py", "auto/guards/program.py", "auto/compile/rungs/region.py")
+"""Modules that read manifests only through the typed view."""
+
+REMAINING = {
+    "auto/distributed.py": 1,
+    "auto/guards/semantic.py": 1,
+    "auto/proxy/sites.py": 1,
+    "auto/ratchet/core.py": 6,
+    "auto/ratchet/worker.py": 1,
+    "auto/serve/app.py": 1,
+    "auto/sites/discover.py": 2,
+}
+"""Module -> manifest reads by string still there (to switch to :class:`Manifest`)."""
+
+
+def manifest_reads(path: Path) -> list[str]:
+    """The manifest reads by string in one module, as ``line: source``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        target = key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant):
+            target, key = node.value, node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            target, key = node.func.value, node.args[0].value
+        if target is not None and isinstance(key, str) and ast.unparse(target).endswith("manifest"):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_new_manifest_key_reads_outside_the_runtime():
+    counts = {}
+    for path in sorted((REPO / "auto").rglob("*.py")):
+        reads = manifest_reads(path)
+        if reads:
+            counts[path.relative_to(REPO).as_posix()] = reads
+    for mod in SWITCHED:
+        assert mod not in counts, f"{mod} reads the manifest by string: {counts.get(mod)}"
+    grown = {m: r for m, r in counts.items() if len(r) > REMAINING.get(m, 0)}
+    assert grown == {}, "manifest keys read by string (use auto_runtime.manifest.Manifest)"
+
+
+def test_the_check_sees_a_read_and_not_a_write(tmp_path):
+    src = tmp_path / "probe.py"
+    src.write_text("def f(art, manifest):\n    manifest['site'] = 1\n"
+                   "    return art.manifest.get('compiled_as'), art.manifest['guard'], Manifest.of(art.manifest).guard\n")
+    assert [r.split(": ", 1)[1] for r in manifest_reads(src)] == ["art.manifest.get('compiled_as')", "art.manifest['guard']"]
