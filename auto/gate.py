@@ -67,6 +67,9 @@ class CheckName(str, Enum):
     ARTIFACT_SIZE = "artifact-size"
     PROGRAM_SYNTHESIZED = "program-synthesized"
     REGION_BUILT = "region-built"
+    # an incremental table refresh (auto.compile.rungs.memo_refresh)
+    ADDED_ENTRIES_ARE_NEW = "added-entries-are-new"
+    INSTALLED_TABLE_CARRIED = "installed-table-carried"
 
 
 @dataclass(frozen=True)
