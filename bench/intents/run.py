@@ -58,8 +58,8 @@ def role_figures(rows: list[Any], roles: list[str]) -> dict[str, Any]:
 
 
 def run_intents(*, out_dir: Path, items: int = 3000, seed: int = 0, generator: str = "zipf", audit_rate: float = 0.05,
-                worker: str = "process", peers: bool = True, progress: Callable[[str], None] | None = None
-                ) -> dict[str, Any]:
+                worker: str = "process", peers: bool = True, embed: Callable[[Any], Any] | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the intents stream cold and write ``results.json``, ``ratchet.csv`` and ``cost.png``.
 
     Args:
@@ -68,6 +68,7 @@ def run_intents(*, out_dir: Path, items: int = 3000, seed: int = 0, generator: s
             ``near-duplicate`` (:data:`bench.intents.corpus.GENERATORS`).
         audit_rate: the shadow audit's share of tier-1 answers; worker: the ratchet's compile worker.
         peers: also replay the exact dict and the similarity cache on the same items.
+        embed: the similarity cache's embedding (default WordLlama, :func:`bench.peers.peer_figures`).
 
     Returns:
         The ``results.json`` object.
@@ -132,7 +133,7 @@ def run_intents(*, out_dir: Path, items: int = 3000, seed: int = 0, generator: s
     })
     if peers:
         say("[peers] exact dict and similarity cache on the same items")
-        p = peer_figures(items_from_rows(run.rows, lambda inp: inp["utterance"]))
+        p = peer_figures(items_from_rows(run.rows, lambda inp: inp["utterance"]), embed)
         results["peers"] = p
         results["memo_ceiling"] = p["memo_ceiling"]
         results["ahead_of_similarity_cache"] = ahead_of_similarity_cache(results | {"cost_ratio_with_audit": results["cost_ratio"]}, p)

@@ -121,11 +121,59 @@ def plot_coverage(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Non
     plt.close(fig)
 
 
-if __name__ == "__main__":  # python -m bench.intents.specialist_study OUT_DIR [n ...]
+def coverage_point(n: int, seed: int = 0, epsilon: float = 0.05, delta: float = 0.1, alpha: float = 0.05) -> dict[str, Any]:
+    """The specialist rung's own path at ``n`` distinct witnesses: candidate selection
+    (:func:`auto.compile.crossfit.choose_config`), cross-fit with as many folds as the largest label
+    allows (at most :func:`auto.compile.crossfit.folds_for`), then the guard stack
+    (:func:`auto.guards.stack.calibrate_stack`) on the out-of-fold pairs. ``certified_coverage`` is the
+    share of the ``n`` inputs that pass both novelty (leave-one-out) and the certified margin
+    threshold (0 when none is certified)."""
+    from collections import Counter
+
+    from auto.compile.crossfit import choose_config, cross_fit, folds_for
+    from auto.guards.novelty import leave_one_out_pass
+    from auto.guards.stack import calibrate_stack
+
+    items = witnesses(n, seed)
+    t0 = time.perf_counter()
+    config, _sel = choose_config(items, seed, field="utterance")
+    k = min(folds_for(len(items)), max(Counter(it[1] for it in items).values()))
+    cf = cross_fit(items, config, folds=k, seed=seed)
+    g = calibrate_stack(list(cf.scores), list(cf.margins), list(cf.correct), [], [], [], alpha=alpha, epsilon=epsilon,
+                        delta=delta)
+    risk = g["components"][-1] if g.get("components") else {}
+    thr = risk.get("threshold")
+    keep = leave_one_out_pass([float(x) for x in cf.scores], alpha)
+    cov = 0.0 if thr is None else float(np.mean([kp and m >= thr for kp, m in zip(keep, cf.margins)]))
+    return {"n": n, "candidate": f"{config.model} {config.features.n_min}-{config.features.n_max}-byte grams",
+            "model": "rung", "folds": k, "agreement": cf.agreement, "certified_coverage": cov, "threshold": thr,
+            "smallest_certifiable_epsilon": risk.get("smallest_certifiable_epsilon"),
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def coverage_curve(out: Path, ns: Sequence[int] = (50, 100, 200, 400, 800), seed: int = 0) -> list[dict[str, Any]]:
+    """:func:`coverage_point` at each ``n``; writes ``coverage.json`` and ``coverage.png`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in ns:
+        rows.append(coverage_point(n, seed))
+        print(json.dumps(rows[-1]), flush=True)
+    for r in rows:
+        r["candidate"] = "specialist rung"
+    (out / "coverage.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    plot_coverage(rows, out / "coverage.png", "HWU64: coverage certified at epsilon=0.05 (delta=0.1) vs witnesses")
+    return rows
+
+
+if __name__ == "__main__":  # python -m bench.intents.specialist_study {coverage|candidates} OUT_DIR [n ...]
     import sys
 
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/intents-study")
-    out.mkdir(parents=True, exist_ok=True)
-    ns = [int(x) for x in sys.argv[2:]] or [100, 200, 400, 800]
-    rows = study(ns)
-    (out / "study.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    what = sys.argv[1] if len(sys.argv) > 1 else "coverage"
+    out = Path(sys.argv[2] if len(sys.argv) > 2 else "out/intents-study")
+    ns = [int(x) for x in sys.argv[3:]]
+    if what == "coverage":
+        coverage_curve(out, ns or (50, 100, 200, 400, 800))
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        rows = study(ns or [100, 200, 400, 800])
+        (out / "study.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
