@@ -87,3 +87,26 @@ def test_idf_weights_are_baked_into_the_rows():
     np.testing.assert_allclose(res.model.W, (res.estimator.coef_ * w[None, :]).astype(np.float32), rtol=1e-6)
     # and the reference prediction equals scikit-learn's on the idf-weighted vectors
     assert res.sklearn_agreement == 1.0
+
+
+def test_selective_coverage_ranks_by_margin():
+    from auto.models.specialist.train import selective_coverage
+
+    # margins high -> low; one error at the 3rd rank: prefixes 1-2 are clean, 3 has 1/3 errors
+    m, c = [0.9, 0.8, 0.7, 0.1], [True, True, False, True]
+    assert selective_coverage(m, c, 0.05) == 0.5
+    assert selective_coverage(m, c, 0.25) == 1.0  # 1 error in 4
+    assert selective_coverage([], [], 0.05) == 0.0
+    assert selective_coverage([0.5, 0.9], [False, True], 0.05) == 0.5  # order by margin, not position
+
+
+def test_selection_prefers_the_candidate_whose_margins_admit_more():
+    from auto.models.specialist.features import FeatureSpec
+    from auto.models.specialist.train import distill
+
+    ws = [({"utterance": t}, lab, 1.0) for t, lab in _pairs(8, 10, seed=5)]
+    res = distill(ws, [FeatureSpec("utterance", 2, 4, 512), FeatureSpec("utterance", 3, 5, 512)],
+                  models=("logreg", "linsvc"), seed=0)
+    key = lambda c: (c.heldout_selective_coverage, c.heldout_agreement, c.train_agreement)  # noqa: E731
+    assert all(c.heldout_selective_coverage is not None for c in res.candidates)
+    assert key(res.selected) == max(key(c) for c in res.candidates)

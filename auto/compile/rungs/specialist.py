@@ -211,7 +211,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         estimate=s.estimate,
         candidate={**draft.model, "sklearn_agreement": s.distilled.sklearn_agreement,
                    "candidates": [{"model": c.model, "features": c.features.to_dict(), "train_agreement": c.train_agreement,
-                                   "calibration_agreement": c.heldout_agreement} for c in s.candidates]},
+                                   "calibration_agreement": c.heldout_agreement,
+                                   "calibration_selective_coverage": c.heldout_selective_coverage} for c in s.candidates]},
         generation=ctx.generation,
     )
     timed = [p[0] for p in held] or [items[i][0] for i in s.table_idx]
