@@ -107,8 +107,10 @@ def plot_coverage(rows: Sequence[dict[str, Any]], path: Path, title: str) -> Non
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=110)
     for key in sorted({(r["candidate"], r["model"]) for r in rows}):
         rs = sorted((r for r in rows if (r["candidate"], r["model"]) == key), key=lambda r: r["n"])
-        ax.plot([r["n"] for r in rs], [r["certified_coverage"] for r in rs], marker="o", label=f"{key[0]} {key[1]}: certified coverage")
-        ax.plot([r["n"] for r in rs], [r["agreement"] for r in rs], ls=":", marker=".", label=f"{key[0]} {key[1]}: out-of-fold agreement")
+        name = " ".join(k for k in key if k)
+        line, = ax.plot([r["n"] for r in rs], [r["certified_coverage"] for r in rs], marker="o", label=f"{name}: certified coverage")
+        ax.plot([r["n"] for r in rs], [r["agreement"] for r in rs], ls=":", marker=".", color=line.get_color(),
+                label=f"{name}: out-of-fold agreement")
     ax.set_xscale("log")
     ax.set_xlabel("distinct witnessed utterances (HWU64, in-scope intents)")
     ax.set_ylabel("share of inputs")
@@ -199,7 +201,7 @@ def coverage_curve(out: Path, ns: Sequence[int] = (50, 100, 200, 400, 800), seed
         rows.append(coverage_point(n, seed))
         print(json.dumps(rows[-1]), flush=True)
     for r in rows:
-        r["candidate"] = "specialist rung"
+        r["candidate"], r["model"] = "specialist rung (byte n-grams)", ""
     (out / "coverage.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     plot_coverage(rows, out / "coverage.png", "HWU64: coverage certified at epsilon=0.05 (delta=0.1) vs witnesses")
     return rows
@@ -210,9 +212,13 @@ if __name__ == "__main__":  # python -m bench.intents.specialist_study {coverage
 
     what = sys.argv[1] if len(sys.argv) > 1 else "coverage"
     out = Path(sys.argv[2] if len(sys.argv) > 2 else "out/intents-study")
-    ns = [int(x) for x in sys.argv[3:]]
+    ns = [int(x) for x in sys.argv[3:]] if what != "plot" else []
     if what == "coverage":
         coverage_curve(out, ns or (50, 100, 200, 400, 800))
+    elif what == "plot":  # merge coverage.json / dense.json rows of earlier runs into one coverage.png
+        merged = [r for f in sys.argv[3:] for r in json.loads(Path(f).read_text(encoding="utf-8"))]
+        out.mkdir(parents=True, exist_ok=True)
+        plot_coverage(merged, out / "coverage.png", "HWU64: coverage certified at epsilon=0.05 (delta=0.1) vs witnesses")
     elif what == "dense":
         out.mkdir(parents=True, exist_ok=True)
         rows = dense_study(ns or (400, 800))
