@@ -36,14 +36,15 @@ def bench() -> None:
 
 
 @bench.command(name="run")
-@click.argument("family", type=click.Choice(["triage", "extraction", "routing", "inbox", "assistant", "kernel-tuning"]))
+@click.argument("family", type=click.Choice(["triage", "intents", "extraction", "routing", "inbox", "assistant", "kernel-tuning"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/bench", show_default=True, help="Output folder.")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False), default=None, help="Your own stream: JSONL lines with the family's input field (other keys ignored).")
 @click.option("--items", default=1000, show_default=True, type=click.IntRange(min=1),
               help="Stream length (generated stream only).")
-@click.option("--generator", "stream_kind", default="shifted", show_default=True, type=click.Choice(["shifted", "repetitive"]),
+@click.option("--generator", "stream_kind", default="shifted", show_default=True, type=click.Choice(["shifted", "repetitive", "zipf", "near-duplicate"]),
               help="triage: the generated stream: fresh tickets with one shift to an unseen category, or about 60 "
-                   "distinct tickets with heavy repetition and three shifts.")
+                   "distinct tickets with heavy repetition and three shifts. intents: zipf (default for intents: "
+                   "Zipf repeats of real utterances) or near-duplicate (greetings, sign-offs, casing, typos, numbers).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Corpus and simulator seed.")
 @click.option("--warm-start", is_flag=True, help="Begin the stream with the offline generation installed (default: no artifact).")
 @click.option("--worker", default="process", show_default=True, type=click.Choice(["process", "thread"]),
@@ -69,6 +70,8 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
 
     \b
     triage:        the AUTO-BENCH stream (simulated reference model unless OPENAI_BASE_URL is set).
+    intents:       real HWU64 utterances (Zipf repeats, a shift, out-of-scope inputs), cold, beside an
+                   exact dict and a similarity cache on the same items.
     inbox:         F2, classify -> lookup tool -> priority -> summary, compiled as one region.
     assistant:     a function-calling loop (tool choice, arguments, tool run, phrasing) as one region.
     kernel-tuning: on a GPU machine, records two passes + the holdout with the reference agent,
@@ -117,6 +120,21 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
         say(f"wrote {Path(out_dir) / 'results.json'}")
         if results.get("compiled_as") == "refused":
             raise GateRefused(str(results.get("reason")), results.get("eval_run_id"))
+        return
+    if family == "intents":
+        if stream_path is not None or warm_start:
+            raise UsageError("--stream and --warm-start apply to triage; intents runs its generated stream cold")
+        gen_given = click.get_current_context().get_parameter_source("stream_kind") == click.core.ParameterSource.COMMANDLINE
+        if gen_given and stream_kind not in ("zipf", "near-duplicate"):
+            raise UsageError(f"--generator {stream_kind} is a triage stream; intents takes zipf or near-duplicate")
+        from bench.intents.run import render, run_intents
+
+        results = run_intents(out_dir=Path(out_dir), items=items, seed=seed, generator=stream_kind if gen_given else "zipf",
+                              audit_rate=audit_rate, worker=worker, progress=say)
+        _emit_json(results)
+        say("")
+        say(render(results))
+        say(f"wrote {Path(out_dir) / 'results.json'}, ratchet.csv, cost.png")
         return
     if inputs_path is not None or eval_path is not None:
         raise UsageError("--inputs / --eval-inputs apply to the extraction, routing, inbox and assistant families")

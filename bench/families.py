@@ -13,7 +13,8 @@ inputs (a file name only; the caller supplies the directory)::
 
 Registered: ``triage`` (F1, field ``ticket``), ``extraction`` (F3, field ``email``), ``inbox``
 (F2, field ``ticket``: several model calls and a tool per run), ``assistant`` (field ``request``:
-a function-calling loop), ``routing`` (F4, field ``request``). The triage corpus has the slices
+a function-calling loop), ``routing`` (F4, field ``request``), ``intents`` (field ``utterance``: real HWU64 utterances,
+:mod:`bench.intents`). The triage corpus has the slices
 ``train``/``stream_pool``/``shift`` and its items carry the design ``category``; the others have
 ``train``/``heldout``/``ood`` (extraction and routing also ``hard``: phrasings the training corpus
 never uses, :mod:`bench.extraction.hard`, :mod:`bench.routing.hard`) and carry the oracle's answer
@@ -38,6 +39,9 @@ from bench.extraction import corpus as extraction_corpus
 from bench.extraction import hard as extraction_hard
 from bench.extraction import oracle as extraction_oracle
 from bench.inbox import agent as inbox_agent
+from bench.intents import agent as intents_agent
+from bench.intents import corpus as intents_corpus
+from bench.intents import oracle as intents_oracle
 from bench.inbox import corpus as inbox_corpus
 from bench.inbox import oracle as inbox_oracle
 from bench.jsonl import read_objects
@@ -139,6 +143,9 @@ register_family(BenchFamily("assistant", assistant_corpus.FIELD, "assistant", as
 register_family(BenchFamily("routing", routing_corpus.FIELD, "routing", routing_agent.route, routing_agent.ask,
                             routing_hard.corpus_with_hard, routing_oracle.routing_oracle, routing_oracle.MARKER,
                             routing_oracle.respond, "routing-requests.jsonl"))
+register_family(BenchFamily("intents", intents_corpus.FIELD, "intents", intents_agent.classify_intent, intents_agent.ask,
+                            intents_corpus.default_corpus, intents_oracle.intents_oracle, intents_oracle.MARKER,
+                            intents_oracle.respond))
 
 
 def find_family(messages: list[dict]) -> BenchFamily | None:

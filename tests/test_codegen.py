@@ -33,6 +33,9 @@ def _build():
                           models=("tree",), prototypes_per_class=3).model
     lab = {"billing": 1, "bug": [1, "x"], "feature": {"b": 2, "a": None},
            "account": "ünï\"cødé\\\u2028\n", "security": True}
+    # idf baked into the weights at fit time: the artifact's arithmetic is unchanged, so it must match too
+    out["idf"] = distill(witnesses(150, seed=5), [FeatureSpec("ticket", 2, 5, 1024)], models=("linsvc",),
+                         idf=True).model
     out["json"] = distill(witnesses(150, seed=4, field=FIELD2, label=lambda t: lab[t]),
                           [FeatureSpec(FIELD2, 1, 2, 128)], models=("logreg",)).model
     return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -65,6 +66,23 @@ CROSSFIT_NOTE = (
     "exactly for the fold models; for the deployed model, trained on every witness, they hold under the assumption "
     "that refitting on all witnesses does not make its admitted answers worse (cross-conformal strength, weaker than "
     "split-conformal)")
+
+
+OPEN_ENDED_SHARE = 0.75
+"""Largest share of distinct inputs whose output no other input has (the Good-Turing estimate of the chance
+that a fresh input's output was never witnessed; Good, Biometrika 40, 1953) at which a classifier is still
+tried. Above it a classifier over witnessed labels could answer at most a quarter of fresh inputs right.
+Counting shared outputs, not distinct ones, keeps a many-label task (77 labels at 40-100 witnesses) a
+classification: uniform over 64 labels, 40 witnesses leave about 54% of them singletons, 100 about 21%;
+an identifier unique per input leaves 100%."""
+
+
+def open_ended_share(label_keys: list[str]) -> float:
+    """Share of ``label_keys`` (one per distinct input) whose label occurs exactly once; 0.0 when empty."""
+    if not label_keys:
+        return 0.0
+    counts = Counter(label_keys)
+    return sum(1 for k in label_keys if counts[k] == 1) / len(label_keys)
 
 
 def _not_attempted(ctx: RungContext, contract: Contract, reason: str, checks: list[dict[str, Any]]) -> RungRefused:
@@ -135,11 +153,14 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise ctx.refuse(NAME, contract, f"every witness has the same output {labels[0]}; nothing to classify "
                          "(a constant is not compiled as a specialist)",
                          [{"name": "two-or-more-labels", "labels": len(labels), "passed": False}])
-    if len(labels) > max(2, n // 2):
-        reason = (f"{len(labels)} distinct outputs for {n} distinct inputs: most outputs are unique, so a classifier over "
-                  "witnessed labels cannot generalize (open-ended outputs need the program rung)")
+    singletons = open_ended_share(label_keys)
+    if singletons > OPEN_ENDED_SHARE:
+        reason = (f"{len(labels)} distinct outputs for {n} distinct inputs, {singletons:.0%} of the inputs with an output "
+                  "no other input has: most outputs are unique, so a classifier over witnessed labels cannot generalize "
+                  "(open-ended outputs need the program rung)")
         raise _not_attempted(ctx, contract, reason,
-                             [{"name": "outputs-are-labels", "labels": len(labels), "n": n, "passed": False}])
+                             [{"name": "outputs-are-labels", "labels": len(labels), "n": n,
+                               "singleton_share": singletons, "max": OPEN_ENDED_SHARE, "passed": False}])
     fit_ = _cross_fitted if contract.calibration == "cross-fit" else _split_calibrated
     s = fit_(items, label_keys, labels, contract, ctx, field)
     model = s.model
@@ -190,7 +211,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         estimate=s.estimate,
         candidate={**draft.model, "sklearn_agreement": s.distilled.sklearn_agreement,
                    "candidates": [{"model": c.model, "features": c.features.to_dict(), "train_agreement": c.train_agreement,
-                                   "calibration_agreement": c.heldout_agreement} for c in s.candidates]},
+                                   "calibration_agreement": c.heldout_agreement,
+                                   "calibration_selective_coverage": c.heldout_selective_coverage} for c in s.candidates]},
         generation=ctx.generation,
     )
     timed = [p[0] for p in held] or [items[i][0] for i in s.table_idx]
@@ -226,9 +248,15 @@ class _Fitted:
 
 def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
                   ctx: RungContext, field: str) -> _Fitted:
+    largest = max(Counter(label_keys).values())
+    if largest < 2:
+        raise ctx.refuse(NAME, contract, "no output has two witnessed inputs: cross-fitting needs a label in at least two folds",
+                         [{"name": "folds-fit-the-data", "largest_label": largest, "passed": False}])
+    # StratifiedKFold needs K <= the largest label's count; a smaller label is spread over as many folds as it has inputs
+    folds = min(folds_for(len(items), contract.folds), largest)
     t0 = time.perf_counter()
     config, selection = choose_config(items, contract.seed, field=field)
-    cf = cross_fit(items, config, folds=folds_for(len(items), contract.folds), seed=contract.seed)
+    cf = cross_fit(items, config, folds=folds, seed=contract.seed)
     final = fit(items, config, contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: {config.model} over "

@@ -21,7 +21,7 @@ sums bit for bit.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -171,17 +171,21 @@ def featurize_many(texts: Iterable[str], spec: FeatureSpec) -> sp.csr_matrix:
     Column indices are sorted within each row (canonical CSR, what scikit-learn expects); the
     values are exactly those of :func:`featurize`.
     """
+    return matrix_of([featurize(t, spec) for t in texts], spec.buckets)
+
+
+def matrix_of(vectors: Sequence[tuple[np.ndarray, np.ndarray]], buckets: int) -> sp.csr_matrix:
+    """The ``csr_matrix`` float64 ``[n, buckets]`` of :func:`featurize` pairs (indices sorted per row)."""
     indptr = [0]
     ind_parts: list[np.ndarray] = []
     val_parts: list[np.ndarray] = []
-    for t in texts:
-        idx, val = featurize(t, spec)
+    for idx, val in vectors:
         ind_parts.append(idx)
         val_parts.append(val)
         indptr.append(indptr[-1] + idx.size)
     n = len(indptr) - 1
     indices = np.concatenate(ind_parts).astype(np.int32) if ind_parts else np.zeros(0, np.int32)
     data = np.concatenate(val_parts) if val_parts else np.zeros(0, np.float64)
-    m = sp.csr_matrix((data, indices, np.asarray(indptr, np.int64)), shape=(n, spec.buckets))
+    m = sp.csr_matrix((data, indices, np.asarray(indptr, np.int64)), shape=(n, buckets))
     m.sort_indices()
     return m
