@@ -658,14 +658,23 @@ def _stack_lines(g: dict[str, Any], r3: Any) -> list[str]:
 @click.option("--timeout-s", default=600.0, show_default=True, type=click.FloatRange(min=0.001), help="Limit of one forwarded call (s).")
 @click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Contract TOML every site's generations are gated with (default: the default contract).")
+@click.option("--client-key", "client_keys", multiple=True, envvar="AUTO_PROXY_CLIENT_KEYS",
+              help="A key always admitted to tier-1 answers (repeatable; or AUTO_PROXY_CLIENT_KEYS, space-separated). "
+                   "Other keys get tier-1 answers only once the upstream accepted them within --key-ttl-s.")
+@click.option("--key-ttl-s", default=300.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="How long a key the upstream accepted stays admitted to tier-1 answers (s; 0: only --client-key).")
+@click.option("--audit-key", default=None, envvar="AUTO_PROXY_AUDIT_KEY",
+              help="The key shadow audits send upstream (or AUTO_PROXY_AUDIT_KEY); without it audits carry no "
+                   "credentials. A caller's key is never used.")
 def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
           registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
-          contract_path: str | None) -> None:
+          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None) -> None:
     """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
 
     \b
     Point the agent at it: OPENAI_BASE_URL=http://127.0.0.1:8788/v1 (any language, any client).
-    Credentials are forwarded upstream, never stored. Stop with Ctrl-C.
+    Credentials are forwarded upstream, never stored. A tier-1 answer needs a --client-key or a
+    key the upstream accepted within --key-ttl-s; any other request is forwarded. Stop with Ctrl-C.
     """
     from auto.proxy import ProxyConfig, run as run_proxy
     from auto.proxy.upstream import Upstream
@@ -676,7 +685,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.store.postgres import location_label
     from auto.verify import Contract
 
-    Upstream(upstream)  # a bad URL is a usage error before anything starts
+    up_label = Upstream(upstream).label  # a bad URL is a usage error before anything starts
     Store(store_path).close()
     if contract_path:
         Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
@@ -687,11 +696,12 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       registry=Registry(registry_dir) if registry_dir else None,
                       sign_key=load_private_key(sign_key) if sign_key else None,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
-                      contract_path=contract_path)
+                      contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
+                      audit_key=audit_key or None)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     run_proxy(cfg, announce=lambda: say(
-        f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {location_label(store_path)}"
+        f"auto proxy on http://{host}:{port}/v1 -> {up_label}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 

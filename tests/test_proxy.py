@@ -283,7 +283,7 @@ def compiled(tmp_path):
 
 def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_path):
     store, sid, out = compiled
-    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0) as px:
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,)) as px:
         c = client(px)
         w = site_words()[0]
         raw = c.chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(w))
@@ -307,7 +307,7 @@ def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_pat
             time.sleep(0.02)
         px.proxy.recorder.flush()
         st = px.proxy.sites.status()[sid]
-        assert st["counters"] == {"tier1": 2, "deopt": 1, "outside_template": 0}
+        assert st["counters"] == {"tier1": 2, "deopt": 1, "outside_template": 0, "unverified_key": 0}
         assert st["ratchet"]["evidence"]["deopts"] == 1
         health = httpx2.get(px.url + "/auto/health").json()
         assert health["ok"] and health["answering"]
@@ -335,7 +335,7 @@ def test_untrusted_generations_are_not_installed(compiled, tmp_path):
         assert px.proxy.sites.status()[sid]["ratchet"]["generation"] is None
     reg = Registry(tmp_path / "reg")
     reg.add(out.wasm, key=load_private_key(tmp_path / "k.key"))
-    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, trust=trust, registry=reg) as px:
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, trust=trust, registry=reg, client_keys=(KEY,)) as px:
         raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(w))
         assert raw.headers["x-auto-tier"] == "1"
 

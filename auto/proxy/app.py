@@ -20,7 +20,14 @@ call); an upstream that cannot be reached answers ``502`` and one that is too sl
 an OpenAI-style error body (``type`` ``upstream_unreachable`` / ``upstream_timeout``; the call is
 recorded as failed); a client that goes away mid-stream leaves one span with the partial output
 (``stream_incomplete``) and the upstream connection is closed; a body over ``max_body_bytes``
-answers ``413``.
+answers ``413``; a path that would leave the upstream's base path (``/v1/../admin``, also
+percent-encoded) answers ``400`` and is not forwarded (:func:`auto.proxy.upstream.safe_rest`).
+
+Who may get a tier-1 answer (:mod:`auto.proxy.keys`): a request whose key is one of the
+operator's ``client_keys`` or was accepted by the upstream within ``key_ttl_s``; any other request
+to a compiled site is forwarded (``auto.deopt.reason`` says the key is not verified) and the
+upstream decides. Shadow audits carry only the operator's ``audit_key`` (never a caller's
+credentials); without one they are sent with no credentials.
 
 SDK retries: a request with ``x-stainless-retry-count`` ≥ 1 whose body equals a call that failed
 in the last :data:`RETRY_WINDOW_S` seconds joins that call's ``auto.logical_call_id``, so the
@@ -45,6 +52,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from auto.proxy.keys import DEFAULT_KEY_TTL_S, KeyGate, request_key
 from auto.proxy.answer import completion_body, completion_events, tier1_headers
 from auto.proxy.recording import (
     ForwardedRequest,
@@ -56,7 +64,7 @@ from auto.proxy.recording import (
     opaque_trace,
 )
 from auto.proxy.sites import SiteService
-from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, Upstream
+from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, PathRefused, Upstream
 from auto.ratchet import DEFAULT_AUDIT_RATE
 from auto.record.model_call import Attempt, LogicalCall
 from auto.record.openai_hook import endpoint_for
@@ -92,6 +100,10 @@ class ProxyConfig:
         max_body_bytes: largest request body read (bytes).
         ratchet_options: more :class:`auto.ratchet.Ratchet` arguments.
         contract_path: a contract TOML for every site's ratchet (None: the default contract).
+        client_keys: keys always admitted to tier-1 answers (:class:`auto.proxy.keys.KeyGate`).
+        key_ttl_s: how long a key the upstream accepted stays admitted (s; 0: only ``client_keys``).
+        audit_key: the key shadow audits send upstream (``Authorization: Bearer``), or None (sent
+            with no credentials).
     """
 
     upstream: str
@@ -108,6 +120,14 @@ class ProxyConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     ratchet_options: dict[str, Any] = field(default_factory=dict)
     contract_path: str | None = None
+    client_keys: tuple[str, ...] = ()
+    key_ttl_s: float = DEFAULT_KEY_TTL_S
+    audit_key: str | None = None
+
+    def __repr__(self) -> str:  # never show the keys
+        return (f"ProxyConfig(upstream={Upstream(self.upstream).label!r}, store={location_label(self.store)!r}, "
+                f"host={self.host!r}, port={self.port}, answer={self.answer}, client_keys=<{len(self.client_keys)}>, "
+                f"audit_key={'<set>' if self.audit_key else None})")
 
 
 def _raw(headers: Any) -> list[tuple[bytes, bytes]]:
@@ -198,13 +218,18 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.upstream = Upstream(config.upstream, timeout_s=config.timeout_s)
+        self.keys = KeyGate(config.client_keys, config.key_ttl_s)
         self.recorder = QueuedRecorder(config.store)
+        if self.upstream.base.password:
+            self.recorder.redactor.learn([self.upstream.base.password])
+        self.recorder.redactor.learn([*config.client_keys, *([config.audit_key] if config.audit_key else [])])
         self.sites: SiteService | None = None
         if config.answer:
             self.sites = SiteService(config.store, self.upstream, self.recorder, trust=config.trust,
                                      registry=config.registry, sign_key=config.sign_key,
                                      audit_rate=config.audit_rate, rediscover_s=config.rediscover_s,
-                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path)
+                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path,
+                                     audit_key=config.audit_key)
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
         self.app = Starlette(routes=[
@@ -234,7 +259,7 @@ class Proxy:
     # ------------------------------------------------------------------ endpoints
 
     async def health(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "upstream": str(self.upstream.base), "store": location_label(self.config.store),
+        return JSONResponse({"ok": True, "upstream": self.upstream.label, "store": location_label(self.config.store),
                              "answering": self.sites is not None})
 
     async def status(self, request: Request) -> JSONResponse:
@@ -260,6 +285,11 @@ class Proxy:
 
     async def handle(self, request: Request) -> Any:
         try:
+            self.upstream.url_for(request.url.path)
+        except PathRefused as e:
+            return RawResponse(400, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                               _error_body(400, "invalid_path", str(e)))
+        try:
             raw = await self._body(request)
         except ClientDisconnect:
             return RawResponse(400, [], b"")
@@ -280,15 +310,21 @@ class Proxy:
         done: Callable[[Attempt], None] | None = None
         marks: dict[str, str] = {}
         sites = self.sites
+        key = request_key(request.headers)
         if sites is not None and name == "chat.completions":
             route = sites.route(body, shape_digest(body))
-            if route is not None and route.input is not None:
+            if route is not None and route.input is not None and not self.keys.admits(key):
+                sites.counters[route.site_id]["unverified_key"] += 1
+                marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
+                extra = {"auto.site": route.site_id,
+                         "auto.deopt.reason": "the caller's key is not verified (not a client key, not accepted "
+                                              "by the upstream recently)"}
+            elif route is not None and route.input is not None:
                 res = route.ratchet.decide(route.input)
                 if res.tier == TIER1:
                     sites.counters[route.site_id]["tier1"] += 1
                     return self._tier1(body, res, route.site_id)
                 sites.counters[route.site_id]["deopt"] += 1
-                sites.remember_credentials(route.site_id, request.headers)
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": res.reason,
                          "auto.deopt.generation": res.generation}
                 marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
@@ -301,7 +337,7 @@ class Proxy:
             elif route is not None:
                 marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": "outside the installed generation's template"}
-        return await self._forward_call(request, raw, name, extra, done, marks)
+        return await self._forward_call(request, raw, name, extra, done, marks, key)
 
     def _tier1(self, body: dict, res: Any, site_id: str) -> RawResponse:
         headers = _h(tier1_headers(site_id, res.generation, res.artifact_id))
@@ -314,7 +350,7 @@ class Proxy:
 
     # ------------------------------------------------------------------ forwarding
 
-    def _url(self, request: Request) -> Url:
+    def _url(self, request: Request) -> Url:  # (no user info: never the upstream's password)
         u = self.upstream.url_for(request.url.path)
         return Url(u.scheme, u.host or "", u.port, u.path)
 
@@ -339,7 +375,7 @@ class Proxy:
             self._failed[key] = (call.id, time.monotonic())
 
     async def _forward_call(self, request: Request, raw: bytes, name: str, extra: dict[str, Any],
-                            done: Callable[[Attempt], None] | None, marks: dict[str, str]) -> Any:
+                            done: Callable[[Attempt], None] | None, marks: dict[str, str], client_key: str | None = None) -> Any:
         call = LogicalCall(self.recorder, None)
         key = self._join_retry(call, request, raw)
         attempt = Attempt(call, None, ForwardedRequest(request.method, self._url(request), request.headers, raw), name)
@@ -357,6 +393,8 @@ class Proxy:
             up = await self.upstream.send(request.method, request.url.path, request.url.query, request.headers.items(), raw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             return self._unreachable(e, attempt, call, key)
+        if name == "chat.completions":
+            self.keys.saw(client_key, up.status)
         head = UpstreamResponse(up.status, up.reason or "", up.headers)
         headers = [*_raw(up.raw_headers), *_h(marks)]
         if "text/event-stream" in up.headers.get("content-type", ""):
@@ -393,12 +431,12 @@ class Proxy:
         status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
         what = f"did not answer within {self.upstream.timeout_s:g} s" if slow else f"cannot be reached ({type(e).__name__}: {e})"
         return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
-                           _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} {what}"))
+                           _error_body(status, etype, self.upstream.scrub(f"auto proxy: the upstream {self.upstream.label} {what}")))
 
     async def _forward_opaque(self, request: Request, raw: bytes) -> Any:
         started = time.time_ns()
         path, method = request.url.path, request.method
-        url = str(self.upstream.url_for(path))
+        url = self.upstream.label_for(path)
 
         def write(status: int | None, rh: Any, body: bytes | None, error: dict | None, complete: bool = True) -> None:
             span = opaque_span(method, path, url, request.headers, raw, status, rh, body, started, error, complete)
@@ -411,7 +449,7 @@ class Proxy:
             slow = isinstance(e, asyncio.TimeoutError)
             status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
             return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
-                               _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} failed: {e}"))
+                               _error_body(status, etype, self.upstream.scrub(f"auto proxy: the upstream {self.upstream.label} failed: {e}")))
         headers = _raw(up.raw_headers)
         if "text/event-stream" in up.headers.get("content-type", ""):
             parts: list[bytes] = []
@@ -427,6 +465,6 @@ class Proxy:
             up.close()
             write(up.status, up.headers, None, {"type": type(e).__name__, "message": str(e)})
             return RawResponse(502, [(b"content-type", b"application/json")],
-                               _error_body(502, "upstream_unreachable", f"auto proxy: reading the upstream failed: {e}"))
+                               _error_body(502, "upstream_unreachable", self.upstream.scrub(f"auto proxy: reading the upstream failed: {e}")))
         up.release()
         return RawResponse(up.status, headers, data, after=lambda: write(up.status, up.headers, data, None))
