@@ -20,7 +20,8 @@ call); an upstream that cannot be reached answers ``502`` and one that is too sl
 an OpenAI-style error body (``type`` ``upstream_unreachable`` / ``upstream_timeout``; the call is
 recorded as failed); a client that goes away mid-stream leaves one span with the partial output
 (``stream_incomplete``) and the upstream connection is closed; a body over ``max_body_bytes``
-answers ``413``; a path that would leave the upstream's base path (``/v1/../admin``, also
+answers ``413``; a model call nested deeper than :data:`auto.jsonlimits.MAX_JSON_DEPTH` answers
+``400`` (not forwarded); a path that would leave the upstream's base path (``/v1/../admin``, also
 percent-encoded) answers ``400`` and is not forwarded (:func:`auto.proxy.upstream.safe_rest`).
 
 Who may get a tier-1 answer (:mod:`auto.proxy.keys`): a request whose key is one of the
@@ -52,6 +53,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
 from auto.proxy.keys import DEFAULT_KEY_TTL_S, KeyGate, request_key
 from auto.proxy.answer import completion_body, completion_events, tier1_headers
 from auto.proxy.recording import (
@@ -300,9 +302,13 @@ class Proxy:
         name = endpoint_for(request.method, request.url.path)
         body = None
         if name is not None:
+            if not json_depth_ok(raw):
+                return RawResponse(400, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                                   _error_body(400, "invalid_request_error", f"auto proxy: the request body nests "
+                                               f"arrays/objects deeper than {MAX_JSON_DEPTH} levels"))
             try:
                 body = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
         if not isinstance(body, dict):
             return await self._forward_opaque(request, raw)
