@@ -54,9 +54,11 @@ from auto.store.normalize import (
     trace_from_row,
     trace_row,
 )
+from auto.store.normalize import _as_dict
 from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
 from auto.store.postgres import PgConnection, is_dsn, location_error
 from auto.store.records import StoredArtifact, VerifyReport, Witness
+from auto.store.redaction import redact_records
 from auto.store.schema import bump_counter, immutability_triggers
 
 log = logging.getLogger("auto.store")
@@ -382,8 +384,12 @@ class Store:
         Raises:
             IngestError: a record is malformed, not canonical JSON, or re-uses an existing id
                 with different content. Nothing of the batch is written.
+
+        Every record is redacted first (:mod:`auto.store.redaction`: secrets replaced by
+        ``[REDACTED]``; a changed record's given ``digest`` is dropped and recomputed).
             StoreError: the database failed (PostgreSQL: unreachable past the retry deadline).
         """
+        spans, traces = redact_records(spans, _as_dict), redact_records(traces, _as_dict)  # the one choke point
         prepared = [normalize_span_texts(s) for s in spans]
         kept = {id(s) for s in dedupe([s for s, _ in prepared], "span_id", "span")}
         prepared = [p for p in prepared if id(p[0]) in kept]
