@@ -82,7 +82,9 @@ def test_records_plain_streamed_and_tool_calls_without_credentials(sim, tmp_path
     assert "authorization" not in plain["attributes"]["auto.request.headers"]
     with Store(store) as st:
         assert st.verify().ok
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("p.sqlite"))
+    from conftest import store_blob
+
+    raw = store_blob(store)
     assert KEY.encode() not in raw  # forwarded, never stored
 
 

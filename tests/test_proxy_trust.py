@@ -191,7 +191,9 @@ def test_the_upstream_password_is_never_shown(tmp_path):
             openai.OpenAI(base_url=px.base_url, api_key=KEY, max_retries=0).chat.completions.create(
                 model="m-1", messages=ticket_messages(f"my password is {PW}"))
             px.proxy.recorder.flush()
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("pw.sqlite"))
+    from conftest import store_blob
+
+    raw = store_blob(store)
     assert raw and PW.encode() not in raw
 
 

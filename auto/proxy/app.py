@@ -30,6 +30,11 @@ to a compiled site is forwarded (``auto.deopt.reason`` says the key is not verif
 upstream decides. Shadow audits carry only the operator's ``audit_key`` (never a caller's
 credentials); without one they are sent with no credentials.
 
+Durability: a forwarded call's answer (its whole body, or a stream's last chunk) is sent only once
+its span is journaled (:meth:`auto.proxy.recording.QueuedRecorder.durable`, waited for off the
+event loop, at most :data:`DURABLE_WAIT_S`), so a proxy killed outright loses no answered call:
+the next start replays the journal.
+
 SDK retries: a request with ``x-stainless-retry-count`` ≥ 1 whose body equals a call that failed
 in the last :data:`RETRY_WINDOW_S` seconds joins that call's ``auto.logical_call_id``, so the
 census counts the retried call once, as the in-process recorder does.
@@ -84,6 +89,10 @@ RETRY_WINDOW_S = 120.0
 """How long a failed call waits for its SDK retry to join it (s)."""
 
 TIER1 = "tier-1"
+
+DURABLE_WAIT_S = 10.0
+"""Longest an answer waits for its span's journal write (s); past it the answer is sent anyway and
+counted (``not_durable`` in ``/auto/status``): serving never stops for the recording."""
 
 
 @dataclass
@@ -170,8 +179,20 @@ class PassThrough:
     exception (reading the upstream failed)."""
 
     def __init__(self, up: aiohttp.ClientResponse, headers: list[tuple[bytes, bytes]],
-                 on_chunk: Callable[[bytes], None], on_end: Callable[[Any], None]) -> None:
+                 on_chunk: Callable[[bytes], None], on_end: Callable[[Any], None],
+                 durable: Callable[[], Any] | None = None) -> None:
         self.up, self.headers, self.on_chunk, self.on_end = up, headers, on_chunk, on_end
+        self.durable = durable
+        self._ended = False
+
+    def _end(self, state: Any) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self.on_end(state)
+        except Exception:  # noqa: BLE001 - recording must never break serving; logged
+            log.exception("auto proxy: recording a stream failed")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         up = self.up
@@ -181,6 +202,9 @@ class PassThrough:
             async for chunk in up.content.iter_any():
                 self.on_chunk(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if self.durable is not None:  # the stream's end is sent once its span is journaled
+                self._end("eof")
+                await self.durable()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         async def gone() -> None:
@@ -208,10 +232,7 @@ class PassThrough:
                 up.release()
             else:
                 up.close()
-            try:
-                self.on_end(state)
-            except Exception:  # noqa: BLE001 - recording must never break serving; logged
-                log.exception("auto proxy: recording a stream failed")
+            self._end(state)
 
 
 class Proxy:
@@ -232,6 +253,7 @@ class Proxy:
                                      audit_rate=config.audit_rate, rediscover_s=config.rediscover_s,
                                      ratchet_options=config.ratchet_options, contract_path=config.contract_path,
                                      audit_key=config.audit_key)
+        self.not_durable = 0
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
         self.app = Starlette(routes=[
@@ -267,7 +289,24 @@ class Proxy:
     async def status(self, request: Request) -> JSONResponse:
         sites = self.sites.status() if self.sites is not None else {}
         return JSONResponse({"recorded": self.recorder.written, "write_errors": len(self.recorder.write_errors),
+                             "journal_errors": self.recorder.journal_errors, "not_durable": self.not_durable,
                              "sites": sites})
+
+    async def _durable(self) -> None:
+        """Wait (off the event loop) until what was recorded so far is journaled (see the module
+        docstring); past :data:`DURABLE_WAIT_S`, go on and count it."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def fire() -> None:
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+
+        self.recorder.durable(fire)
+        try:
+            await asyncio.wait_for(fut, DURABLE_WAIT_S)
+        except asyncio.TimeoutError:
+            self.not_durable += 1
+            log.error("auto proxy: an answer was sent before its span was journaled (waited %g s)", DURABLE_WAIT_S)
 
     async def _body(self, request: Request) -> bytes | None:
         limit = self.config.max_body_bytes
@@ -398,7 +437,9 @@ class Proxy:
         try:
             up = await self.upstream.send(request.method, request.url.path, request.url.query, request.headers.items(), raw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            return self._unreachable(e, attempt, call, key)
+            out = self._unreachable(e, attempt, call, key)
+            await self._durable()
+            return out
         if name == "chat.completions":
             self.keys.saw(client_key, up.status)
         head = UpstreamResponse(up.status, up.reason or "", up.headers)
@@ -415,19 +456,22 @@ class Proxy:
                     attempt.finish_incomplete(f"reading the upstream failed: {type(state).__name__}: {state}")
                 finished()
 
-            return PassThrough(up, headers, attempt.feed, on_end)
+            return PassThrough(up, headers, attempt.feed, on_end, durable=self._durable)
         try:
             data = await up.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             up.close()
-            return self._unreachable(e, attempt, call, key)
+            out = self._unreachable(e, attempt, call, key)
+            await self._durable()
+            return out
         up.release()
-
-        def record() -> None:
+        try:
             attempt.got_response(ReadResponse(up.status, up.reason or "", up.headers, _content=data))
             finished()
-
-        return RawResponse(up.status, headers, data, after=record)
+        except Exception:  # noqa: BLE001 - recording must never break serving; logged
+            log.exception("auto proxy: recording a call failed")
+        await self._durable()
+        return RawResponse(up.status, headers, data)
 
     def _unreachable(self, e: BaseException, attempt: Attempt, call: LogicalCall, key: str) -> RawResponse:
         slow = isinstance(e, asyncio.TimeoutError)
@@ -452,6 +496,7 @@ class Proxy:
             up = await self.upstream.send(method, path, request.url.query, request.headers.items(), raw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             write(None, None, None, {"type": type(e).__name__, "message": str(e)})
+            await self._durable()
             slow = isinstance(e, asyncio.TimeoutError)
             status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
             return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
@@ -464,13 +509,16 @@ class Proxy:
                 write(up.status, up.headers, b"".join(parts), None if state in ("eof", "client-gone") else
                       {"type": type(state).__name__, "message": str(state)}, complete=state == "eof")
 
-            return PassThrough(up, headers, parts.append, on_end)
+            return PassThrough(up, headers, parts.append, on_end, durable=self._durable)
         try:
             data = await up.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             up.close()
             write(up.status, up.headers, None, {"type": type(e).__name__, "message": str(e)})
+            await self._durable()
             return RawResponse(502, [(b"content-type", b"application/json")],
                                _error_body(502, "upstream_unreachable", self.upstream.scrub(f"auto proxy: reading the upstream failed: {e}")))
         up.release()
-        return RawResponse(up.status, headers, data, after=lambda: write(up.status, up.headers, data, None))
+        write(up.status, up.headers, data, None)
+        await self._durable()
+        return RawResponse(up.status, headers, data)
