@@ -402,6 +402,18 @@ def pattern_secrets(text: str) -> set[str]:
     return found
 
 
+class _CleanStrings:
+    """Strings found free of every pattern (:meth:`Redactor._clean`), for the whole process."""
+
+    def __init__(self) -> None:
+        self.strings: set[str] = set()
+        self.chars = 0
+        self.lock = threading.Lock()
+
+
+_CLEAN = _CleanStrings()
+
+
 class Redactor:
     """Redacts secrets from spans (see the module docstring); thread-safe.
 
@@ -416,8 +428,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self.known: set[str] = set()
-        self._clean_strings: set[str] = set()
-        self._clean_chars = 0
+        self._clean_cache = _CLEAN  # shared: a string free of patterns is so for every redactor
         self.learn(secrets)
 
     def learn(self, secrets: Iterable[str]) -> None:
@@ -430,21 +441,23 @@ class Redactor:
     def _clean(self, strings: list[str]) -> bool:
         """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
         clean are remembered (at most :data:`CLEAN_CACHE` characters in all, then forgotten at
-        once)."""
-        cache = self._clean_strings
+        once). The memory is the process's, shared by every redactor (the recorder's and the
+        store's ingest one: a span the recorder found clean is not scanned again at ingest)."""
+        shared = self._clean_cache
+        cache = shared.strings
         new = [t for t in strings if len(t) >= MIN_PATTERN_TEXT and t not in cache]
         for t in new:
             if may_hold_pattern(t) and pattern_secrets(t):
                 return False
         new = [t for t in new if len(t) <= CLEAN_CACHE // 16]
         if new:
-            with self._lock:
+            with shared.lock:
                 n = sum(len(t) for t in new)
-                if self._clean_chars + n > CLEAN_CACHE:
+                if shared.chars + n > CLEAN_CACHE:
                     cache.clear()
-                    self._clean_chars = 0
+                    shared.chars = 0
                 cache.update(new)
-                self._clean_chars += n
+                shared.chars += n
         return True
 
     def values(self) -> list[str]:
