@@ -531,9 +531,9 @@ class Store:
         out: list[tuple] = []
         for k in range(0, len(ids), 500):
             chunk = ids[k:k + 500]
-            rows = self._read(f"SELECT id, codec, dict_id, body FROM payloads WHERE id IN "
+            rows = self._read(f"SELECT id, codec, dict_id, body, digest FROM payloads WHERE id IN "
                                    f"({','.join('?' * len(chunk))})", chunk)
-            out.extend((r["id"], r["codec"], r["dict_id"], r["body"]) for r in rows)
+            out.extend((r["id"], r["codec"], r["dict_id"], r["body"], r["digest"]) for r in rows)  # (checked on read)
         return out
 
     def payload_texts(self, ids: Iterable[int | None]) -> dict[int, str]:
