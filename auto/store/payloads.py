@@ -121,6 +121,14 @@ class LRU:
         self._d.clear()
 
 
+class PayloadMismatch(ValueError):
+    """A payload whose decoded bytes do not match its digest (``payload_id``: which)."""
+
+    def __init__(self, payload_id: int) -> None:
+        super().__init__(f"payload {payload_id} does not match its digest")
+        self.payload_id = payload_id
+
+
 class PayloadTexts:
     """Resolves payload ids to canonical JSON texts, with a bounded cache (dictionaries included).
 
@@ -162,7 +170,7 @@ class PayloadTexts:
                 zd = dicts[r[2]].encode("utf-8") if r[1] == DEFLATE_DICT else None
                 raw = decode(r[1], r[3], zd)
                 if len(r) > 4 and r[4] is not None and payload_digest(raw) != bytes(r[4]):
-                    raise ValueError(f"payload {i} does not match its digest (changed behind the store's back)")
+                    raise PayloadMismatch(i)
                 t = raw.decode("utf-8")
                 self._cache.put(i, t)
                 out[i] = t

@@ -55,7 +55,7 @@ from auto.store.normalize import (
     trace_row,
 )
 from auto.store.normalize import _as_dict
-from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
+from auto.store.payloads import LRU, PayloadMismatch, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
 from auto.store.postgres import PgConnection, is_dsn, location_error
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.redaction import redact_records
@@ -544,13 +544,24 @@ class Store:
         """
         try:
             return self._texts.texts(ids)
+        except PayloadMismatch as exc:
+            raise IntegrityError(f"{self.location}: {exc}: it was written outside Auto: `auto store verify` lists "
+                                 f"every such row") from None
         except ValueError as exc:
             raise IntegrityError(f"{self.location}: {exc}") from None
 
     def _spans_of(self, rows: list[dict], with_texts: bool = False, texts: dict[int, str] | None = None) -> list[dict]:
         ids = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
         texts = dict(texts) if texts is not None else {}
-        texts.update(self.payload_texts(ids - texts.keys()))
+        try:
+            texts.update(self._texts.texts(ids - texts.keys()))
+        except PayloadMismatch as exc:  # name the row and the column that read it
+            sid, col = next(((r["span_id"], c[:-3]) for r in rows for c in ("input_id", "output_id", "error_id",
+                            "attributes_id") if r[c] == exc.payload_id), (None, None))
+            raise IntegrityError(f"{self.location}: span {sid} column {col!r}: {exc}: "
+                                 f"it was written outside Auto: `auto store verify` lists every such row") from None
+        except ValueError as exc:
+            raise IntegrityError(f"{self.location}: {exc}") from None
         parsed: dict[int, Any] = {}
         out = [span_from_row(r, texts, parsed) for r in rows]
         if with_texts:  # the canonical input/output texts, for readers that key on them
