@@ -419,10 +419,14 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
             input_json = Path(input_json[1:]).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"--input {input_json}: cannot read the file: {e}") from None
+    from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
+
+    if not json_depth_ok(input_json.encode("utf-8", "surrogatepass")):
+        raise UsageError(f"--input nests arrays/objects deeper than {MAX_JSON_DEPTH} levels")
     try:
         obj = json.loads(input_json)
-    except ValueError as e:
-        raise UsageError(f"--input is not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise UsageError(f"--input is not JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     if not isinstance(obj, dict):
         raise UsageError("--input must be a JSON object (the task's named arguments)")
     if expected_id is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", expected_id):
@@ -551,14 +555,23 @@ def inspect(artifact: str, as_json: bool) -> None:
 @click.option("--timeout-s", default=600.0, show_default=True, type=click.FloatRange(min=0.001), help="Limit of one forwarded call (s).")
 @click.option("--contract", "contract_path", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Contract TOML every site's generations are gated with (default: the default contract).")
+@click.option("--client-key", "client_keys", multiple=True, envvar="AUTO_PROXY_CLIENT_KEYS",
+              help="A key always admitted to tier-1 answers (repeatable; or AUTO_PROXY_CLIENT_KEYS, space-separated). "
+                   "Other keys get tier-1 answers only once the upstream accepted them within --key-ttl-s.")
+@click.option("--key-ttl-s", default=300.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="How long a key the upstream accepted stays admitted to tier-1 answers (s; 0: only --client-key).")
+@click.option("--audit-key", default=None, envvar="AUTO_PROXY_AUDIT_KEY",
+              help="The key shadow audits send upstream (or AUTO_PROXY_AUDIT_KEY); without it audits carry no "
+                   "credentials. A caller's key is never used.")
 def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
           registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
-          contract_path: str | None) -> None:
+          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None) -> None:
     """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
 
     \b
     Point the agent at it: OPENAI_BASE_URL=http://127.0.0.1:8788/v1 (any language, any client).
-    Credentials are forwarded upstream, never stored. Stop with Ctrl-C.
+    Credentials are forwarded upstream, never stored. A tier-1 answer needs a --client-key or a
+    key the upstream accepted within --key-ttl-s; any other request is forwarded. Stop with Ctrl-C.
     """
     from auto.proxy import ProxyConfig, run as run_proxy
     from auto.proxy.upstream import Upstream
@@ -571,7 +584,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
 
     from auto.asgi import check_listen
 
-    Upstream(upstream)  # a bad URL is a usage error before anything starts
+    up_label = Upstream(upstream).label  # a bad URL is a usage error before anything starts
     check_listen(host, port)  # a taken port is one line, and no store file is created
     Store(store_path).close()
     if contract_path:
@@ -583,11 +596,12 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       registry=Registry(registry_dir) if registry_dir else None,
                       sign_key=load_private_key(sign_key) if sign_key else None,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
-                      contract_path=contract_path)
+                      contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
+                      audit_key=audit_key or None)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     run_proxy(cfg, announce=lambda: say(
-        f"auto proxy on http://{host}:{port}/v1 -> {upstream}, recording into {location_label(store_path)}"
+        f"auto proxy on http://{host}:{port}/v1 -> {up_label}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 
@@ -623,16 +637,23 @@ def receive(store_path: str, host: str, port: int) -> None:
               help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI (and capture deopts there).")
 @click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
-@click.option("--reference", default=None, help="module:function answering declined calls (tier-0); without it they answer 409.")
+@click.option("--reference", "references", multiple=True,
+              help="module:function answering declined calls (tier-0), for a single task; with artifacts of several tasks "
+                   "give TASK=module:function once per task. Without one, declined calls answer 409.")
 @click.option("--tools", "tools_spec", default=None, help=_TOOLS_HELP)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (off loopback needs --token).")
+@click.option("--token", default=None, envvar="AUTO_SERVE_TOKEN",
+              help="Bearer token every endpoint but /health requires (or AUTO_SERVE_TOKEN).")
+@click.option("--allow-unauthenticated", is_flag=True, help="Listen off loopback without a token (anyone who can reach it "
+              "may run the artifacts and trigger reference calls).")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="Worker processes.")
 @click.option("--fuel", default=None, type=click.IntRange(min=1), help="Fuel per call (default: the runtime's).")
 @click.option("--memory-bytes", default=None, type=click.IntRange(min=65536), help="Memory cap per instance (bytes).")
 @click.option("--timeout-ms", default=None, type=click.FloatRange(min=0.001), help="Wall-clock limit per call (ms).")
 def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str | None, trust_keys: tuple[str, ...],
-          reference: str | None, tools_spec: str | None, host: str, port: int, workers: int, fuel: int | None,
+          references: tuple[str, ...], tools_spec: str | None, host: str, port: int, token: str | None,
+          allow_unauthenticated: bool, workers: int, fuel: int | None,
           memory_bytes: int | None, timeout_ms: float | None) -> None:
     """Serve artifacts over HTTP: POST /v1/artifacts/ID/run, GET /v1/artifacts, GET /health."""
     from auto.serve import ServeConfig, run as run_serve
@@ -644,9 +665,14 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
         from auto_runtime.signing import TRUST_ENV
 
         paths = [p for p in os.environ.get(TRUST_ENV, "").split(os.pathsep) if p.strip()]
+    plain = [r for r in references if "=" not in r]
+    per_task = dict(r.split("=", 1) for r in references if "=" in r)
+    if len(plain) > 1:
+        raise UsageError("give one plain --reference module:function, or one --reference TASK=module:function per task")
     cfg = ServeConfig(artifacts=[str(Path(a).resolve()) for a in artifacts], store=store_path, registry=registry_dir,
-                      trust_keys=paths, reference=reference, tools=tools_spec, fuel=fuel, memory_bytes=memory_bytes,
-                      timeout_ms=timeout_ms, host=host, port=port, workers=workers, cwd=str(Path.cwd()))
+                      trust_keys=paths, reference=plain[0] if plain else None, references=per_task, tools=tools_spec,
+                      fuel=fuel, memory_bytes=memory_bytes, timeout_ms=timeout_ms, host=host, port=port, workers=workers,
+                      cwd=str(Path.cwd()), token=token or None, allow_unauthenticated=allow_unauthenticated)
     run_serve(cfg, announce=lambda: say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"))
 
 

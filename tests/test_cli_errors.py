@@ -112,7 +112,7 @@ def test_reading_a_span_whose_json_was_changed_is_one_line(sound_store, tmp_path
     con.close()
     # the census groups by payload and never parses it; a command that reads the spans names the row
     line = one_clear_line(auto("store", "export", "--store", str(bad), "--otlp", str(tmp_path / "x.jsonl"), code=1),
-                          "IntegrityError", "'output'", "not JSON")
+                          "IntegrityError", "'output'", "does not match its digest")
     assert "auto store verify" in line
     # verify reports the payload and every span using it among its mismatches instead of stopping at it
     p = auto("store", "verify", "--store", str(bad), code=1)

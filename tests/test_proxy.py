@@ -82,7 +82,9 @@ def test_records_plain_streamed_and_tool_calls_without_credentials(sim, tmp_path
     assert "authorization" not in plain["attributes"]["auto.request.headers"]
     with Store(store) as st:
         assert st.verify().ok
-    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("p.sqlite"))
+    from conftest import store_blob
+
+    raw = store_blob(store)
     assert KEY.encode() not in raw  # forwarded, never stored
 
 
@@ -283,7 +285,7 @@ def compiled(tmp_path):
 
 def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_path):
     store, sid, out = compiled
-    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0) as px:
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,)) as px:
         c = client(px)
         w = site_words()[0]
         raw = c.chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(w))
@@ -307,7 +309,7 @@ def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_pat
             time.sleep(0.02)
         px.proxy.recorder.flush()
         st = px.proxy.sites.status()[sid]
-        assert st["counters"] == {"tier1": 2, "deopt": 1, "outside_template": 0}
+        assert st["counters"] == {"tier1": 2, "deopt": 1, "outside_template": 0, "unverified_key": 0}
         assert st["ratchet"]["evidence"]["deopts"] == 1
         health = httpx2.get(px.url + "/auto/health").json()
         assert health["ok"] and health["answering"]
@@ -351,7 +353,7 @@ def test_untrusted_generations_are_not_installed(compiled, tmp_path):
         assert px.proxy.sites.status()[sid]["ratchet"]["generation"] is None
     reg = Registry(tmp_path / "reg")
     reg.add(out.wasm, key=load_private_key(tmp_path / "k.key"))
-    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, trust=trust, registry=reg) as px:
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, trust=trust, registry=reg, client_keys=(KEY,)) as px:
         raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(w))
         assert raw.headers["x-auto-tier"] == "1"
 

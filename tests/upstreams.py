@@ -12,7 +12,8 @@
 * ``"tickets"`` — a chat completion labelling the last user message: ``billing`` when it names
   one of :data:`site_fixtures.BILLING`, else ``bug`` (SSE when asked to stream).
 
-Every request's path, headers and body are kept in :attr:`requests`.
+Every request's path, headers and body are kept in :attr:`requests`. With ``require_key``, a
+request whose ``Authorization`` is not ``Bearer <require_key>`` answers ``401`` (as OpenAI does).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def response_object(text: str) -> dict[str, Any]:
 class ScriptedUpstream:
     """See the module docstring. Use as a context manager; :attr:`base_url` ends in ``/v1``."""
 
-    def __init__(self, mode: str, *, delay_s: float = 0.05, chunks: int = 20) -> None:
+    def __init__(self, mode: str, *, delay_s: float = 0.05, chunks: int = 20, require_key: str | None = None) -> None:
         self.mode, self.delay_s, self.chunks = mode, delay_s, chunks
+        self.require_key = require_key
         self.requests: list[dict[str, Any]] = []
         self.closed_early = threading.Event()
         self.finished = threading.Event()
@@ -62,12 +64,16 @@ class ScriptedUpstream:
 
             def do_GET(self) -> None:  # noqa: N802
                 outer.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers), "body": b""})
+                if self._refused():
+                    return
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "scripted-1"}]}).encode())
 
             def do_POST(self) -> None:  # noqa: N802
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 outer.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers), "body": raw})
+                if self._refused():
+                    return
                 try:
                     body = json.loads(raw)
                 except ValueError:
@@ -108,6 +114,13 @@ class ScriptedUpstream:
                     self._stream(events, done=True)
                 else:
                     self._send(500, b'{"error": {"message": "unknown mode"}}')
+
+            def _refused(self) -> bool:
+                if outer.require_key is None or self.headers.get("Authorization") == f"Bearer {outer.require_key}":
+                    return False
+                self._send(401, json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                                      "code": "invalid_api_key"}}).encode())
+                return True
 
             def _stream(self, events: list[dict], done: bool) -> None:
                 self.send_response(200)

@@ -20,7 +20,20 @@ call); an upstream that cannot be reached answers ``502`` and one that is too sl
 an OpenAI-style error body (``type`` ``upstream_unreachable`` / ``upstream_timeout``; the call is
 recorded as failed); a client that goes away mid-stream leaves one span with the partial output
 (``stream_incomplete``) and the upstream connection is closed; a body over ``max_body_bytes``
-answers ``413``.
+answers ``413``; a model call nested deeper than :data:`auto.jsonlimits.MAX_JSON_DEPTH` answers
+``400`` (not forwarded); a path that would leave the upstream's base path (``/v1/../admin``, also
+percent-encoded) answers ``400`` and is not forwarded (:func:`auto.proxy.upstream.safe_rest`).
+
+Who may get a tier-1 answer (:mod:`auto.proxy.keys`): a request whose key is one of the
+operator's ``client_keys`` or was accepted by the upstream within ``key_ttl_s``; any other request
+to a compiled site is forwarded (``auto.deopt.reason`` says the key is not verified) and the
+upstream decides. Shadow audits carry only the operator's ``audit_key`` (never a caller's
+credentials); without one they are sent with no credentials.
+
+Durability: a forwarded call's answer (its whole body, or a stream's last chunk) is sent only once
+its span is journaled (:meth:`auto.proxy.recording.QueuedRecorder.durable`, waited for off the
+event loop, at most :data:`DURABLE_WAIT_S`), so a proxy killed outright loses no answered call:
+the next start replays the journal.
 
 SDK retries: a request with ``x-stainless-retry-count`` ≥ 1 whose body equals a call that failed
 in the last :data:`RETRY_WINDOW_S` seconds joins that call's ``auto.logical_call_id``, so the
@@ -45,6 +58,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
+from auto.proxy.keys import DEFAULT_KEY_TTL_S, KeyGate, request_key
 from auto.proxy.answer import completion_body, completion_events, tier1_headers
 from auto.proxy.recording import (
     ForwardedRequest,
@@ -56,7 +71,7 @@ from auto.proxy.recording import (
     opaque_trace,
 )
 from auto.proxy.sites import SiteService
-from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, Upstream
+from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, PathRefused, Upstream
 from auto.ratchet import DEFAULT_AUDIT_RATE
 from auto.record.model_call import Attempt, LogicalCall
 from auto.record.openai_hook import endpoint_for
@@ -75,6 +90,10 @@ RETRY_WINDOW_S = 120.0
 
 TIER1 = "tier-1"
 
+DURABLE_WAIT_S = 10.0
+"""Longest an answer waits for its span's journal write (s); past it the answer is sent anyway and
+counted (``not_durable`` in ``/auto/status``): serving never stops for the recording."""
+
 
 @dataclass
 class ProxyConfig:
@@ -92,6 +111,10 @@ class ProxyConfig:
         max_body_bytes: largest request body read (bytes).
         ratchet_options: more :class:`auto.ratchet.Ratchet` arguments.
         contract_path: a contract TOML for every site's ratchet (None: the default contract).
+        client_keys: keys always admitted to tier-1 answers (:class:`auto.proxy.keys.KeyGate`).
+        key_ttl_s: how long a key the upstream accepted stays admitted (s; 0: only ``client_keys``).
+        audit_key: the key shadow audits send upstream (``Authorization: Bearer``), or None (sent
+            with no credentials).
     """
 
     upstream: str
@@ -108,6 +131,14 @@ class ProxyConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     ratchet_options: dict[str, Any] = field(default_factory=dict)
     contract_path: str | None = None
+    client_keys: tuple[str, ...] = ()
+    key_ttl_s: float = DEFAULT_KEY_TTL_S
+    audit_key: str | None = None
+
+    def __repr__(self) -> str:  # never show the keys
+        return (f"ProxyConfig(upstream={Upstream(self.upstream).label!r}, store={location_label(self.store)!r}, "
+                f"host={self.host!r}, port={self.port}, answer={self.answer}, client_keys=<{len(self.client_keys)}>, "
+                f"audit_key={'<set>' if self.audit_key else None})")
 
 
 def _raw(headers: Any) -> list[tuple[bytes, bytes]]:
@@ -148,8 +179,20 @@ class PassThrough:
     exception (reading the upstream failed)."""
 
     def __init__(self, up: aiohttp.ClientResponse, headers: list[tuple[bytes, bytes]],
-                 on_chunk: Callable[[bytes], None], on_end: Callable[[Any], None]) -> None:
+                 on_chunk: Callable[[bytes], None], on_end: Callable[[Any], None],
+                 durable: Callable[[], Any] | None = None) -> None:
         self.up, self.headers, self.on_chunk, self.on_end = up, headers, on_chunk, on_end
+        self.durable = durable
+        self._ended = False
+
+    def _end(self, state: Any) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            self.on_end(state)
+        except Exception:  # noqa: BLE001 - recording must never break serving; logged
+            log.exception("auto proxy: recording a stream failed")
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         up = self.up
@@ -159,6 +202,9 @@ class PassThrough:
             async for chunk in up.content.iter_any():
                 self.on_chunk(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if self.durable is not None:  # the stream's end is sent once its span is journaled
+                self._end("eof")
+                await self.durable()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         async def gone() -> None:
@@ -186,10 +232,7 @@ class PassThrough:
                 up.release()
             else:
                 up.close()
-            try:
-                self.on_end(state)
-            except Exception:  # noqa: BLE001 - recording must never break serving; logged
-                log.exception("auto proxy: recording a stream failed")
+            self._end(state)
 
 
 class Proxy:
@@ -198,13 +241,19 @@ class Proxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.upstream = Upstream(config.upstream, timeout_s=config.timeout_s)
+        self.keys = KeyGate(config.client_keys, config.key_ttl_s)
         self.recorder = QueuedRecorder(config.store)
+        if self.upstream.base.password:
+            self.recorder.redactor.learn([self.upstream.base.password])
+        self.recorder.redactor.learn([*config.client_keys, *([config.audit_key] if config.audit_key else [])])
         self.sites: SiteService | None = None
         if config.answer:
             self.sites = SiteService(config.store, self.upstream, self.recorder, trust=config.trust,
                                      registry=config.registry, sign_key=config.sign_key,
                                      audit_rate=config.audit_rate, rediscover_s=config.rediscover_s,
-                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path)
+                                     ratchet_options=config.ratchet_options, contract_path=config.contract_path,
+                                     audit_key=config.audit_key)
+        self.not_durable = 0
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
         self.app = Starlette(routes=[
@@ -234,13 +283,30 @@ class Proxy:
     # ------------------------------------------------------------------ endpoints
 
     async def health(self, request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "upstream": str(self.upstream.base), "store": location_label(self.config.store),
+        return JSONResponse({"ok": True, "upstream": self.upstream.label, "store": location_label(self.config.store),
                              "answering": self.sites is not None})
 
     async def status(self, request: Request) -> JSONResponse:
         sites = self.sites.status() if self.sites is not None else {}
         return JSONResponse({"recorded": self.recorder.written, "write_errors": len(self.recorder.write_errors),
+                             "journal_errors": self.recorder.journal_errors, "not_durable": self.not_durable,
                              "sites": sites})
+
+    async def _durable(self) -> None:
+        """Wait (off the event loop) until what was recorded so far is journaled (see the module
+        docstring); past :data:`DURABLE_WAIT_S`, go on and count it."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def fire() -> None:
+            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+
+        self.recorder.durable(fire)
+        try:
+            await asyncio.wait_for(fut, DURABLE_WAIT_S)
+        except asyncio.TimeoutError:
+            self.not_durable += 1
+            log.error("auto proxy: an answer was sent before its span was journaled (waited %g s)", DURABLE_WAIT_S)
 
     async def _body(self, request: Request) -> bytes | None:
         limit = self.config.max_body_bytes
@@ -260,6 +326,11 @@ class Proxy:
 
     async def handle(self, request: Request) -> Any:
         try:
+            self.upstream.url_for(request.url.path)
+        except PathRefused as e:
+            return RawResponse(400, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                               _error_body(400, "invalid_path", str(e)))
+        try:
             raw = await self._body(request)
         except ClientDisconnect:
             return RawResponse(400, [], b"")
@@ -270,9 +341,13 @@ class Proxy:
         name = endpoint_for(request.method, request.url.path)
         body = None
         if name is not None:
+            if not json_depth_ok(raw):
+                return RawResponse(400, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                                   _error_body(400, "invalid_request_error", f"auto proxy: the request body nests "
+                                               f"arrays/objects deeper than {MAX_JSON_DEPTH} levels"))
             try:
                 body = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
         if not isinstance(body, dict):
             return await self._forward_opaque(request, raw)
@@ -280,15 +355,21 @@ class Proxy:
         done: Callable[[Attempt], None] | None = None
         marks: dict[str, str] = {}
         sites = self.sites
+        key = request_key(request.headers)
         if sites is not None and name == "chat.completions":
             route = sites.route(*request_shape(body))  # the canonical form: one site however the client wrote it
-            if route is not None and route.input is not None:
+            if route is not None and route.input is not None and not self.keys.admits(key):
+                sites.counters[route.site_id]["unverified_key"] += 1
+                marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
+                extra = {"auto.site": route.site_id,
+                         "auto.deopt.reason": "the caller's key is not verified (not a client key, not accepted "
+                                              "by the upstream recently)"}
+            elif route is not None and route.input is not None:
                 res = route.ratchet.decide(route.input)
                 if res.tier == TIER1:
                     sites.counters[route.site_id]["tier1"] += 1
                     return self._tier1(body, res, route.site_id)
                 sites.counters[route.site_id]["deopt"] += 1
-                sites.remember_credentials(route.site_id, request.headers)
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": res.reason,
                          "auto.deopt.generation": res.generation}
                 marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
@@ -301,7 +382,7 @@ class Proxy:
             elif route is not None:
                 marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": "outside the installed generation's template"}
-        return await self._forward_call(request, raw, name, extra, done, marks)
+        return await self._forward_call(request, raw, name, extra, done, marks, key)
 
     def _tier1(self, body: dict, res: Any, site_id: str) -> RawResponse:
         headers = _h(tier1_headers(site_id, res.generation, res.artifact_id))
@@ -314,7 +395,7 @@ class Proxy:
 
     # ------------------------------------------------------------------ forwarding
 
-    def _url(self, request: Request) -> Url:
+    def _url(self, request: Request) -> Url:  # (no user info: never the upstream's password)
         u = self.upstream.url_for(request.url.path)
         return Url(u.scheme, u.host or "", u.port, u.path)
 
@@ -339,7 +420,7 @@ class Proxy:
             self._failed[key] = (call.id, time.monotonic())
 
     async def _forward_call(self, request: Request, raw: bytes, name: str, extra: dict[str, Any],
-                            done: Callable[[Attempt], None] | None, marks: dict[str, str]) -> Any:
+                            done: Callable[[Attempt], None] | None, marks: dict[str, str], client_key: str | None = None) -> Any:
         call = LogicalCall(self.recorder, None)
         key = self._join_retry(call, request, raw)
         attempt = Attempt(call, None, ForwardedRequest(request.method, self._url(request), request.headers, raw), name)
@@ -356,7 +437,11 @@ class Proxy:
         try:
             up = await self.upstream.send(request.method, request.url.path, request.url.query, request.headers.items(), raw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
-            return self._unreachable(e, attempt, call, key)
+            out = self._unreachable(e, attempt, call, key)
+            await self._durable()
+            return out
+        if name == "chat.completions":
+            self.keys.saw(client_key, up.status)
         head = UpstreamResponse(up.status, up.reason or "", up.headers)
         headers = [*_raw(up.raw_headers), *_h(marks)]
         if "text/event-stream" in up.headers.get("content-type", ""):
@@ -371,19 +456,22 @@ class Proxy:
                     attempt.finish_incomplete(f"reading the upstream failed: {type(state).__name__}: {state}")
                 finished()
 
-            return PassThrough(up, headers, attempt.feed, on_end)
+            return PassThrough(up, headers, attempt.feed, on_end, durable=self._durable)
         try:
             data = await up.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             up.close()
-            return self._unreachable(e, attempt, call, key)
+            out = self._unreachable(e, attempt, call, key)
+            await self._durable()
+            return out
         up.release()
-
-        def record() -> None:
+        try:
             attempt.got_response(ReadResponse(up.status, up.reason or "", up.headers, _content=data))
             finished()
-
-        return RawResponse(up.status, headers, data, after=record)
+        except Exception:  # noqa: BLE001 - recording must never break serving; logged
+            log.exception("auto proxy: recording a call failed")
+        await self._durable()
+        return RawResponse(up.status, headers, data)
 
     def _unreachable(self, e: BaseException, attempt: Attempt, call: LogicalCall, key: str) -> RawResponse:
         slow = isinstance(e, asyncio.TimeoutError)
@@ -393,12 +481,12 @@ class Proxy:
         status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
         what = f"did not answer within {self.upstream.timeout_s:g} s" if slow else f"cannot be reached ({type(e).__name__}: {e})"
         return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
-                           _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} {what}"))
+                           _error_body(status, etype, self.upstream.scrub(f"auto proxy: the upstream {self.upstream.label} {what}")))
 
     async def _forward_opaque(self, request: Request, raw: bytes) -> Any:
         started = time.time_ns()
         path, method = request.url.path, request.method
-        url = str(self.upstream.url_for(path))
+        url = self.upstream.label_for(path)
 
         def write(status: int | None, rh: Any, body: bytes | None, error: dict | None, complete: bool = True) -> None:
             span = opaque_span(method, path, url, request.headers, raw, status, rh, body, started, error, complete)
@@ -408,10 +496,11 @@ class Proxy:
             up = await self.upstream.send(method, path, request.url.query, request.headers.items(), raw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             write(None, None, None, {"type": type(e).__name__, "message": str(e)})
+            await self._durable()
             slow = isinstance(e, asyncio.TimeoutError)
             status, etype = (504, "upstream_timeout") if slow else (502, "upstream_unreachable")
             return RawResponse(status, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
-                               _error_body(status, etype, f"auto proxy: the upstream {self.upstream.base} failed: {e}"))
+                               _error_body(status, etype, self.upstream.scrub(f"auto proxy: the upstream {self.upstream.label} failed: {e}")))
         headers = _raw(up.raw_headers)
         if "text/event-stream" in up.headers.get("content-type", ""):
             parts: list[bytes] = []
@@ -420,13 +509,16 @@ class Proxy:
                 write(up.status, up.headers, b"".join(parts), None if state in ("eof", "client-gone") else
                       {"type": type(state).__name__, "message": str(state)}, complete=state == "eof")
 
-            return PassThrough(up, headers, parts.append, on_end)
+            return PassThrough(up, headers, parts.append, on_end, durable=self._durable)
         try:
             data = await up.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             up.close()
             write(up.status, up.headers, None, {"type": type(e).__name__, "message": str(e)})
+            await self._durable()
             return RawResponse(502, [(b"content-type", b"application/json")],
-                               _error_body(502, "upstream_unreachable", f"auto proxy: reading the upstream failed: {e}"))
+                               _error_body(502, "upstream_unreachable", self.upstream.scrub(f"auto proxy: reading the upstream failed: {e}")))
         up.release()
-        return RawResponse(up.status, headers, data, after=lambda: write(up.status, up.headers, data, None))
+        write(up.status, up.headers, data, None)
+        await self._durable()
+        return RawResponse(up.status, headers, data)

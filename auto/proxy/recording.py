@@ -20,8 +20,16 @@
   interpreter lock (measured on a 2-core machine: ingesting costs 1.5 ms of CPU per span one at a
   time, 0.6 ms in a batch of 100). A batch the store rejects is retried span by span, so one bad
   span loses only itself. :meth:`QueuedRecorder.flush` waits until everything queued is in the
-  store; a killed proxy loses what was queued and not yet sent to the writer (the last
-  :data:`BATCH_WAIT_S`); the writer writes what it received and exits.
+  store.
+* Nothing answered is lost: the sender thread completes, redacts and appends each queued item to
+  the store's journal (:mod:`auto.store.journal`, one ``write(2)``) as soon as it takes it, before
+  batching it for the writer process; the proxy sends the end of an answer (the whole body, or
+  a stream's last chunk) only once the sender has journaled the answer's span
+  (:meth:`QueuedRecorder.durable`). A proxy killed outright leaves its journal behind, and the
+  next open of the store (the next ``auto proxy`` start, or any other) replays it; the journal is
+  emptied whenever everything journaled was acknowledged by the writer process. When the
+  journal cannot be written (disk full) the answer is sent anyway, not durable, and counted
+  (:attr:`QueuedRecorder.journal_errors`).
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ from auto.canonical import digest_bytes
 from auto.proxy.writer import HEADER, WRITER_STORE_ENV
 from auto.record.core import Recorder
 from auto.record.redact import sanitize_headers
-from auto.store import Store, new_span_id, new_trace_id
+from auto.store import Store, local_path, new_span_id, new_trace_id
+from auto.store.journal import Journal, journal_dir
 
 log = logging.getLogger("auto.proxy")
 
@@ -66,10 +75,17 @@ class QueuedRecorder(Recorder):
 
     Attributes:
         written: spans in the store; write_errors: failed writes (messages).
+        journal_errors: queued items that could not be journaled (not durable until written).
     """
 
     def __init__(self, store: str) -> None:
-        super().__init__(Store(store), owns_store=True)
+        super().__init__(Store(store), owns_store=True)  # (opening it replays a killed proxy's journal)
+        self._journal = Journal(journal_dir(local_path(self.store.location)))
+        self._jlock = threading.Lock()
+        self._journaled = 0  # items journaled (under _jlock)
+        self._acked_journaled = 0  # of those, acknowledged by the writer process (under _cond)
+        self._keep_journal = False  # the writer process went away: what is journaled waits for a replay
+        self.journal_errors = 0
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
         self._sent = 0
@@ -100,12 +116,42 @@ class QueuedRecorder(Recorder):
             self._sent += 1
         self._queue.put((list(spans), list(traces), complete))
 
+    def durable(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (on the sender thread) once every item queued before this call is
+        journaled (or failed and counted): from then on a kill of the proxy loses none of them."""
+        self._queue.put(_Durable(callback))
+
+    def _take(self, item: Any, batch: list) -> None:
+        """One queued item: a durability marker fires; a batch is completed, redacted (never
+        written unredacted), journaled, and kept for the writer process."""
+        if isinstance(item, _Durable):
+            try:
+                item.callback()
+            except Exception:  # noqa: BLE001 - a caller gone away (its loop closed) must not stop the sender
+                log.debug("auto proxy: a durability callback failed", exc_info=True)
+            return
+        done = self._redact([item])
+        if not done:
+            return
+        spans, traces = done[0]
+        try:
+            with self._jlock:
+                self._journal.append(spans, traces)
+                self._journaled += 1
+        except (OSError, ValueError) as e:
+            self.journal_errors += 1
+            log.error("auto proxy: %d span(s) not journaled (written when the writer takes them): %s", len(spans), e)
+            with self._jlock:
+                self._journaled += 1  # (counted as acknowledged like the others: nothing to truncate for it)
+        batch.append((spans, traces))
+
     def _send_loop(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 break
-            batch = [item]
+            batch: list = []
+            self._take(item, batch)
             deadline = time.monotonic() + BATCH_WAIT_S
             stop = False
             while len(batch) < BATCH_SPANS:
@@ -117,8 +163,7 @@ class QueuedRecorder(Recorder):
                 if nxt is None:
                     stop = True
                     break
-                batch.append(nxt)
-            batch = self._redact(batch)
+                self._take(nxt, batch)
             if not batch:
                 if stop:
                     break
@@ -128,7 +173,7 @@ class QueuedRecorder(Recorder):
                 self._proc.stdin.write(HEADER.pack(len(data)) + data)  # type: ignore[union-attr]
                 self._proc.stdin.flush()  # type: ignore[union-attr]
             except (OSError, ValueError) as e:  # the writer is gone: count the loss, keep serving
-                self._lost(batch, f"the store writer is gone ({e})")
+                self._lost(batch, f"the store writer is gone ({e}); journaled, replayed at the next start", journaled=True)
             if stop:
                 break
         try:
@@ -150,8 +195,10 @@ class QueuedRecorder(Recorder):
                 self._lost([(spans, traces)], f"{type(e).__name__}: {e}")
         return out
 
-    def _lost(self, batch: list, why: str) -> None:
+    def _lost(self, batch: list, why: str, journaled: bool = False) -> None:
         n = sum(len(s) for s, _ in batch)
+        if journaled:
+            self._keep_journal = True  # replayed by the next open of the store
         with self._cond:
             self.write_errors.append(why)
             self._acked += len(batch)
@@ -166,9 +213,22 @@ class QueuedRecorder(Recorder):
                 continue
             with self._cond:
                 self._acked += items
+                self._acked_journaled += items  # (every item piped to the writer was journaled first)
                 self.written += n - len(errors)
                 self.write_errors.extend(errors)
                 self._cond.notify_all()
+            self._truncate_if_acked()
+
+    def _truncate_if_acked(self) -> None:
+        """Empty the journal when everything journaled is in the store (acknowledged)."""
+        with self._jlock:
+            with self._cond:
+                all_acked = self._acked_journaled >= self._journaled
+            if all_acked and not self._keep_journal:
+                try:
+                    self._journal.truncate()
+                except OSError:
+                    pass
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until every queued span is in the store; True when it is."""
@@ -195,7 +255,20 @@ class QueuedRecorder(Recorder):
             self._proc.kill()
             self._proc.wait()
         self._acks.join(timeout=10)
+        with self._cond:
+            everything = self._acked_journaled >= self._journaled
+        if everything and not self._keep_journal:
+            self._journal.close()  # removed when empty; kept (and replayed at the next open) otherwise
         self.store.close()
+
+
+class _Durable:
+    """A queue marker: the sender calls ``callback`` once it reaches it (:meth:`QueuedRecorder.durable`)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
 
 
 # ----------------------------------------------------------------------------- adapters

@@ -16,8 +16,10 @@ thread (never on a request):
   upstream call is the witness (``capture_witnesses=False``), and the ratchet compiles the next
   generation from the evidence in the background, as it does in process;
 * its shadow audit re-asks the upstream with the request rendered from the slots
-  (:meth:`auto.sites.Site.render`) and the credentials of the latest forwarded call to that site,
-  held in memory only; the audit call is recorded like any other (``auto.audit = true``).
+  (:meth:`auto.sites.Site.render`) and the operator's audit key (``auto proxy --audit-key``), or
+  no credentials at all: never a caller's (a caller's key would be spent, and an audit would let
+  one caller's key pay for, and see answers to, another caller's inputs); the audit call is
+  recorded like any other (``auto.audit = true``).
 
 Routing (:meth:`SiteService.route`): a request belongs to a site when it fits the site's
 template as discovered; its input is then cut with the template of the *installed generation*
@@ -58,9 +60,6 @@ UNANSWERABLE_PARAMS = ("logprobs", "top_logprobs")
 """Requests asking for these are never answered at tier-1 (an artifact has no token
 probabilities to give); they are forwarded and recorded."""
 
-CREDENTIAL_HEADERS = ("authorization", "api-key", "openai-organization", "openai-project")
-"""Headers kept in memory (never written) for a site's shadow audits."""
-
 CHAT_PATH = "/v1/chat/completions"
 
 
@@ -91,13 +90,14 @@ class SiteService:
         contract_path: a contract TOML every site's ratchet gates with (its fields; the task is
             the site id), or None for :meth:`auto.gate.Contract.default_for`.
         say: progress lines (installs, refusals).
+        audit_key: the key the shadow audits send (``Authorization: Bearer``), or None.
     """
 
     def __init__(self, store_path: str, upstream: Upstream, recorder: QueuedRecorder, *,
                  trust: TrustPolicy | None = None, registry: Registry | None = None, sign_key: Any = None,
                  audit_rate: float = DEFAULT_AUDIT_RATE, rediscover_s: float = 5.0, min_requests: int = 2,
                  ratchet_options: dict[str, Any] | None = None, contract_path: str | None = None,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, audit_key: str | None = None) -> None:
         self.store_path = store_path
         self.upstream = upstream
         self.recorder = recorder
@@ -115,8 +115,9 @@ class SiteService:
         self._sites: dict[str, Site] = {}
         self._ratchets: dict[str, Ratchet] = {}
         self._templates: dict[str, Site] = {}
-        self._credentials: dict[str, dict[str, str]] = {}
-        self.counters: dict[str, dict[str, int]] = defaultdict(lambda: {"tier1": 0, "deopt": 0, "outside_template": 0})
+        self._audit_headers = {"authorization": f"Bearer {audit_key}"} if audit_key else {}
+        self.counters: dict[str, dict[str, int]] = defaultdict(
+            lambda: {"tier1": 0, "deopt": 0, "outside_template": 0, "unverified_key": 0})
         self._lock = threading.Lock()
         self._unrouted = 0
         self._seen_unrouted = 0
@@ -220,14 +221,6 @@ class SiteService:
             self._templates[art.id] = t
         return t
 
-    def remember_credentials(self, site_id: str, headers: Any) -> None:
-        """Keep the credential headers of a forwarded call in memory for the site's audits."""
-        if self.audit_rate <= 0:
-            return
-        creds = {k: v for k, v in headers.items() if k.lower() in CREDENTIAL_HEADERS}
-        if creds:
-            self._credentials[site_id] = creds
-
     def _audit(self, site_id: str, inp: dict[str, str]) -> Any:
         """The shadow audit's reference: the request rendered from ``inp``, sent upstream, recorded."""
         r = self._ratchets.get(site_id)
@@ -236,7 +229,7 @@ class SiteService:
         if tmpl is None:
             raise ReferenceModelError(f"{site_id}: no template to render an audit request from")
         body = tmpl.render(inp)
-        headers = {"content-type": "application/json", **self._credentials.get(site_id, {})}
+        headers = {"content-type": "application/json", **self._audit_headers}
         url = self.upstream.url_for(CHAT_PATH)
         data = json.dumps(body).encode("utf-8")
         call = LogicalCall(self.recorder, None)

@@ -209,11 +209,14 @@ class Recorder:
         if self._writer is not None:
             self._writer.flush()
 
-    def wait_durable(self, timeout: float | None = None) -> bool:
+    def wait_durable(self, timeout: float | None | object = ...) -> bool:
         """Wait until every span ended so far would survive the process being killed outright
         (journaled or written: :meth:`auto.record.writer.SpanWriter.wait_durable`; at once with
-        ``sync``); False on timeout (s)."""
-        return True if self._writer is None else self._writer.wait_durable(timeout)
+        ``sync``); False on timeout (s; None: no limit; by default
+        :data:`auto.record.writer.DURABLE_WAIT_S`, which bounds the wait through a database outage) and False once any span was lost (not journaled and not written)."""
+        if self._writer is None:
+            return not self.write_errors
+        return self._writer.wait_durable(timeout)
 
     def current_scope(self) -> "SpanScope | None":
         """The innermost open scope of this context, else the process scope (or None)."""

@@ -1,14 +1,16 @@
 """Redaction: what of a recording's secrets never reaches the store.
 
 Every span a :class:`~auto.record.core.Recorder` writes (model-call, task and tool spans alike)
-goes through one :class:`Redactor` first. In the span's ``name``, ``input``, ``output``, ``error``
-and ``attributes`` (keys and values, at any depth) each secret is replaced by ``[REDACTED]``:
+goes through one :class:`Redactor` first, and the store redacts again at ingest, for every writer
+(:mod:`auto.store.redaction`). In the span's ``name``, ``task``, ``site``, ``input``, ``output``,
+``error`` and ``attributes`` (keys and values, at any depth) each secret is replaced by ``[REDACTED]``:
 
 * **by value** — the credentials of the model calls made so far (the values of credential
   request headers, the token inside ``Bearer <token>``, the client's ``api_key``:
   :func:`secrets_of`, learned by :meth:`Redactor.learn`), and the values of the environment
   variables whose names say they hold a secret (:func:`is_secret_name`: a ``_``-separated part
-  of the name ending in KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL(S)),
+  of the name ending in KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL(S), or a
+  last part AUTH, SK, PASS, PWD or PAT),
   read at each write. Values shorter than :data:`MIN_SECRET_LEN` are left alone (they would
   redact ordinary text);
 * **by pattern** — the well-known key formats: the patterns of the regex detectors of the
@@ -17,7 +19,8 @@ and ``attributes`` (keys and values, at any depth) each secret is replaced by ``
   plus :data:`PATTERNS` for the formats it does not cover or covers only in part: OpenAI and
   Anthropic ``sk-…`` keys without the legacy marker, whole PEM private-key blocks (the package
   matches the header line only), JSON Web Tokens with their signature (its match stops before
-  it) and bearer tokens.
+  it), bearer tokens, GitHub fine-grained ``github_pat_…`` tokens and AWS secret access keys
+  after their name, quoted or not.
 
 A span with redactions carries ``auto.redactions`` (how many occurrences were replaced) and
 ``auto.redacted`` (the sorted fields that held them, e.g. ``["input", "output"]``); a compile
@@ -39,8 +42,12 @@ from typing import Any, Iterable
 from auto.canonical import digest
 
 REDACTED = "[REDACTED]"
-SECRET_HEADER = re.compile(r"authorization|api-key|api_key|cookie", re.I)
-"""Header names that carry credentials (dropped)."""
+SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|secret|passw(?:or)?d|(?:^|[-_])token$", re.I)
+"""Header names that carry credentials (dropped): ``Authorization``, ``Proxy-Authorization``,
+``api-key``, ``X-Api-Key``, ``Cookie``, ``Set-Cookie``, any name holding ``secret`` or
+``password``, and any name whose last ``-``/``_`` part is ``token`` (``X-Auth-Token``,
+``X-Access-Token``, ``X-Api-Token``, ``X-Amz-Security-Token``; not OpenAI's
+``x-ratelimit-remaining-tokens``)."""
 
 DIGEST_HEADERS = frozenset({"openai-organization", "openai-project"})
 """Headers that name the account: kept as ``sha256:…`` of their value, never the value."""
@@ -54,6 +61,11 @@ MIN_ENV_SECRET_LEN = 8
 SECRET_NAME_ENDINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS")
 """An environment variable holds a secret when a ``_``-separated part of its name ends in one of
 these (``OPENAI_API_KEY``, ``GITHUB_TOKEN``, ``PGPASSWORD``; not ``TOKENIZERS_PARALLELISM``)."""
+
+SECRET_NAME_LAST_PARTS = ("AUTH", "SK", "PASS", "PWD", "PAT")
+"""… or when the last ``_``-separated part of a name of two parts or more is one of these
+(``GITHUB_AUTH``, ``STRIPE_SK``, ``DB_PASS``, ``MYSQL_PWD``, ``GH_PAT``; not ``PWD`` itself, the
+working directory, nor ``SSH_AUTH_SOCK``, nor ``AUTO_TASK``)."""
 
 DETECT_SECRETS_PLUGINS = (
     "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",
@@ -79,6 +91,14 @@ PATTERNS = (
     re.compile(r"eyJ[\w-]+={0,2}\.eyJ[\w-]+={0,2}\.[\w.+/=-]*", re.ASCII),
     # bearer tokens (the token only)
     re.compile(r"(?i)(?<![\w-])bearer\s+([\w.~+/-]{16,}=*)", re.ASCII),
+    # GitHub fine-grained personal access tokens (github_pat_ + 22 + _ + 59 characters; the
+    # plugin knows only the classic ghp_/gho_/… prefixes)
+    re.compile(r"(?<![\w-])github_pat_[A-Za-z0-9_]{22,255}", re.ASCII),
+    # an AWS secret access key after its name, quoted or not (``aws_secret_access_key = …`` of an
+    # AWS credentials file, an env assignment, a JSON ``"SecretAccessKey": "…"``; the plugin
+    # needs quotes): the 40-character value only
+    re.compile(r"(?:(?:aws_)?secret_access_key|(?:AWS_)?SECRET_ACCESS_KEY|SecretAccessKey)[\"']?\s*[:=]\s*[\"']?"
+               r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", re.ASCII),
 )
 """Patterns for the formats :data:`DETECT_SECRETS_PLUGINS` misses (the secret of a match: see
 :func:`_secret_of`)."""
@@ -95,8 +115,8 @@ CLEAN_CACHE = 8_000_000
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable's name says it holds a secret (:data:`SECRET_NAME_ENDINGS`;
     cached per name: it is asked for every variable at every write)."""
-    parts = re.split(r"[^A-Z0-9]+", name.upper())
-    return any(p.endswith(SECRET_NAME_ENDINGS) for p in parts if p)
+    parts = [p for p in re.split(r"[^A-Z0-9]+", name.upper()) if p]
+    return any(p.endswith(SECRET_NAME_ENDINGS) for p in parts) or (len(parts) >= 2 and parts[-1] in SECRET_NAME_LAST_PARTS)
 
 
 _ENV_CACHE: tuple[Any, frozenset[str]] | None = None
@@ -382,6 +402,18 @@ def pattern_secrets(text: str) -> set[str]:
     return found
 
 
+class _CleanStrings:
+    """Strings found free of every pattern (:meth:`Redactor._clean`), for the whole process."""
+
+    def __init__(self) -> None:
+        self.strings: set[str] = set()
+        self.chars = 0
+        self.lock = threading.Lock()
+
+
+_CLEAN = _CleanStrings()
+
+
 class Redactor:
     """Redacts secrets from spans (see the module docstring); thread-safe.
 
@@ -389,14 +421,14 @@ class Redactor:
         known: secret values learned from model calls (:meth:`learn`).
     """
 
-    FIELDS = ("name", "input", "output", "error", "attributes")
-    """The span fields redacted (ids, times and status are never secrets)."""
+    FIELDS = ("name", "task", "site", "input", "output", "error", "attributes")
+    """The span fields redacted (ids, times, kind and status are never secrets; a task or site
+    name can be: a key in a request path lands in the proxy's site ``opaque/GET /v1/files/…``)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self.known: set[str] = set()
-        self._clean_strings: set[str] = set()
-        self._clean_chars = 0
+        self._clean_cache = _CLEAN  # shared: a string free of patterns is so for every redactor
         self.learn(secrets)
 
     def learn(self, secrets: Iterable[str]) -> None:
@@ -409,21 +441,23 @@ class Redactor:
     def _clean(self, strings: list[str]) -> bool:
         """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
         clean are remembered (at most :data:`CLEAN_CACHE` characters in all, then forgotten at
-        once)."""
-        cache = self._clean_strings
+        once). The memory is the process's, shared by every redactor (the recorder's and the
+        store's ingest one: a span the recorder found clean is not scanned again at ingest)."""
+        shared = self._clean_cache
+        cache = shared.strings
         new = [t for t in strings if len(t) >= MIN_PATTERN_TEXT and t not in cache]
         for t in new:
             if may_hold_pattern(t) and pattern_secrets(t):
                 return False
         new = [t for t in new if len(t) <= CLEAN_CACHE // 16]
         if new:
-            with self._lock:
+            with shared.lock:
                 n = sum(len(t) for t in new)
-                if self._clean_chars + n > CLEAN_CACHE:
+                if shared.chars + n > CLEAN_CACHE:
                     cache.clear()
-                    self._clean_chars = 0
+                    shared.chars = 0
                 cache.update(new)
-                self._clean_chars += n
+                shared.chars += n
         return True
 
     def values(self) -> list[str]:

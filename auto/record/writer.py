@@ -36,6 +36,12 @@ recorder flushes at stop, and the store flushes before every read through it (re
 in the recording process); at interpreter exit every live writer is flushed. When the journal
 cannot be written the batch is written by the writer thread at once. ``AUTO_RECORD_SYNC=1`` (or
 ``Recorder(sync=True)``) always completes, redacts and writes in the calling thread.
+
+:meth:`SpanWriter.wait_durable` says True only when every batch submitted so far is durable: a
+batch that was dropped (it could not be prepared, the store refused it) or that was neither
+journaled nor written (a full disk: the journal write failed and so did the direct write) makes
+it False from then on; it waits at most :data:`DURABLE_WAIT_S` by default (a PostgreSQL outage
+holds the writer thread in a commit's retries, so later batches wait to be journaled).
 """
 
 from __future__ import annotations
@@ -70,6 +76,9 @@ every 100 ms). A batch submitted while the agent is busy therefore waits up to a
 for its journal write: the spans a process killed outright can lose beyond its open ones. The
 first batch after a pause wakes the writer at once; :meth:`SpanWriter.flush`,
 :meth:`SpanWriter.wait_durable` and :meth:`SpanWriter.close` wake it too."""
+
+DURABLE_WAIT_S = 30.0
+"""How long :meth:`SpanWriter.wait_durable` waits by default (s) before it says False."""
 
 _LIVE: "weakref.WeakSet[SpanWriter]" = weakref.WeakSet()
 
@@ -120,6 +129,7 @@ class SpanWriter:
         self._finished = 0  # batches written, or failed and reported
         self._settled = 0  # batches journaled (durable), written, or failed and reported
         self._keep_journal = False  # a batch failed for the database's sake: replay it later
+        self._lost = 0  # batches neither journaled nor written (dropped, or a failed direct write)
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
 
@@ -148,20 +158,29 @@ class SpanWriter:
             self._wake.set()
             return self._cv.wait_for(lambda: self._finished >= target, timeout)
 
-    def wait_durable(self, timeout: float | None = None) -> bool:
+    def wait_durable(self, timeout: float | None | object = ...) -> bool:
         """Wait until every batch submitted so far is durable — journaled (it survives the
-        process being killed outright), written, or failed and reported — without forcing a
-        write; False on timeout. Without a journal this is :meth:`flush`."""
-        if self._journal is None:
-            return self.flush(timeout)
+        process being killed outright) or written — without forcing a write. False on timeout
+        (s; default :data:`DURABLE_WAIT_S`; None: no limit), and False when any batch submitted so far was lost (dropped, or
+        neither journaled nor written: see the module docstring). Without a journal this is
+        :meth:`flush` plus the loss check."""
+        if timeout is ...:
+            timeout = DURABLE_WAIT_S
         if os.getpid() != self._pid or threading.current_thread() is self._thread:
             return True
+        if self._journal is None:
+            return self.flush(timeout) and self._lost == 0  # type: ignore[arg-type]
         with self._cv:
             target = self._submitted
-            if self._settled >= target:
-                return True
-            self._wake.set()
-            return self._cv.wait_for(lambda: self._settled >= target, timeout)
+            if self._settled < target:
+                self._wake.set()
+                if not self._cv.wait_for(lambda: self._settled >= target, timeout):  # type: ignore[arg-type]
+                    return False
+            return self._lost == 0
+
+    def _lose(self, k: int = 1) -> None:
+        with self._cv:
+            self._lost += k
 
     def close(self) -> None:
         """Flush, stop the thread, remove the (empty) journal."""
@@ -234,6 +253,7 @@ class SpanWriter:
             spans, traces = self._prepare(spans, traces)
         except Exception as exc:  # noqa: BLE001 - what cannot be prepared (redacted) is never written
             self._on_error(len(spans), exc)
+            self._lose()
             self._done(1)
             return None
         kept: Any = (spans, traces)
@@ -242,7 +262,7 @@ class SpanWriter:
                 kept = self._journal.append(spans, traces)  # its bytes stand for the batch from now on
             except (OSError, ValueError):
                 try:  # not durable until written: write it now
-                    self._write([(spans, traces)])
+                    self._write([(spans, traces)], journaled=False)
                 finally:
                     self._done(1)  # the journal still holds earlier batches: not truncated
                 return None
@@ -265,6 +285,7 @@ class SpanWriter:
                     chunk.append(load_batch(kept) if isinstance(kept, bytes) else kept)
                 except Exception as exc:  # noqa: BLE001 - what marshal wrote it reads; reported if not
                     self._on_error(k, exc)
+                    self._lose()
                     continue
                 n += k
             if chunk:
@@ -284,7 +305,7 @@ class SpanWriter:
                     pass
             self._cv.notify_all()
 
-    def _write(self, items: list[Batch]) -> None:
+    def _write(self, items: list[Batch], journaled: bool = True) -> None:
         if len(items) > 1:
             try:
                 self.store.ingest([s for sp, _ in items for s in sp], [t for _, tr in items for t in tr])
@@ -297,7 +318,9 @@ class SpanWriter:
                 self.store.ingest(spans, traces)
                 self._on_written(len(spans))
             except Exception as exc:  # noqa: BLE001 - recording must not break the agent
-                if not isinstance(exc, IngestError):  # the database failed, not the batch
+                if isinstance(exc, IngestError) or not journaled:
+                    self._lose()  # refused, or not in the journal either: not stored
+                else:  # the database failed, not the batch: the journal keeps it for a replay
                     self._keep_journal = True
                 self._on_error(len(spans), exc)
 

@@ -13,10 +13,26 @@ A run answers ``200`` with ``{"answer", "tier", "reason", "score", "p_value", "l
 "generation", "artifact_id"}`` (what ``auto run`` prints) when the artifact answered (tier-1) or
 the configured reference did (tier-0). Failures: ``409`` the guard declined and no reference is
 configured (``{"error": {"type": "declined", "reason"}}`` plus the result fields); ``400`` the body
-is not JSON or not an object; ``413`` it is over ``max_input_bytes``; ``422`` it violates the
-artifact's input schema and there is no reference; ``404`` no such artifact or task; ``502`` the
+is not JSON, not an object or nested deeper than :data:`MAX_JSON_DEPTH`; ``413`` it is over ``max_input_bytes``; ``422`` it violates the
+artifact's input schema (with or without a reference: an input the task cannot take is never sent
+to it); ``401`` a token is configured and the request does not carry it; ``404`` no such artifact or task; ``502`` the
 reference raised. Every call runs under the same sandbox limits as in process
 (:class:`auto_runtime.Limits`: fuel, memory, wall-clock timeout); a call that exhausts one deopts.
+
+Authentication: with a token (:attr:`ServeConfig.token`), every endpoint but ``/health`` needs
+``Authorization: Bearer <token>`` (compared in constant time). Listening off loopback without a
+token is refused (:func:`check_auth`) unless ``allow_unauthenticated`` says so: with a reference
+configured, any caller could otherwise trigger paid reference calls and write witnesses.
+
+Artifact calls run off the event loop on a pool of :data:`CALL_THREADS` threads (wasmtime
+releases the interpreter lock while wasm runs), at most :data:`MAX_PENDING_CALLS` per worker in
+flight (more wait without holding the loop), so ``/health`` and other requests stay responsive
+while calls burn their fuel.
+
+References: one per task. ``reference`` (``module:function``) serves every task when all the
+served artifacts are of one task; with several tasks it is refused as ambiguous and
+``references`` maps each task to its own (``--reference TASK=module:function``). A task with no
+reference answers declined calls with ``409``.
 
 The reference (``module:function``, called with the input's fields as keyword arguments) runs on
 a worker thread, so a slow reference does not hold up tier-1 answers; with a store, its answers are
@@ -30,7 +46,11 @@ the artifacts itself from the configuration, which travels in the environment va
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import hmac
 import importlib
+import ipaddress
 import json
 import os
 import sys
@@ -48,6 +68,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from auto.errors import ArgumentError
+from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
 from auto.registry import Registry
 from auto.store import Store, is_dsn
 
@@ -55,6 +76,17 @@ CONFIG_ENV = "AUTO_SERVE_CONFIG"
 """Environment variable carrying the JSON :class:`ServeConfig` to worker processes."""
 
 DEFAULT_PORT = 8787
+
+CALL_THREADS = 8
+"""Threads running artifact calls, per worker process (calls of one artifact are serialized by
+its sandbox; this bounds how many artifacts run at once)."""
+
+MAX_PENDING_CALLS = 256
+"""Artifact calls in flight per worker process (queued or running); more wait on the event loop
+without blocking it."""
+
+TOKEN_ENV = "AUTO_SERVE_TOKEN"
+"""Environment variable holding the bearer token ``auto serve`` requires (``--token``)."""
 
 DEFAULT_MAX_INPUT_BYTES = 1024 * 1024
 """Largest request body (bytes): an artifact answers ``too_large`` for an input over 1 MiB (the
@@ -78,6 +110,9 @@ class ServeConfig:
         max_input_bytes: largest request body.
         host, port, workers: where and how to listen.
         cwd: the folder a reference module is imported from.
+        references: ``{task: module:function}``, a reference per task (see the module docstring).
+        token: the bearer token every endpoint but ``/health`` requires, or None.
+        allow_unauthenticated: listen off loopback without a token.
     """
 
     artifacts: list[str] = field(default_factory=list)
@@ -94,6 +129,13 @@ class ServeConfig:
     port: int = DEFAULT_PORT
     workers: int = 1
     cwd: str | None = None
+    references: dict[str, str] = field(default_factory=dict)
+    token: str | None = None
+    allow_unauthenticated: bool = False
+
+    def __repr__(self) -> str:  # never show the token
+        return (f"ServeConfig(artifacts={self.artifacts!r}, store={self.store!r}, host={self.host!r}, port={self.port}, "
+                f"reference={self.reference!r}, references={self.references!r}, token={'<set>' if self.token else None})")
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -240,6 +282,27 @@ def load_artifacts(config: ServeConfig) -> list[Artifact]:
     return list(out.values())
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is a loopback address."""
+    if host.strip().lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_auth(config: ServeConfig) -> None:
+    """Refuse to serve off loopback without a token (see the module docstring).
+
+    Raises:
+        ArgumentError: ``host`` is not loopback, no token, and not ``allow_unauthenticated``.
+    """
+    if not config.token and not config.allow_unauthenticated and not is_loopback(config.host):
+        raise ArgumentError(f"refusing to listen on {config.host} without authentication: give --token (or "
+                            f"{TOKEN_ENV}) and send 'Authorization: Bearer <token>', or pass --allow-unauthenticated")
+
+
 def _result(res: Any) -> dict[str, Any]:
     return {"answer": res.answer, "tier": res.tier, "reason": res.reason, "score": res.score, "p_value": res.p_value,
             "latency_us": res.latency_us, "generation": res.generation, "artifact_id": res.artifact_id}
@@ -259,13 +322,17 @@ class ArtifactService:
     def __init__(self, config: ServeConfig, artifacts: list[Artifact] | None = None) -> None:
         self.config = config
         arts = load_artifacts(config) if artifacts is None else artifacts
-        self.reference = load_reference(config.reference, config.cwd) if config.reference else None
-        self._store = Store(config.store) if (config.store and self.reference is not None) else None
+        self.references = self._references(config, arts)
+        self.reference = next(iter(self.references.values()), None)  # (any; kept for callers that test it)
+        self._store = Store(config.store) if (config.store and self.references) else None
         capture = self._store.add_witness if self._store is not None else None
         tools = load_tools(config.tools, config.cwd) if config.tools else None
         self.tiered: dict[str, TieredTask] = {a.id: tiered_with_tools(a, tools, reference=None, capture=capture)
                                               for a in arts}
         check_no_extra_tools(arts, tools)
+        self._pool = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="auto-serve-call")
+        self._pending: asyncio.Semaphore | None = None
+        self._token = config.token.encode("utf-8") if config.token else None
         self.artifacts: dict[str, Artifact] = {a.id: a for a in arts}
         self.latest: dict[str, str] = {}
         for a in sorted(arts, key=lambda a: (a.generation or 0, a.id)):
@@ -278,14 +345,58 @@ class ArtifactService:
             Route("/v1/tasks/{task:path}/run", self.run_task, methods=["POST"]),
         ])
 
+    @staticmethod
+    def _references(config: ServeConfig, arts: list[Artifact]) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        """``{task: reference}`` (see the module docstring).
+
+        Raises:
+            ArgumentError: one ``reference`` for artifacts of several tasks; a mapping entry for a
+                task not served.
+        """
+        tasks = sorted({a.task for a in arts})
+        specs = dict(config.references)
+        unknown = sorted(set(specs) - set(tasks))
+        if unknown:
+            raise ArgumentError(f"--reference for task(s) {', '.join(map(repr, unknown))}, which no served artifact is of "
+                                f"(served: {', '.join(map(repr, tasks)) or 'none'})")
+        if config.reference:
+            if len(tasks) > 1 and set(tasks) - set(specs):
+                raise ArgumentError(f"one --reference {config.reference} for artifacts of {len(tasks)} tasks "
+                                    f"({', '.join(map(repr, tasks[:5]))}) is ambiguous: give one per task as "
+                                    f"--reference TASK=module:function")
+            for t in tasks:
+                specs.setdefault(t, config.reference)
+        return {t: load_reference(spec, config.cwd) for t, spec in specs.items()}
+
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self._store is not None:
             self._store.close()
+
+    def _authorized(self, request: Request) -> bool:
+        if self._token is None:
+            return True
+        scheme, _, got = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("utf-8", "surrogatepass"), self._token)
+
+    def _unauthorized(self) -> JSONResponse:
+        return JSONResponse({"error": {"type": "unauthorized", "message": "this server needs 'Authorization: Bearer "
+                                       "<token>' (the token auto serve was started with)"}},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the call pool (see the module docstring)."""
+        if self._pending is None:
+            self._pending = asyncio.Semaphore(MAX_PENDING_CALLS)
+        async with self._pending:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "artifacts": len(self.artifacts), "pid": os.getpid()})
 
     async def list(self, request: Request) -> JSONResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
         rows = [{"id": a.id, "task": a.task, "generation": a.generation, "compiled_as": a.manifest.get("compiled_as"),
                  "bytes": a.size_bytes, "signed_by": a.signed_by, "guard": a.guard.method}
                 for a in sorted(self.artifacts.values(), key=lambda a: (a.task, a.generation or 0, a.id))]
@@ -299,18 +410,24 @@ class ArtifactService:
         return hits[0] if len(hits) == 1 else None
 
     async def describe(self, request: Request) -> JSONResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
         art = self._find(request.path_params["aid"])
         if art is None:
             return _error(404, "not_found", f"no artifact {request.path_params['aid']} is served here")
         return JSONResponse(art.describe())
 
     async def run_artifact(self, request: Request) -> JSONResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
         art = self._find(request.path_params["aid"])
         if art is None:
             return _error(404, "not_found", f"no artifact {request.path_params['aid']} is served here")
         return await self._run(request, art)
 
     async def run_task(self, request: Request) -> JSONResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
         aid = self.latest.get(request.path_params["task"])
         if aid is None:
             return _error(404, "not_found", f"no artifact of task {request.path_params['task']!r} is served here")
@@ -329,10 +446,13 @@ class ArtifactService:
             if size > limit:
                 return None, _error(413, "too_large", f"the input is over {limit} bytes")
             chunks.append(c)
+        raw = b"".join(chunks)
+        if not json_depth_ok(raw):
+            return None, _error(400, "too_deep", f"the body nests arrays/objects deeper than {MAX_JSON_DEPTH} levels")
         try:
-            obj = json.loads(b"".join(chunks))
-        except ValueError as e:
-            return None, _error(400, "bad_json", f"the body is not JSON: {e}")
+            obj = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            return None, _error(400, "bad_json", f"the body is not JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         if not isinstance(obj, dict):
             return None, _error(400, "wrong_type", "the body must be a JSON object (the task's named arguments)")
         return obj, None
@@ -343,22 +463,24 @@ class ArtifactService:
             return err
         tt = self.tiered[art.id]
         t0 = time.perf_counter()
-        res = tt.decide(obj)
+        res = await self._call(tt.decide, obj)
         if res.tier != "declined":
             return JSONResponse(_result(res))
-        if self.reference is None:
-            if res.reason.startswith("input-schema:"):
-                return _error(422, "input_schema", res.reason, **_result(res))
+        if res.reason.startswith("input-schema:"):
+            return _error(422, "input_schema", res.reason, **_result(res))
+        reference = self.references.get(art.task)
+        if reference is None:
             return JSONResponse({"error": {"type": "declined", "reason": res.reason, "message":
                                            f"the guard declined and no reference is configured: {res.reason}"},
                                  **_result(res)}, status_code=409)
         try:
-            answer = await run_in_threadpool(self.reference, obj)
+            answer = await run_in_threadpool(reference, obj)
         except Exception as e:  # noqa: BLE001 - the user's reference failing is one clear error
-            return _error(502, "reference_failed", f"the reference {self.config.reference} raised "
+            spec = self.config.references.get(art.task) or self.config.reference
+            return _error(502, "reference_failed", f"the reference {spec} raised "
                           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         latency = (time.perf_counter() - t0) * 1e6
-        tt.capture_deopt(obj, answer, res, latency)
+        await self._call(tt.capture_deopt, obj, answer, res, latency)
         out = _result(res)
         out.update({"answer": answer, "tier": "tier-0", "latency_us": latency})
         return JSONResponse(out)

@@ -14,7 +14,7 @@ from typing import Callable
 import uvicorn
 
 from auto.asgi import check_listen, loop_and_parser, uvicorn_config
-from auto.serve.app import CONFIG_ENV, ArtifactService, ServeConfig, load_artifacts
+from auto.serve.app import CONFIG_ENV, ArtifactService, ServeConfig, check_auth, load_artifacts
 
 
 def run(config: ServeConfig, announce: Callable[[], None] | None = None) -> None:
@@ -23,9 +23,11 @@ def run(config: ServeConfig, announce: Callable[[], None] | None = None) -> None
 
     Raises:
         ListenError: the address cannot be listened on.
+        ArgumentError: off loopback without a token (:func:`auto.serve.app.check_auth`).
         ArtifactError, ArgumentError, StoreError: the configuration cannot be served (see
             :func:`auto.serve.app.load_artifacts`).
     """
+    check_auth(config)
     check_listen(config.host, config.port)
     arts = load_artifacts(config)
     if config.workers <= 1:

@@ -11,14 +11,21 @@ the journal never leaves the host that wrote it). One ``write(2)`` costs microse
 survives the process being killed (the data is in the kernel's page cache; a machine crash is
 another matter: the journal is not fsynced).
 
+A short ``write`` (a full disk writes part of a record) is undone at once: the file is cut
+back to the end of the last whole record and :meth:`Journal.append` raises ``OSError``, so a
+later record is never appended after a torn one.
+
 When a store is opened, journals whose lock can be taken — their writer is gone — are replayed
-(:func:`replay`): every complete record is ingested (idempotent: same ids, same content), a torn
-last record (or one another Python version cannot read) is skipped, and the file is removed.
+(:func:`replay`): every complete record is ingested (idempotent: same ids, same content), and the
+file is removed. A torn record (a kill in the middle of a ``write``, or one another Python
+version cannot read) is reported (logged as an error naming the file, the offset and the bytes
+skipped; counted in :data:`TORN`) and skipped; reading resumes at the next record start after it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import marshal
 import os
 import socket
@@ -26,7 +33,13 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+log = logging.getLogger("auto")
+
 SUFFIX = ".journal"
+
+TORN: list[tuple[str, int, int]] = []
+"""``(file, offset, bytes skipped)`` of every torn record replay met in this process (most recent
+last; tests and ``auto store verify`` read it)."""
 
 MAGIC = b"AJ1"
 """Start of every journal record (format version 1)."""
@@ -79,9 +92,23 @@ class Journal:
         record = MAGIC + len(body).to_bytes(4, "little") + body
         with self._lock:
             fd = self._open()
-            os.write(fd, record)
+            try:
+                n = os.write(fd, record)
+            except OSError:
+                self._cut(fd)
+                raise
+            if n != len(record):
+                self._cut(fd)
+                raise OSError(28, f"short write to the journal ({n} of {len(record)} bytes): is the disk full?")
             self.bytes += len(record)
         return body
+
+    def _cut(self, fd: int) -> None:
+        """Cut the file back to its last whole record (after a failed or short write)."""
+        try:
+            os.ftruncate(fd, self.bytes)
+        except OSError:
+            log.error("auto: the journal %s could not be cut back after a failed write", self.path)
 
     def truncate(self) -> None:
         """Everything appended so far is committed: empty the file."""
@@ -127,9 +154,14 @@ def replay(folder: Path, ingest: Callable[[list[dict], list[dict]], Any]) -> int
                 continue  # its writer is alive
             with os.fdopen(os.dup(fd), "rb") as f:
                 data = f.read()
-            for batch in records(data):
+            torn: list[tuple[int, int]] = []
+            for batch in records(data, torn):
                 ingest(batch.get("spans") or [], batch.get("traces") or [])
                 n += len(batch.get("spans") or [])
+            for at, skipped in torn:
+                TORN.append((str(p), at, skipped))
+                log.error("auto: journal %s: a torn record at byte %d (%d bytes skipped; its batch was never "
+                          "acknowledged as durable)", p, at, skipped)
             p.unlink(missing_ok=True)
         finally:
             os.close(fd)
@@ -142,18 +174,36 @@ def load_batch(payload: bytes) -> tuple[list[dict], list[dict]]:
     return batch["spans"], batch["traces"]
 
 
-def records(data: bytes) -> list[dict]:
-    """The complete, readable records of a journal's bytes, in order (stops at a torn one)."""
+def records(data: bytes, torn: list[tuple[int, int]] | None = None) -> list[dict]:
+    """The complete, readable records of a journal's bytes, in order. A torn or unreadable one
+    is skipped: reading resumes at the next :data:`MAGIC` after it that starts a readable record;
+    ``torn`` (when given) gets ``(offset, bytes skipped)`` for each."""
     out, i = [], 0
-    while i + 7 <= len(data) and data[i:i + 3] == MAGIC:
-        n = int.from_bytes(data[i + 3:i + 7], "little")
-        if i + 7 + n > len(data):
-            break  # torn by the kill: that batch was never acknowledged either
-        try:
-            batch = marshal.loads(data[i + 7:i + 7 + n])
-        except (ValueError, EOFError, TypeError):
-            break
-        if isinstance(batch, dict):
-            out.append(batch)
-        i += 7 + n
+    while i < len(data):
+        batch, end = _record_at(data, i)
+        if batch is not None:
+            if isinstance(batch, dict):
+                out.append(batch)
+            i = end
+            continue
+        j = data.find(MAGIC, i + 1)
+        while j != -1 and _record_at(data, j)[0] is None:
+            j = data.find(MAGIC, j + 1)
+        nxt = len(data) if j == -1 else j
+        if torn is not None:
+            torn.append((i, nxt - i))
+        i = nxt
     return out
+
+
+def _record_at(data: bytes, i: int) -> tuple[Any, int]:
+    """``(batch, end)`` of a whole readable record at offset ``i``, else ``(None, i)``."""
+    if data[i:i + 3] != MAGIC or i + 7 > len(data):
+        return None, i
+    n = int.from_bytes(data[i + 3:i + 7], "little")
+    if i + 7 + n > len(data):
+        return None, i
+    try:
+        return marshal.loads(data[i + 7:i + 7 + n]), i + 7 + n
+    except (ValueError, EOFError, TypeError):
+        return None, i

@@ -121,11 +121,21 @@ class LRU:
         self._d.clear()
 
 
+class PayloadMismatch(ValueError):
+    """A payload whose decoded bytes do not match its digest (``payload_id``: which)."""
+
+    def __init__(self, payload_id: int) -> None:
+        super().__init__(f"payload {payload_id} does not match its digest")
+        self.payload_id = payload_id
+
+
 class PayloadTexts:
     """Resolves payload ids to canonical JSON texts, with a bounded cache (dictionaries included).
 
     Args:
-        fetch: ``fetch(ids) -> rows (id, codec, dict_id, body)`` for the ids present.
+        fetch: ``fetch(ids) -> rows (id, codec, dict_id, body[, digest])`` for the ids present;
+            with the digest, every text read is checked against it (SHA-256 of the decoded
+            bytes: a payload changed behind the store's back is refused, not read).
         capacity: cached texts (entries).
     """
 
@@ -137,7 +147,8 @@ class PayloadTexts:
         """``{id: canonical JSON text}`` of the given ids (None ids are skipped).
 
         Raises:
-            ValueError: a payload id is missing from the store or does not decode.
+            ValueError: a payload id is missing from the store, does not decode, or does not
+                match its digest.
         """
         want = {i for i in ids if i is not None}
         out: dict[int, str] = {}
@@ -157,7 +168,10 @@ class PayloadTexts:
                 if r is None:
                     raise ValueError(f"payload {i} is missing")
                 zd = dicts[r[2]].encode("utf-8") if r[1] == DEFLATE_DICT else None
-                t = decode(r[1], r[3], zd).decode("utf-8")
+                raw = decode(r[1], r[3], zd)
+                if len(r) > 4 and r[4] is not None and payload_digest(raw) != bytes(r[4]):
+                    raise PayloadMismatch(i)
+                t = raw.decode("utf-8")
                 self._cache.put(i, t)
                 out[i] = t
         return out

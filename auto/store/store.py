@@ -54,9 +54,11 @@ from auto.store.normalize import (
     trace_from_row,
     trace_row,
 )
-from auto.store.payloads import LRU, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
+from auto.store.normalize import _as_dict
+from auto.store.payloads import LRU, PayloadMismatch, PayloadTexts, PayloadWriter, decode, DEFLATE_DICT
 from auto.store.postgres import PgConnection, is_dsn, location_error
 from auto.store.records import StoredArtifact, VerifyReport, Witness
+from auto.store.redaction import redact_records
 from auto.store.schema import bump_counter, immutability_triggers
 
 log = logging.getLogger("auto.store")
@@ -382,8 +384,12 @@ class Store:
         Raises:
             IngestError: a record is malformed, not canonical JSON, or re-uses an existing id
                 with different content. Nothing of the batch is written.
+
+        Every record is redacted first (:mod:`auto.store.redaction`: secrets replaced by
+        ``[REDACTED]``; a changed record's given ``digest`` is dropped and recomputed).
             StoreError: the database failed (PostgreSQL: unreachable past the retry deadline).
         """
+        spans, traces = redact_records(spans, _as_dict), redact_records(traces, _as_dict)  # the one choke point
         prepared = [normalize_span_texts(s) for s in spans]
         kept = {id(s) for s in dedupe([s for s, _ in prepared], "span_id", "span")}
         prepared = [p for p in prepared if id(p[0]) in kept]
@@ -525,9 +531,9 @@ class Store:
         out: list[tuple] = []
         for k in range(0, len(ids), 500):
             chunk = ids[k:k + 500]
-            rows = self._read(f"SELECT id, codec, dict_id, body FROM payloads WHERE id IN "
+            rows = self._read(f"SELECT id, codec, dict_id, body, digest FROM payloads WHERE id IN "
                                    f"({','.join('?' * len(chunk))})", chunk)
-            out.extend((r["id"], r["codec"], r["dict_id"], r["body"]) for r in rows)
+            out.extend((r["id"], r["codec"], r["dict_id"], r["body"], r["digest"]) for r in rows)  # (checked on read)
         return out
 
     def payload_texts(self, ids: Iterable[int | None]) -> dict[int, str]:
@@ -538,13 +544,24 @@ class Store:
         """
         try:
             return self._texts.texts(ids)
+        except PayloadMismatch as exc:
+            raise IntegrityError(f"{self.location}: {exc}: it was written outside Auto: `auto store verify` lists "
+                                 f"every such row") from None
         except ValueError as exc:
             raise IntegrityError(f"{self.location}: {exc}") from None
 
     def _spans_of(self, rows: list[dict], with_texts: bool = False, texts: dict[int, str] | None = None) -> list[dict]:
         ids = {r[c] for r in rows for c in ("input_id", "output_id", "error_id", "attributes_id")} - {None}
         texts = dict(texts) if texts is not None else {}
-        texts.update(self.payload_texts(ids - texts.keys()))
+        try:
+            texts.update(self._texts.texts(ids - texts.keys()))
+        except PayloadMismatch as exc:  # name the row and the column that read it
+            sid, col = next(((r["span_id"], c[:-3]) for r in rows for c in ("input_id", "output_id", "error_id",
+                            "attributes_id") if r[c] == exc.payload_id), (None, None))
+            raise IntegrityError(f"{self.location}: span {sid} column {col!r}: {exc}: "
+                                 f"it was written outside Auto: `auto store verify` lists every such row") from None
+        except ValueError as exc:
+            raise IntegrityError(f"{self.location}: {exc}") from None
         parsed: dict[int, Any] = {}
         out = [span_from_row(r, texts, parsed) for r in rows]
         if with_texts:  # the canonical input/output texts, for readers that key on them

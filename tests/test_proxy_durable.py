@@ -1,0 +1,90 @@
+"""``auto proxy`` killed with -9 under load: every call it answered has its span (journaled before
+the answer was sent, replayed by the next open of the store)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+from auto.store import Store
+
+from upstreams import ScriptedUpstream
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answered_then_kill(store: str, upstream: str, clients: int = 8, kill_after: int = 240) -> set[str]:
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "auto.cli", "proxy", "--upstream", upstream, "--store", store,
+                             "--port", str(port), "--record-only"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            text=True, env=env)
+    deadline = time.time() + 60
+    line = ""
+    while time.time() < deadline and "auto proxy on" not in line:
+        line = proc.stderr.readline()
+    assert "auto proxy on" in line, line
+    answered: set[str] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            tag = f"call-{k}-{i}"
+            i += 1
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": tag}], "stream": i % 3 == 0}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer k-0123456789"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    data = r.read()
+                    if r.status == 200 and (b"[DONE]" in data if i % 3 == 0 else b"choices" in data):
+                        with lock:
+                            answered.add(tag)
+            except OSError:
+                if stop.is_set():
+                    return
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    while time.time() < deadline + 60:
+        with lock:
+            if len(answered) >= kill_after:
+                break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)  # mid-load: requests in flight
+    proc.wait(30)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    return answered
+
+
+def test_kill_9_under_load_loses_no_answered_call(tmp_path):
+    store = str(tmp_path / "k.sqlite")
+    with ScriptedUpstream("echo-headers") as up:
+        answered = _answered_then_kill(store, up.base_url)
+    assert len(answered) >= 240
+    time.sleep(1.0)  # the orphaned writer process ends once it read its pipe
+    with Store(store) as st:  # opening it replays the killed proxy's journal
+        recorded = set()
+        for sp in st.spans(kind="llm"):
+            for m in (sp["input"] or {}).get("messages") or []:
+                recorded.add(m.get("content"))
+        assert st.verify().ok
+    missing = sorted(answered - recorded)
+    assert missing == [], f"{len(missing)} of {len(answered)} answered calls have no span: {missing[:5]}"
