@@ -28,6 +28,7 @@ Rungs (:data:`RUNGS`):
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,8 +40,10 @@ from auto.compile.rungs import program as program_rung
 from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
-from auto.errors import ArgumentError, CompileError, GateRefused, RungRefused
+from auto.errors import ArgumentError, AutoError, CompileError, GateRefused, RungRefused
 from auto.gate import Contract
+
+log = logging.getLogger("auto.compile")
 
 Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
 """``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
@@ -104,7 +107,9 @@ def compile_task(
             (``auto store verify`` checks the whole store).
         ArgumentError: an unknown rung name.
         CodegenError: lowering failed (a rung that cannot build a candidate, ``CompileError``, is
-            a refusal and the ladder goes on).
+            a refusal and the ladder goes on; so is a rung that raises an exception outside
+            Auto's error tree, logged with its traceback, so that the memo rung below it still
+            compiles).
     """
     names = ladder(programs=programs, memo=memo) if rungs is None else list(rungs)
     unknown = [n for n in names if n not in RUNGS]
@@ -127,6 +132,11 @@ def compile_task(
                 outcome = RUNGS[name](ws, contract, ctx)
             except CompileError as e:  # the rung could not build a candidate: a refusal, the ladder goes on
                 raise RungRefused(name, f"{name} rung: {e}") from None
+            except (AutoError, RungRefused):
+                raise
+            except Exception as e:  # noqa: BLE001 - a rung's bug (e.g. a model library's ValueError) costs that rung only
+                log.exception("task %s: the %s rung failed", task, name)
+                raise RungRefused(name, f"{name} rung failed: {type(e).__name__}: {e}") from None
         except RungRefused as r:
             ctx.prior.append(r)
             if r.final:

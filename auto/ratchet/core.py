@@ -49,6 +49,8 @@ import time
 from typing import Any, Callable
 
 from auto_runtime import Artifact, TieredTask
+from auto_runtime.overlay import ORIGIN as OVERLAY_ORIGIN
+from auto_runtime.overlay import TableOverlay, overlay_rule
 from auto_runtime.tiered import TIER_1
 
 from auto.canonical import canonical_json
@@ -94,6 +96,10 @@ generation still replaces it (fresher witnesses, a newer table)."""
 
 MIN_KNOWN = 10
 """Witnessed recent inputs a candidate must answer before its disagreement with them is judged."""
+
+FOLD_CHECK = 4096
+"""At most this many overlay entries are run through a newly installed table to mark the ones it
+repeats as folded (off the request path)."""
 
 SCORE_BATCH = 32
 """Nonconformity scores of tier-1 answers are handed to the shift monitor's thread in batches of
@@ -235,9 +241,12 @@ class Ratchet:
         self._parent: dict[int, int | None] = {}
         self._evidence = GenerationEvidence(None, self.contract.epsilon, risk_alpha)
         hit_rate = min(audit_rate, DEFAULT_AUDIT_HIT_RATE) if audit_hit_rate is None else audit_hit_rate
+        # the table overlay: witnessed inputs answered before the next table (never with tools)
+        self._overlay = TableOverlay(self.contract.overlay_min_lead) if tools is None else None
         self._tiered = TieredTask(None, reference=self._tier0, capture=self._capture, task=task,
                                   audit_rate=audit_rate, audit_seed=audit_seed, audit_hit_rate=hit_rate,
-                                  audit_max_records=AUDIT_RECORDS, tools=tools, tool_budget=tool_budget)
+                                  audit_max_records=AUDIT_RECORDS, tools=tools, tool_budget=tool_budget,
+                                  overlay=self._overlay)
         self._count_witnesses()
         if load:
             self._load_installed()
@@ -343,12 +352,14 @@ class Ratchet:
                  "auto.deopt.generation": rec.get("generation")}
         if rec.get("audit"):
             attrs["auto.audit"] = True
+        clean = True  # no secret in the input or the answer: the overlay may repeat it
         # with tools, the recorded run is the witness (the recorder redacts)
         if self._capture_witnesses and self._recorder is None:
             # never store a secret: a witness is a span like any other (a compile leaves redacted ones out)
             kept_in, n_in = self._redactor.redact_value(inp)
             kept_out, n_out = self._redactor.redact_value(out)
             if n_in or n_out:
+                clean = False
                 attrs["auto.redactions"] = n_in + n_out
                 attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
             try:
@@ -357,7 +368,11 @@ class Ratchet:
                 self.capture_errors += 1
                 log.warning("task %s: witness not stored (%s); the answer was returned", self.task, e)
                 return
-        alarm = False
+        elif self._overlay is not None:
+            clean = self._redactor.redact_value(inp)[1] == 0 and self._redactor.redact_value(out)[1] == 0
+        if clean and self._overlay is not None:  # a redacted witness is never compiled, nor repeated
+            self._overlay.observe(inp, out)
+        alarm = overlay_alarm = False
         with self._state_lock:
             st = self._state
             prev = self._seen.get(key)
@@ -375,7 +390,10 @@ class Ratchet:
                 st.new_since_alarm += 1
             ev = self._evidence
             if rec.get("audit"):
-                alarm = ev.audited(not rec.get("agree", True), table_hit=rec.get("tier1_score") == 0)
+                if rec.get("origin") == OVERLAY_ORIGIN:
+                    overlay_alarm = ev.audited_overlay(not rec.get("agree", True))
+                else:
+                    alarm = ev.audited(not rec.get("agree", True), table_hit=rec.get("tier1_score") == 0)
             else:
                 ev.deopts += 1
                 wb = rec.get("artifact_output")
@@ -387,7 +405,20 @@ class Ratchet:
                     st.would_be_correct_since_attempt += int(right)
         if alarm:
             self._rollback(f"risk alarm: audits reject the certificate ({self._evidence.monitor.describe()})")
+        if overlay_alarm:
+            self._disable_overlay()
         self._maybe_compile()
+
+    def _disable_overlay(self) -> None:
+        """The risk monitor of the overlay's audited answers rejected epsilon: stop answering from
+        the overlay and forget its evidence until the next generation is installed."""
+        ov = self._overlay
+        if ov is None:
+            return
+        why = f"risk alarm on the overlay's audited answers ({self._evidence.overlay_monitor.describe()})"
+        ov.disable(why)
+        self._log("alarm", generation=self._state.installed, detail={"monitor": "overlay-risk", "reason": why})
+        self._say(f"  overlay disabled: {why}")
 
     def _wake_monitor(self) -> None:
         """Hand the pending scores to the monitor thread (started on first use)."""
@@ -575,6 +606,7 @@ class Ratchet:
         if self._guard_factory is not None:
             art.guard = self._guard_factory(art, self._store)
         labels = {canonical_json(a) for a in ((art.manifest.get("interface") or {}).get("output") or {}).get("enum") or []}
+        folded = self._fold_overlay(art)
         with self._state_lock:
             self._tiered.swap(art)
             self._prime = getattr(art.guard, "prime", None)
@@ -588,9 +620,38 @@ class Ratchet:
                 self._pending_scores.clear()
             if record:
                 self._log("install", generation=generation, artifact_id=artifact_id,
-                          detail={"parent": parent, "trigger": trigger, "compiled_as": art.manifest.get("compiled_as")})
+                          detail={"parent": parent, "trigger": trigger, "compiled_as": art.manifest.get("compiled_as"),
+                                  "overlay_folded": folded})
         self._say(f"  generation {generation} installed, compiled as {art.manifest.get('compiled_as')}"
                   + (f" (trigger: {trigger['kind']})" if trigger else ""))
+
+    def _fold_overlay(self, art: Artifact) -> int | None:
+        """Before ``art`` is installed: adopt its manifest's overlay rule, re-enable a disabled
+        overlay (fresh evidence), and mark the overlay entries the new table repeats as folded
+        (at most :data:`FOLD_CHECK` of them are run through it). Returns how many were folded."""
+        ov = self._overlay
+        if ov is None:
+            return None
+        k = overlay_rule(art.manifest)
+        if k is not None:
+            ov.set_min_lead(k)
+        if ov.disabled is not None:
+            ov.enable()
+        if art.tools:
+            return 0
+        inputs = ov.unfolded_inputs(FOLD_CHECK)
+        if not inputs:
+            return 0
+        tt = TieredTask(art, reference=None)
+        same = []
+        for x in inputs:
+            try:
+                r = tt(x)
+            except (AutoError, TypeError, ValueError):
+                continue
+            if r.tier == TIER_1 and r.score == 0 and ov.answer_of(x) == (True, r.answer):
+                same.append(x)
+        return ov.fold(same)
 
     def _rollback(self, reason: str) -> None:
         with self._state_lock:
@@ -640,6 +701,8 @@ class Ratchet:
                 self._seen[key] = out
             elif prev == out:
                 self._state.repeats_consistent += 1
+            if self._overlay is not None:
+                self._overlay.observe(w.input, w.output)
         self._state.witnesses = len(self._seen)
 
     def _load_installed(self) -> None:
@@ -796,7 +859,8 @@ class Ratchet:
                     "witnesses": st.witnesses, "compile_attempts": st.attempts,
                     "tightened": self._tiered.tightened, "capture_errors": self.capture_errors,
                     "evidence": self._evidence.describe(),
-                    "shift_monitor": self._shift.describe() if self._shift is not None else None}
+                    "shift_monitor": self._shift.describe() if self._shift is not None else None,
+                    "overlay": self._overlay.describe() if self._overlay is not None else None}
 
 
 _DEOPT = object()
