@@ -97,6 +97,10 @@ def test_cold_stream_installs_generations_and_serves_tier1(tmp_path):
         assert "install" in kinds and kinds.count("compile") >= kinds.count("install")
         compiles = [e for e in st.ratchet_events("triage") if e["kind"] == "compile"]
         assert compiles[0]["detail"]["trigger"]["kind"] == "first"
+        # every compile row says which lane it ran in and how long each rung took
+        assert all(c["detail"]["trigger"]["lane"] for c in compiles)
+        rungs = compiles[0]["detail"]["rungs"]
+        assert rungs and all(isinstance(x["seconds"], float) and x["verdict"] in ("pass", "refuse") for x in rungs)
         assert st.installed_generation("triage") == (r.generation, r.status()["artifact_id"])
     r.close()
 
@@ -563,3 +567,45 @@ def test_two_offline_compiles_of_one_store_take_different_generations(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
         gens = sorted(a.generation for a in st.artifacts("triage"))
     assert gens == [1, 2], gens
+
+
+def test_the_overlay_answers_from_the_first_repeat_before_any_compile(tmp_path):
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    items = stream(8)
+    assert [r.call_result(x).tier for x in items] == ["tier-0"] * 8
+    res = [r.call_result(x) for x in items]  # every repeat: the overlay, not the reference
+    assert [x.tier for x in res] == ["tier-1"] * 8 and {x.reason for x in res} == {"overlay"}
+    assert [x.answer for x in res] == [classify(x["ticket"]) for x in items] and ref.calls == 8
+    assert r.generation is None and r.status()["overlay"]["hits"] == 8
+    r.close()
+
+
+def test_overlay_audits_feed_their_own_monitor_which_disables_the_overlay(tmp_path):
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    x = stream(1)[0]
+    r.call(x)
+    assert r.call_result(x).reason == "overlay"
+    for i in range(40):  # audited overlay answers that all disagree: the e-process rejects epsilon
+        r._capture({"task": "triage", "input": {"ticket": f"audit {i}"}, "output": "bug", "audit": True,
+                    "agree": False, "tier1_score": 0.0, "origin": "overlay", "reason": "shadow-audit"})
+        if r.status()["overlay"]["disabled"]:
+            break
+    assert r.status()["overlay"]["disabled"] and r.call_result(x).tier == "tier-0"
+    assert r.status()["evidence"]["audits"] == 0  # the specialist's monitor saw none of them
+    with Store(tmp_path / "r.sqlite") as st:
+        alarms = [e for e in st.ratchet_events("triage") if e["kind"] == "alarm"]
+        assert alarms and alarms[-1]["detail"]["monitor"] == "overlay-risk"
+    r.close()
+
+
+def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
+    from auto.ratchet.policy import slow_rungs_could_pass
+
+    assert slow_rungs_could_pass(None, 100, 110, 0.05)
+    cert = {"smallest_certifiable_epsilon": 0.10, "calibration_n": 100}
+    assert not slow_rungs_could_pass(cert, 100, 150, 0.05)  # 0.10 * sqrt(100/150) = 0.082 > 0.05
+    assert slow_rungs_could_pass(cert, 100, 400, 0.05) and slow_rungs_could_pass(cert, 100, 200, 0.05)
+    assert not slow_rungs_could_pass({"smallest_certifiable_epsilon": None}, 100, 199, 0.05)
+    assert slow_rungs_could_pass({"smallest_certifiable_epsilon": 0.06}, 100, 150, 0.05)

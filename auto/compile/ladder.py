@@ -29,6 +29,7 @@ Rungs (:data:`RUNGS`):
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -98,7 +99,9 @@ def compile_task(
 
     Returns:
         The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
-        prefixed by the refusals of the rungs tried before.
+        prefixed by the refusals of the rungs tried before, its ``rungs`` lists every rung tried
+        (``{"rung", "verdict", "seconds", "eval_run_id"}``: wall time per rung, in s). A
+        :class:`GateRefused` carries the same list as ``rungs``.
 
     Raises:
         GateRefused: every rung refused (the last rung's eval run is attached; the reason cites
@@ -124,9 +127,11 @@ def compile_task(
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)
+    tried: list[dict[str, Any]] = []  # per rung: name, verdict, seconds, eval run
     for name in names:
         if name == region_rung.NAME and not region_rung.applies(store, task):
             continue  # a single-call task: not a region (nothing to cite)
+        t0 = time.perf_counter()
         try:
             try:
                 outcome = RUNGS[name](ws, contract, ctx)
@@ -138,15 +143,22 @@ def compile_task(
                 log.exception("task %s: the %s rung failed", task, name)
                 raise RungRefused(name, f"{name} rung failed: {type(e).__name__}: {e}") from None
         except RungRefused as r:
+            tried.append({"rung": name, "verdict": "refuse", "seconds": round(time.perf_counter() - t0, 3),
+                          "eval_run_id": r.eval_run_id})
             ctx.prior.append(r)
             if r.final:
                 break
             ctx.say(f"  {r.citation}")
             continue
+        tried.append({"rung": name, "verdict": "pass", "seconds": round(time.perf_counter() - t0, 3),
+                      "eval_run_id": outcome.eval_run_id})
+        outcome.rungs = tried
         if ctx.prior:
             outcome.reason = "; ".join([*(r.citation for r in ctx.prior), outcome.reason])
         return outcome
     if not ctx.prior:
         raise GateRefused(f"no rung applies to task {task!r} (tried {', '.join(names)})")
     last = ctx.prior[-1]
-    raise GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)
+    err = GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)
+    err.rungs = tried
+    raise err

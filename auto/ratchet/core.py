@@ -59,7 +59,7 @@ from auto.errors import ArgumentError, AutoError
 from auto.guards.shift import ShiftMonitor
 from auto.ratchet.evidence import GenerationEvidence
 from auto.record.redact import Redactor
-from auto.ratchet.policy import CompilePolicy, PolicyState
+from auto.ratchet.policy import CompilePolicy, PolicyState, slow_rungs_could_pass
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S, CompileRequest, CompileResult, default_out_path, run_compile
 from auto.record import openai_hook
 from auto.record.core import Recorder, activate, active_recorder, deactivate
@@ -508,24 +508,42 @@ class Ratchet:
         try:
             latest = self._store.latest_artifact(self.task)
             generation = (latest.generation + 1) if latest else 1
-            # a table refresh while no generation answers new inputs: the memo rung alone (cheap)
-            table_only = trigger["kind"] == "memo" and not self._installed_answers_new_inputs()
+            lane = self._lane(trigger)
             req = CompileRequest(store_path=self.store_path, task=self.task, contract=self.contract.model_dump(),
                                  generation=generation, out_path=default_out_path(local_path(self.store_path), self.task, generation),
                                  reference_model=self.reference_model, programs=self.programs,
-                                 rungs=["memo"] if table_only else None)
+                                 rungs=["memo"] if lane != "full" else None)
             res = run_compile(req, timeout_s=self.compile_timeout_s, mode=self.worker)
-            self._finish(res, trigger)
+            self._finish(res, {**trigger, "lane": lane})
         except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
             log.exception("task %s: compile thread failed", self.task)
             self._log("compile", detail={"verdict": "error", "reason": f"{type(e).__name__}: {e}", "trigger": trigger})
         finally:
             self._compile_lock.release()
 
+    def _lane(self, trigger: dict[str, Any]) -> str:
+        """``"full"`` (the whole ladder) or a table-only lane: ``"table"`` for a table refresh, or
+        ``"table (slow rungs predicted to refuse)"`` when the last specialist refusal's
+        certificate says it cannot pass yet (:func:`~auto.ratchet.policy.slow_rungs_could_pass`).
+        Both table lanes apply only while no installed generation answers new inputs (a table
+        alone would be weaker than it) and the task calls no tools."""
+        if self._recorder is not None or self._installed_answers_new_inputs():
+            return "full"
+        if trigger["kind"] == "memo":
+            return "table"
+        st = self._state
+        if not slow_rungs_could_pass(st.refusal, st.refusal_witnesses, st.witnesses, self.contract.epsilon):
+            return "table (slow rungs predicted to refuse)"
+        return "full"
+
     def _finish(self, res: CompileResult, trigger: dict[str, Any]) -> None:
         detail = {"verdict": res.verdict, "reason": res.reason, "trigger": trigger, "seconds": round(res.seconds, 3),
                   "compiled_as": res.compiled_as, "eval_run_id": res.eval_run_id,
-                  "evidence": self._evidence.describe()}
+                  "rungs": res.detail.get("rungs"), "evidence": self._evidence.describe()}
+        if trigger.get("lane") == "full" and res.verdict in ("pass", "refuse"):
+            with self._state_lock:
+                self._state.refusal = res.detail.get("certificate")
+                self._state.refusal_witnesses = self._state.witnesses_at_attempt
         self._log("compile", generation=res.generation, artifact_id=res.artifact_id, detail=detail)
         if res.verdict != "pass" or res.artifact_id is None:
             self._say(f"  compile of generation {res.generation} ({trigger['kind']}): {res.verdict}: {res.reason}")

@@ -38,8 +38,33 @@ costs a logarithmic number of attempts in the witnesses seen.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: int, witnesses_now: int,
+                          epsilon: float) -> bool:
+    """Whether the specialist rung could pass now, predicted from its last refusal.
+
+    ``certificate`` is what the refused attempt certified (``smallest_certifiable_epsilon`` at
+    ``witnesses_then`` distinct witnesses; :func:`auto.ratchet.worker.refusal_certificate`),
+    None when the last attempt was not refused (then: True). The smallest certifiable level is
+    an upper confidence bound whose sampling part shrinks as ``1 / sqrt(n)`` (Hoeffding), so at
+    ``witnesses_now`` it is predicted at best ``eps_min * sqrt(witnesses_then / witnesses_now)``
+    (as if all of it were sampling error); the rung could pass when that is at most
+    ``epsilon``. When nothing was certifiable, or the prediction fails, the rung is tried again
+    once the witnesses have doubled (the model itself may get better with data), so a task
+    whose specialist never passes costs a logarithmic number of slow compiles.
+    """
+    if certificate is None:
+        return True
+    if witnesses_now >= 2 * max(1, witnesses_then):
+        return True
+    eps_min = certificate.get("smallest_certifiable_epsilon")
+    if not isinstance(eps_min, (int, float)) or witnesses_now <= 0:
+        return False
+    return eps_min * math.sqrt(max(1, witnesses_then) / witnesses_now) <= epsilon
 
 
 @dataclass
@@ -62,6 +87,8 @@ class PolicyState:
         alarm: ``"risk-alarm"`` or ``"shift-alarm"`` when one is pending, else None.
         new_since_alarm: witnesses captured since that alarm.
         alarm_streak: alarm-triggered compiles since the last compile of another kind.
+        refusal: the certificate of the last specialist refusal (None after a compile whose
+            specialist was not refused); refusal_witnesses: ``witnesses`` at that attempt.
     """
 
     installed: int | None = None
@@ -78,6 +105,8 @@ class PolicyState:
     alarm: str | None = None
     new_since_alarm: int = 0
     alarm_streak: int = 0
+    refusal: dict[str, Any] | None = None
+    refusal_witnesses: int = 0
 
 
 @dataclass(frozen=True)

@@ -97,20 +97,41 @@ def compile_once(req: CompileRequest) -> CompileResult:
     t0 = time.perf_counter()
     try:
         with Store(req.store_path) as store:
-            out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
-                               out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
-                               memo=req.memo, rungs=req.rungs)
-        return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
-                             eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
-                             seconds=time.perf_counter() - t0, detail={"timings_s": out.timings_s})
-    except GateRefused as e:
-        return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
-                             seconds=time.perf_counter() - t0)
+            try:
+                out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
+                                   out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
+                                   memo=req.memo, rungs=req.rungs)
+            except GateRefused as e:
+                return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
+                                     seconds=time.perf_counter() - t0,
+                                     detail={"rungs": e.rungs, "certificate": refusal_certificate(store, e.rungs)})
+            return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
+                                 eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
+                                 seconds=time.perf_counter() - t0,
+                                 detail={"timings_s": out.timings_s, "rungs": out.rungs,
+                                         "certificate": refusal_certificate(store, out.rungs)})
     except AutoError as e:
         return CompileResult("error", f"{type(e).__name__}: {e}", req.generation, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a compile bug must not take the ratchet down; it is recorded
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return CompileResult("error", f"unexpected {tb}", req.generation, seconds=time.perf_counter() - t0)
+
+
+def refusal_certificate(store: Any, rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the specialist rung's refusal in ``rungs`` certified, read from its eval run:
+    ``{"smallest_certifiable_epsilon", "calibration_n"}`` (the selective-risk component of the
+    guard it was refused with), or None when the specialist was not refused (or left no eval
+    run). The ratchet predicts the next attempt's chance from it
+    (:func:`auto.ratchet.policy.slow_rungs_could_pass`)."""
+    ref = next((r for r in rungs if r.get("rung") == "specialist" and r.get("verdict") == "refuse"), None)
+    if ref is None or not ref.get("eval_run_id"):
+        return None
+    run = store.get_eval_run(ref["eval_run_id"]) or {}
+    comps = (run.get("guard") or {}).get("components") or []
+    risk = next((c for c in reversed(comps) if isinstance(c, dict) and c.get("method") == "selective-risk"), None)
+    if risk is None:
+        return {"smallest_certifiable_epsilon": None, "calibration_n": None}
+    return {"smallest_certifiable_epsilon": risk.get("smallest_certifiable_epsilon"), "calibration_n": risk.get("n")}
 
 
 CHILD_NICENESS = 10
