@@ -345,7 +345,9 @@ def run_selective_gate(
     checks.append({"name": "guard-certified", "fallback_reason": guard.get("fallback_reason"),
                    "threshold": (risk or {}).get("threshold"), "coverage": cov,
                    "selective_risk": (risk or {}).get("calibration_selective_risk"),
-                   "epsilon": contract.epsilon, "delta": contract.delta, "passed": certified})
+                   "epsilon": contract.epsilon, "delta": contract.delta, "passed": certified,
+                   "smallest_certifiable_epsilon": (risk or {}).get("smallest_certifiable_epsilon"),
+                   "calibration_n": (risk or {}).get("n")})
     failed = [c for c in checks if not c["passed"]]
     rate = "n/a" if est["rate"] is None else f"{est['rate']:.3f}"
     lows = "n/a" if low is None else f"{low:.3f}"

@@ -136,7 +136,7 @@ def test_a_failing_compile_keeps_the_current_generation_and_is_recorded(tmp_path
     gen = r.generation
     assert gen is not None
 
-    import auto.ratchet.core as core
+    import auto.ratchet.scheduler as core
 
     def broken(req, **kw):
         from auto.ratchet.worker import CompileResult
@@ -605,7 +605,28 @@ def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
 
     assert slow_rungs_could_pass(None, 100, 110, 0.05)
     cert = {"smallest_certifiable_epsilon": 0.10, "calibration_n": 100}
-    assert not slow_rungs_could_pass(cert, 100, 150, 0.05)  # 0.10 * sqrt(100/150) = 0.082 > 0.05
-    assert slow_rungs_could_pass(cert, 100, 400, 0.05) and slow_rungs_could_pass(cert, 100, 200, 0.05)
+    assert not slow_rungs_could_pass(cert, 100, 150, 0.05)  # 0.10 * 100 / 150 = 0.067 > 0.05
+    assert slow_rungs_could_pass(cert, 100, 200, 0.05)
     assert not slow_rungs_could_pass({"smallest_certifiable_epsilon": None}, 100, 199, 0.05)
-    assert slow_rungs_could_pass({"smallest_certifiable_epsilon": 0.06}, 100, 150, 0.05)
+    assert slow_rungs_could_pass({"smallest_certifiable_epsilon": 0.06}, 100, 130, 0.05)
+    # refused for too few calibration points (43 < 45): the next witnesses could be enough
+    few = {"smallest_certifiable_epsilon": None, "calibration_n": 43}
+    assert not slow_rungs_could_pass(few, 45, 45, 0.05, 0.1) and slow_rungs_could_pass(few, 45, 48, 0.05, 0.1)
+
+
+def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):
+    # a fast reference and no waiting for compiles: the first compile may land after the stream,
+    # but every repeat of a witnessed input is answered by the overlay at once
+    def fast(inp: dict) -> str:
+        time.sleep(0.003)
+        return classify(inp["ticket"])
+
+    base = stream(40, seed=3)
+    items = [base[(i * 7) % 40] if i >= 40 else base[i] for i in range(200)]
+    r = make(tmp_path, fast, audit_rate=0.05)
+    res = [r.call_result(x) for x in items]  # no wait_idle: compiles run while the stream goes on
+    tiers = [x.tier for x in res]
+    distinct = len({json.dumps(x, sort_keys=True) for x in items})
+    assert tiers.count("tier-0") <= distinct  # each distinct input paid once at most (no audit disagrees)
+    assert tiers[40:].count("tier-1") == 160 and all(x.answer == classify(i["ticket"]) for x, i in zip(res, items))
+    r.close()

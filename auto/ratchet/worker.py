@@ -119,19 +119,19 @@ def compile_once(req: CompileRequest) -> CompileResult:
 
 def refusal_certificate(store: Any, rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the specialist rung's refusal in ``rungs`` certified, read from its eval run:
-    ``{"smallest_certifiable_epsilon", "calibration_n"}`` (the selective-risk component of the
-    guard it was refused with), or None when the specialist was not refused (or left no eval
-    run). The ratchet predicts the next attempt's chance from it
+    ``{"smallest_certifiable_epsilon", "calibration_n"}`` (its eval run's ``guard-certified``
+    check), or None when the specialist was not refused or refused before calibrating a guard
+    (e.g. too few witnesses: nothing predicts the next attempt). The ratchet predicts the next attempt's chance from it
     (:func:`auto.ratchet.policy.slow_rungs_could_pass`)."""
     ref = next((r for r in rungs if r.get("rung") == "specialist" and r.get("verdict") == "refuse"), None)
     if ref is None or not ref.get("eval_run_id"):
         return None
     run = store.get_eval_run(ref["eval_run_id"]) or {}
-    comps = (run.get("guard") or {}).get("components") or []
-    risk = next((c for c in reversed(comps) if isinstance(c, dict) and c.get("method") == "selective-risk"), None)
-    if risk is None:
-        return {"smallest_certifiable_epsilon": None, "calibration_n": None}
-    return {"smallest_certifiable_epsilon": risk.get("smallest_certifiable_epsilon"), "calibration_n": risk.get("n")}
+    check = next((c for c in run.get("checks") or [] if c.get("name") == "guard-certified"), None)
+    if check is None:  # refused before its guard was calibrated (e.g. too few witnesses)
+        return None
+    return {"smallest_certifiable_epsilon": check.get("smallest_certifiable_epsilon"),
+            "calibration_n": check.get("calibration_n")}
 
 
 CHILD_NICENESS = 10
