@@ -39,6 +39,26 @@ def test_folds_fit_labels_too_small_to_stratify():
         fold_splitter(["a"], 10, 0)
 
 
+def test_a_rung_that_raises_costs_that_rung_only_and_the_table_still_compiles(tmp_path, monkeypatch):
+    import importlib
+
+    ladder = importlib.import_module("auto.compile.ladder")  # the package exports a function of that name
+
+    def broken(ws, contract, ctx):
+        raise ValueError("n_splits=10 cannot be greater than the number of members in each class")
+
+    monkeypatch.setitem(ladder.RUNGS, "specialist", broken)
+    with Store(tmp_path / "s.sqlite") as st:
+        for inp, out in many_label_witnesses():
+            st.add_witness(task="intents", input=inp, output=out)
+        outcome = compile_task(st, "intents", contract=Contract(task="intents"), out_path=tmp_path / "g.wasm",
+                               programs=False)
+    assert outcome.manifest["compiled_as"] == "memo"
+    assert "specialist rung failed: ValueError: n_splits=10" in outcome.reason
+    assert [(r["rung"], r["verdict"]) for r in outcome.rungs] == [("specialist", "refuse"), ("memo", "pass")]
+
+
+@pytest.mark.slow
 def test_a_77_label_task_with_1_to_5_witnesses_per_label_compiles(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
         for inp, out in many_label_witnesses():
