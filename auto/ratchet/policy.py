@@ -45,6 +45,11 @@ from typing import Any
 from auto.ratchet.events import Fired, Trigger
 
 
+RETRY_GROWTH = 3
+"""A refused specialist is tried again whatever its certificate predicts once the witnesses have
+grown to ``RETRY_GROWTH / 2`` times (1.5×) what they were at the refusal."""
+
+
 def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: int, witnesses_now: int,
                           epsilon: float, delta: float = 0.1) -> bool:
     """Whether the specialist rung could pass now, predicted from its last refusal.
@@ -58,13 +63,13 @@ def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: in
     rung could pass when that is at most ``epsilon``. A refusal for too few calibration points (``calibration_n`` below the
     ``ceil(log(delta) / log(1 - epsilon))`` that zero errors need) could pass once the witnesses
     have grown in proportion to reach that many. When nothing was certifiable, or the prediction
-    fails, the rung is tried again once the witnesses have doubled (the model itself may get
-    better with data), so a task whose specialist never passes costs a logarithmic number of slow
-    compiles.
+    fails, the rung is tried again once the witnesses have grown by half (:data:`RETRY_GROWTH`:
+    the model itself may get better with data), so a task whose specialist never passes costs a
+    logarithmic number of slow compiles.
     """
     if certificate is None:
         return True
-    if witnesses_now >= 2 * max(1, witnesses_then):
+    if 2 * witnesses_now >= RETRY_GROWTH * max(1, witnesses_then):
         return True
     eps_min = certificate.get("smallest_certifiable_epsilon")
     cal_n = certificate.get("calibration_n")
