@@ -423,8 +423,10 @@ def test_the_compile_child_does_not_rerun_the_users_script(tmp_path):
         from auto.ratchet import CompilePolicy, Ratchet
         r = Ratchet(Counting(), {str(tmp_path / "s.sqlite")!r}, "triage", audit_rate=0.0, programs=False,
                     policy=CompilePolicy(first_at=45, min_new=10, growth=0.1))
-        for inp in stream(60):
+        for i, inp in enumerate(stream(90)):
             r.call(inp)
+            if i % 15 == 14:  # repeats are answered by the overlay: the compiles need distinct witnesses
+                r.wait_idle(120)
         r.wait_idle(120)
         print("generation", r.generation)
         r.close()
@@ -605,7 +607,7 @@ def test_overlay_audits_feed_their_own_monitor_which_disables_the_overlay(tmp_pa
 
 
 def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
-    from auto.ratchet.policy import slow_rungs_could_pass
+    from auto.ratchet.policy import program_could_pass, slow_rungs_could_pass
 
     assert slow_rungs_could_pass(None, 100, 110, 0.05)
     cert = {"smallest_certifiable_epsilon": 0.10, "calibration_n": 100}
@@ -616,6 +618,10 @@ def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
     # refused for too few calibration points (43 < 45): the next witnesses could be enough
     few = {"smallest_certifiable_epsilon": None, "calibration_n": 43}
     assert not slow_rungs_could_pass(few, 45, 45, 0.05, 0.1) and slow_rungs_could_pass(few, 45, 48, 0.05, 0.1)
+    # a program refused at 18/40 out-of-fold cannot reach 0.95 before 400 more witnesses (or 1.5x: 60)
+    prog = {"program": {"agree": 18, "n": 40, "min_agreement": 0.95}}
+    assert not program_could_pass(prog, 59) and program_could_pass(prog, 60) and program_could_pass(None, 41)
+    assert program_could_pass({"program": {"agree": 39, "n": 40, "min_agreement": 0.95}}, 41)
 
 
 def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):

@@ -74,8 +74,11 @@ class Capture:
         except (TypeError, ValueError):
             return None
 
-    def count_witnesses(self) -> None:
-        """Read the task's witnesses already in the store (a restart, or another ratchet's)."""
+    def count_witnesses(self, seed_overlay: bool = True) -> None:
+        """Read the task's witnesses already in the store (a restart, or another ratchet's); with
+        ``seed_overlay`` they also feed the table overlay (a host that trusts only signed
+        generations passes False: stored rows are not signed, so only answers this process got
+        from the reference itself are repeated)."""
         h = self.host
         for w in unit_witnesses(h.store, h.task):
             try:
@@ -87,7 +90,7 @@ class Capture:
                 self.seen[key] = out
             elif prev == out:
                 h.state.repeats_consistent += 1
-            if h.overlay is not None:
+            if seed_overlay and h.overlay is not None:
                 h.overlay.observe(w.input, w.output)
         h.state.witnesses = len(self.seen)
 

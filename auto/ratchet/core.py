@@ -35,8 +35,9 @@ Table overlay (:mod:`auto_runtime.overlay`): every witness the ratchet captures 
 runtime's overlay, which answers a witnessed input at tier-1 from its first repeat (once its
 witnesses meet the contract's ``overlay_min_lead`` rule), before any compile; the shadow audit
 re-asks those answers at the table-hit rate and their own risk monitor disables the overlay on an
-alarm (until the next install). Compiles are scheduled in lanes: a table refresh, or a compile
-whose specialist the last refusal's certificate says cannot pass yet, runs the memo rung alone.
+alarm (until the next install). Compiles are scheduled in lanes: a table refresh runs the memo
+rung alone, and a slow rung (program, specialist) whose last refusal predicts another is left
+out (:mod:`auto.ratchet.scheduler`).
 
 The parts: :mod:`~auto.ratchet.capture` (witness, redaction, counters),
 :mod:`~auto.ratchet.scheduler` (policy, compile lock, worker, lanes, ``start_attempt``),
@@ -139,7 +140,9 @@ class Ratchet:
             model-call site records the upstream call, which is the site's witness.
         loader: ``(wasm, artifact_id) -> Artifact`` loading each generation before it is
             installed (default :meth:`auto_runtime.Artifact.load` with the id checked); a host
-            with a trust key passes one that checks the generation's signature.
+            with a trust key passes one that checks the generation's signature (the table
+            overlay then repeats only answers this process got from the reference, never rows
+            read from the store).
 
     Raises:
         ArgumentError: a bad setting (audit rate outside [0, 1], unknown worker mode).
@@ -196,7 +199,7 @@ class Ratchet:
                                   audit_rate=audit_rate, audit_seed=audit_seed, audit_hit_rate=hit_rate,
                                   audit_max_records=AUDIT_RECORDS, tools=tools, tool_budget=tool_budget,
                                   overlay=self.overlay)
-        self.capture.count_witnesses()
+        self.capture.count_witnesses(seed_overlay=loader is None)
         if load:
             self.installer.load_installed()
 

@@ -45,6 +45,7 @@ class Lane(str, enum.Enum):
     FULL = "full"
     TABLE = "table"
     TABLE_PREDICTED = "table (slow rungs predicted to refuse)"
+    PARTIAL = "partial (a slow rung predicted to refuse is left out)"
 
 
 @dataclass

@@ -50,13 +50,30 @@ RETRY_GROWTH = 3
 grown to ``RETRY_GROWTH / 2`` times (1.5×) what they were at the refusal."""
 
 
+def program_could_pass(certificate: dict[str, Any] | None, witnesses_now: int) -> bool:
+    """Whether the program rung could pass now, from its last refusal's out-of-fold agreement
+    ``agree`` of ``n`` (``certificate["program"]``, None: True): even if every witness since is
+    answered right, the agreement reaches the contract's ``min_agreement`` only once
+    ``(agree + m) / (n + m) >= min_agreement`` with ``m = witnesses_now - n`` new witnesses; it is
+    tried again anyway once the witnesses grew by half (:data:`RETRY_GROWTH`)."""
+    p = (certificate or {}).get("program")
+    if not p or not all(isinstance(p.get(k), (int, float)) for k in ("agree", "n", "min_agreement")):
+        return True
+    k, n, a = p["agree"], p["n"], p["min_agreement"]
+    if 2 * witnesses_now >= RETRY_GROWTH * max(1, n) or a >= 1.0:
+        return True
+    m = max(0, witnesses_now - n)
+    return (k + m) >= a * (n + m)
+
+
 def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: int, witnesses_now: int,
                           epsilon: float, delta: float = 0.1) -> bool:
     """Whether the specialist rung could pass now, predicted from its last refusal.
 
     ``certificate`` is what the refused attempt certified (``smallest_certifiable_epsilon`` at
-    ``witnesses_then`` distinct witnesses; :func:`auto.ratchet.worker.refusal_certificate`),
-    None when the last attempt was not refused (then: True). The smallest certifiable level is
+    ``witnesses_then`` distinct witnesses: the ``"specialist"`` part of
+    :func:`auto.ratchet.worker.refusal_certificate`), None when the last attempt was not refused
+    (then: True). The smallest certifiable level is
     an upper confidence bound; with no errors it shrinks as ``1 / n`` (``1 - delta^(1/n)``, about
     ``log(1/delta) / n``), faster than with errors (``1 / sqrt(n)``, Hoeffding), so at
     ``witnesses_now`` it is predicted at best ``eps_min * witnesses_then / witnesses_now``; the
@@ -106,8 +123,9 @@ class PolicyState:
         alarm: ``"risk-alarm"`` or ``"shift-alarm"`` when one is pending, else None.
         new_since_alarm: witnesses captured since that alarm.
         alarm_streak: alarm-triggered compiles since the last compile of another kind.
-        refusal: the certificate of the last specialist refusal (None after a compile whose
-            specialist was not refused); refusal_witnesses: ``witnesses`` at that attempt.
+        refusal: per slow rung whose last attempt refused, what it showed
+            (:func:`auto.ratchet.worker.refusal_certificate`, with ``witnesses`` at that attempt);
+            None when none did.
     """
 
     installed: int | None = None
@@ -125,7 +143,6 @@ class PolicyState:
     new_since_alarm: int = 0
     alarm_streak: int = 0
     refusal: dict[str, Any] | None = None
-    refusal_witnesses: int = 0
 
 
 @dataclass(frozen=True)

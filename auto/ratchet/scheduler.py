@@ -8,10 +8,12 @@ compile on a background thread, which runs it in a child process (:mod:`auto.rat
 and hands a generation that passed its gate to the installer.
 
 Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or the memo rung
-alone (``table``) — for a table refresh, and whenever the last specialist refusal's certificate
-predicts that the slow rungs would refuse again
-(:func:`~auto.ratchet.policy.slow_rungs_could_pass`), so that a table refresh does not wait the
-tens of seconds a doomed specialist takes. Table lanes apply only while the installed generation
+alone (``table``) — for a table refresh, and whenever the last refusals of the slow rungs predict
+that they would refuse again (``table (slow rungs predicted to refuse)``; the specialist from its
+certificate, :func:`~auto.ratchet.policy.slow_rungs_could_pass`, the program from its
+out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`) — or without the one
+slow rung predicted to refuse (``partial``), so that a table refresh does not wait the minutes a
+doomed program search or specialist takes. Table lanes apply only while the installed generation
 answers no input it has not witnessed (a table alone would be weaker than it). Between two
 tables, witnessed inputs are answered by the runtime's table overlay at once
 (:mod:`auto_runtime.overlay`): the table lane only makes the overlay's entries portable.
@@ -24,7 +26,7 @@ import threading
 from typing import Any
 
 from auto.ratchet.events import CompileRow, Fired, Lane, Trigger
-from auto.ratchet.policy import CompilePolicy, slow_rungs_could_pass
+from auto.ratchet.policy import CompilePolicy, program_could_pass, slow_rungs_could_pass
 from auto.ratchet.worker import CompileRequest, CompileResult, default_out_path, run_compile
 from auto.store import local_path
 from auto.store.lock import compile_lock
@@ -102,30 +104,36 @@ class Scheduler:
                                             "from the store)"))
         return False
 
-    def lane(self, fired: Fired) -> Lane:
-        """The lane of a compile about to run (see the module docstring)."""
+    def lane(self, fired: Fired) -> tuple[Lane, list[str] | None]:
+        """The lane of a compile about to run and the rungs it tries (None: the whole ladder;
+        see the module docstring): a slow rung whose last refusal predicts another is left out
+        (:func:`~auto.ratchet.policy.slow_rungs_could_pass`,
+        :func:`~auto.ratchet.policy.program_could_pass`)."""
         h = self.host
         if h.records_runs or h.installer.answers_new_inputs:
-            return Lane.FULL
+            return Lane.FULL, None
         if fired.kind is Trigger.MEMO:
-            return Lane.TABLE
+            return Lane.TABLE, ["memo"]
         st = h.state
-        if not slow_rungs_could_pass(st.refusal, st.refusal_witnesses, st.witnesses, h.contract.epsilon,
-                                     h.contract.delta):
-            return Lane.TABLE_PREDICTED
-        return Lane.FULL
+        spec = (st.refusal or {}).get("specialist")
+        rungs = [r for r, ok in (
+            ("program", h.programs and program_could_pass(st.refusal, st.witnesses)),
+            ("specialist", slow_rungs_could_pass(spec, (spec or {}).get("witnesses", 0), st.witnesses,
+                                                 h.contract.epsilon, h.contract.delta))) if ok]
+        if len(rungs) == (2 if h.programs else 1):
+            return Lane.FULL, None
+        return (Lane.TABLE_PREDICTED if not rungs else Lane.PARTIAL), rungs + ["memo"]
 
     def _compile(self, fired: Fired) -> None:
         h = self.host
         try:
             latest = h.store.latest_artifact(h.task)
             generation = (latest.generation + 1) if latest else 1
-            fired.lane = self.lane(fired)
+            fired.lane, rungs = self.lane(fired)
             req = CompileRequest(store_path=h.store_path, task=h.task, contract=h.contract.model_dump(),
                                  generation=generation,
                                  out_path=default_out_path(local_path(h.store_path), h.task, generation),
-                                 reference_model=h.reference_model, programs=h.programs,
-                                 rungs=None if fired.lane is Lane.FULL else ["memo"])
+                                 reference_model=h.reference_model, programs=h.programs, rungs=rungs)
             self._finish(run_compile(req, timeout_s=self.timeout_s, mode=self.worker), fired)
         except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
             log.exception("task %s: compile thread failed", h.task)
@@ -135,10 +143,14 @@ class Scheduler:
 
     def _finish(self, res: CompileResult, fired: Fired) -> None:
         h = self.host
-        if fired.lane is Lane.FULL and res.verdict in ("pass", "refuse"):
-            with h.state_lock:
-                h.state.refusal = res.detail.get("certificate")
-                h.state.refusal_witnesses = h.state.witnesses_at_attempt
+        if fired.lane in (Lane.FULL, Lane.PARTIAL) and res.verdict in ("pass", "refuse"):
+            with h.state_lock:  # per slow rung tried: its refusal's certificate, or none if it passed
+                st = h.state
+                tried = {r.get("rung") for r in res.detail.get("rungs") or []}
+                kept = {k: v for k, v in (st.refusal or {}).items() if k not in tried}
+                for k, v in (res.detail.get("certificate") or {}).items():
+                    kept[k] = {**v, "witnesses": st.witnesses_at_attempt}
+                st.refusal = kept or None
         h.log(CompileRow(res.generation, res.artifact_id, verdict=res.verdict, reason=res.reason, trigger=fired,
                          seconds=round(res.seconds, 3), compiled_as=res.compiled_as, eval_run_id=res.eval_run_id,
                          rungs=res.detail.get("rungs"), evidence=h.evidence.describe()))

@@ -118,20 +118,29 @@ def compile_once(req: CompileRequest) -> CompileResult:
 
 
 def refusal_certificate(store: Any, rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """What the specialist rung's refusal in ``rungs`` certified, read from its eval run:
-    ``{"smallest_certifiable_epsilon", "calibration_n"}`` (its eval run's ``guard-certified``
-    check), or None when the specialist was not refused or refused before calibrating a guard
-    (e.g. too few witnesses: nothing predicts the next attempt). The ratchet predicts the next attempt's chance from it
-    (:func:`auto.ratchet.policy.slow_rungs_could_pass`)."""
-    ref = next((r for r in rungs if r.get("rung") == "specialist" and r.get("verdict") == "refuse"), None)
-    if ref is None or not ref.get("eval_run_id"):
-        return None
-    run = store.get_eval_run(ref["eval_run_id"]) or {}
-    check = next((c for c in run.get("checks") or [] if c.get("name") == "guard-certified"), None)
-    if check is None:  # refused before its guard was calibrated (e.g. too few witnesses)
-        return None
-    return {"smallest_certifiable_epsilon": check.get("smallest_certifiable_epsilon"),
-            "calibration_n": check.get("calibration_n")}
+    """What the slow rungs refused in ``rungs`` showed, read from their eval runs, or None when
+    neither the program nor the specialist rung was refused:
+
+    - ``"specialist"``: ``{"smallest_certifiable_epsilon", "calibration_n"}`` (its eval run's
+      ``guard-certified`` check), None when it refused before calibrating a guard (e.g. too few
+      witnesses: nothing predicts the next attempt);
+    - ``"program"``: ``{"agree", "n", "min_agreement"}`` (its ``out-of-fold-agreement`` check).
+
+    The ratchet predicts the next attempt's chance from them
+    (:func:`auto.ratchet.policy.rungs_predicted_to_refuse`)."""
+    out: dict[str, Any] = {}
+    for r in rungs:
+        if r.get("verdict") != "refuse" or r.get("rung") not in ("program", "specialist") or not r.get("eval_run_id"):
+            continue
+        checks = {c.get("name"): c for c in (store.get_eval_run(r["eval_run_id"]) or {}).get("checks") or []}
+        if r["rung"] == "specialist" and "guard-certified" in checks:
+            c = checks["guard-certified"]
+            out["specialist"] = {"smallest_certifiable_epsilon": c.get("smallest_certifiable_epsilon"),
+                                 "calibration_n": c.get("calibration_n")}
+        elif r["rung"] == "program" and "out-of-fold-agreement" in checks:
+            c = checks["out-of-fold-agreement"]
+            out["program"] = {"agree": c.get("agree"), "n": c.get("n"), "min_agreement": c.get("min_agreement")}
+    return out or None
 
 
 CHILD_NICENESS = 10
