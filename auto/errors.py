@@ -160,12 +160,15 @@ class GateRefused(AutoError):
     Attributes:
         eval_run_id: content-addressed id of the stored eval run that records the refusal.
         reason: one line saying which check failed and by how much.
+        rungs: the compile ladder's rungs tried, with their verdicts and seconds (set by
+            :func:`auto.compile.compile_task`; empty otherwise).
     """
 
     def __init__(self, reason: str, eval_run_id: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.eval_run_id = eval_run_id
+        self.rungs: list[dict] = []
 
 
 class RungRefused(GateRefused):

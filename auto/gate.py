@@ -215,6 +215,13 @@ class Contract(BaseModel):
         program_min_agreement_ci95_low: the Clopper–Pearson lower bound of that agreement a program
             needs (95%, Bonferroni-corrected when the procedure was chosen among several).
         seed: seed of the deterministic split.
+        overlay_min_lead: the table overlay's admission rule (``k``, see
+            :mod:`auto_runtime.overlay`): a witnessed input is answered at tier-1 before the next
+            table is compiled once its modal witnessed answer leads every other answer for it by
+            ``k`` witnesses. 1 (the default) answers from the first repeat, as an exact-match dict
+            answers every repeat with its first answer; the shadow audit re-asks overlay answers
+            at the table-hit rate and the ratchet's risk monitor disables the overlay when those
+            audits reject ``epsilon``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -238,6 +245,7 @@ class Contract(BaseModel):
     program_min_agreement: float = Field(0.95, ge=0.0, le=1.0)
     program_min_agreement_ci95_low: float = Field(0.75, ge=0.0, le=1.0)
     seed: int = 0
+    overlay_min_lead: int = Field(1, ge=1)
 
     def __init__(self, **data: Any) -> None:
         """Raises:
@@ -499,7 +507,9 @@ def run_selective_gate(
     checks.append(Check(CheckName.GUARD_CERTIFIED, certified,
                         {"fallback_reason": guard.get("fallback_reason"), "threshold": (risk or {}).get("threshold"),
                          "coverage": cov, "selective_risk": (risk or {}).get("calibration_selective_risk"),
-                         "epsilon": contract.epsilon, "delta": contract.delta},
+                         "epsilon": contract.epsilon, "delta": contract.delta,
+                         "smallest_certifiable_epsilon": (risk or {}).get("smallest_certifiable_epsilon"),
+                         "calibration_n": (risk or {}).get("n")},
                         refusal=f"the guard would deopt every input outside the table: {why}; overall {overall}"))
     failed = first_refusal(checks)
     if failed is None:

@@ -12,9 +12,10 @@ recorded draws — recorded, not slept — and are labelled so):
   the ceiling parity can reach when the reference samples.
 * ``reference_latency_ms_p50`` — median latency of the control leg's reference calls (every item).
 * ``cost_usd_micros`` — the tiered leg's reference spend (tier-1 answers cost no model spend);
-  ``control_cost_usd_micros`` — the all-reference control leg's spend; ``cost_ratio`` = control /
-  tiered (higher is better). ``audit_cost_usd_micros`` is the shadow audit's reference spend, and
-  ``cost_ratio_with_audit`` counts it in the tiered leg.
+  ``control_cost_usd_micros`` — the all-reference control leg's spend; ``audit_cost_usd_micros``
+  is the shadow audit's reference spend; ``cost_ratio`` = control / (tiered + audit), the headline
+  (higher is better; the audit is part of what serving costs), and ``cost_ratio_without_audit`` =
+  control / tiered.
 * ``excess_silent_wrong`` — on the tier-1 items: the share whose tier-1 answer differs from the
   control leg's reference answer, minus the share whose second reference answer differs from it
   (the reference's disagreement with itself on the same items,
@@ -99,9 +100,9 @@ def stream_figures(rows: Sequence[Any]) -> dict[str, Any]:
         "reference_self_agreement": (self_k / n) if n else None,
         "cost_usd_micros": round(cost, 3),
         "control_cost_usd_micros": round(control, 3),
-        "cost_ratio": (control / cost) if cost > 0 else None,
+        "cost_ratio": (control / (cost + audit)) if cost + audit > 0 else None,
         "audit_cost_usd_micros": round(audit, 3),
-        "cost_ratio_with_audit": (control / (cost + audit)) if cost + audit > 0 else None,
+        "cost_ratio_without_audit": (control / cost) if cost > 0 else None,
         "excess_silent_wrong": ex["excess"],
         "excess_silent_wrong_ci95_high": ex["excess_ci95_high"],
         "tier1_disagreement_with_control": ex["tier1_disagreement"],
@@ -136,11 +137,13 @@ def write_ratchet_csv(rows: Sequence[Any], path: Path, simulated: bool = False) 
     ``latency_source`` says whether ``latency_us`` was measured (tier-1, or a real endpoint) or is
     the simulator's recorded draw (``simulated``); ``reference_answer_2`` and
     ``reference_latency_ms`` (the control leg's call) make every figure of ``results.json``
-    recomputable from the CSV.
+    recomputable from the CSV; ``audit_cost_usd_micros`` (the audit spend charged at this
+    position) and ``input`` (the item's canonical JSON) let a peer (an exact dict, a similarity
+    cache) be replayed on the same items with the control leg's answers and costs.
     """
     cols = ["position", "tier", "reason", "score", "p_value", "latency_us", "latency_source", "cost_usd_micros", "generation",
             "answer", "reference_answer", "reference_answer_2", "reference_latency_ms", "control_cost_usd_micros",
-            "cum_cost_usd_micros", "cum_control_cost_usd_micros", "label"]
+            "cum_cost_usd_micros", "cum_control_cost_usd_micros", "label", "audit_cost_usd_micros", "input"]
     cum = cum_c = 0.0
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -153,7 +156,9 @@ def write_ratchet_csv(rows: Sequence[Any], path: Path, simulated: bool = False) 
                         "measured" if r.tier == "tier-1" or not simulated else "simulated", f"{r.cost_usd_micros:.3f}",
                         "" if r.generation is None else r.generation, canonical_json(r.answer), canonical_json(r.reference_answer),
                         canonical_json(r.reference_answer_2), f"{r.reference_latency_ms:.3f}",
-                        f"{r.control_cost_usd_micros:.3f}", f"{cum:.3f}", f"{cum_c:.3f}", r.label or ""])
+                        f"{r.control_cost_usd_micros:.3f}", f"{cum:.3f}", f"{cum_c:.3f}", r.label or "",
+                        f"{getattr(r, 'audit_cost_usd_micros', 0.0):.3f}",
+                        "" if getattr(r, "input", None) is None else canonical_json(r.input)])
 
 
 ROLLING_WINDOW = 50
@@ -244,8 +249,8 @@ def render_summary(results: dict[str, Any]) -> str:
         f"excess silent-wrong {f(s.get('excess_silent_wrong'), '+.2%')} (95% upper {f(s.get('excess_silent_wrong_ci95_high'), '.2%')}; "
         f"the reference disagrees with itself on {f(s.get('reference_disagreement_tier1_items'), '.2%')} of the tier-1 items)",
         f"cost {f(s['cost_usd_micros'], ',.0f')} µ$ + audits {f(s.get('audit_cost_usd_micros'), ',.0f')} µ$ vs control "
-        f"{f(s['control_cost_usd_micros'], ',.0f')} µ$ (ratio {f(s.get('cost_ratio_with_audit'), '.2f')}x with audits, "
-        f"{f(s['cost_ratio'], '.2f')}x without)",
+        f"{f(s['control_cost_usd_micros'], ',.0f')} µ$ (ratio {f(s.get('cost_ratio'), '.2f')}x with audits, "
+        f"{f(s.get('cost_ratio_without_audit'), '.2f')}x without)",
         f"latency: tier-1 p50 {f(s['tier1_latency_us_p50'], '.1f')} µs (in-stream, measured)   reference p50 "
         f"{f(s['reference_latency_ms_p50'], '.0f')} ms" + (" (simulated draws, not slept)" if s.get("reference_latency_simulated") else ""),
     ]

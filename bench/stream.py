@@ -203,14 +203,16 @@ def _summarize(run: StreamRun) -> None:
                                  "reason": d.get("reason"), "eval_run_id": d.get("eval_run_id"),
                                  "compiled_as": d.get("compiled_as"), "trigger": (d.get("trigger") or {}).get("kind"),
                                  "trigger_evidence": (d.get("trigger") or {}).get("evidence"),
-                                 "compile_s": d.get("seconds"),
+                                 "compile_s": d.get("seconds"), "lane": (d.get("trigger") or {}).get("lane"),
+                                 "rung_s": {r["rung"]: r["seconds"] for r in d.get("rungs") or []},
                                  "after_shift_alarm": (d.get("trigger") or {}).get("kind") == "shift-alarm"})
         elif e["kind"] == "install":
             run.generations.append({"generation": e["generation"], "position": pos, "artifact_id": e["artifact_id"],
                                     "compiled_as": d.get("compiled_as"), "parent": d.get("parent"),
                                     "trigger": (d.get("trigger") or {}).get("kind")})
         elif e["kind"] == "alarm":
-            run.shift_alarms.append({"position": pos, "generation": e["generation"], "reason": d.get("reason")})
+            run.shift_alarms.append({"position": pos, "generation": e["generation"], "reason": d.get("reason"),
+                                     "monitor": d.get("monitor")})
         elif e["kind"] == "rollback":
             run.rollbacks.append({"position": pos, "generation": e["generation"], "reason": d.get("reason"),
                                   "to": d.get("to")})

@@ -380,6 +380,7 @@ def test_the_proxy_compiles_a_site_from_what_it_recorded(tmp_path):
             px.proxy.sites.wait_idle(30)
             time.sleep(0.3)
         assert tier == "1", px.proxy.sites.status()
+        px.proxy.sites.wait_idle(120)  # the repeats are answered by the overlay before the generation lands
         (status,) = px.proxy.sites.status().values()
         assert status["ratchet"]["generation"] >= 1
 

@@ -97,6 +97,10 @@ def test_cold_stream_installs_generations_and_serves_tier1(tmp_path):
         assert "install" in kinds and kinds.count("compile") >= kinds.count("install")
         compiles = [e for e in st.ratchet_events("triage") if e["kind"] == "compile"]
         assert compiles[0]["detail"]["trigger"]["kind"] == "first"
+        # every compile row says which lane it ran in and how long each rung took
+        assert all(c["detail"]["trigger"]["lane"] for c in compiles)
+        rungs = compiles[0]["detail"]["rungs"]
+        assert rungs and all(isinstance(x["seconds"], float) and x["verdict"] in ("pass", "refuse") for x in rungs)
         assert st.installed_generation("triage") == (r.generation, r.status()["artifact_id"])
     r.close()
 
@@ -132,7 +136,7 @@ def test_a_failing_compile_keeps_the_current_generation_and_is_recorded(tmp_path
     gen = r.generation
     assert gen is not None
 
-    import auto.ratchet.core as core
+    import auto.ratchet.scheduler as core
 
     def broken(req, **kw):
         from auto.ratchet.worker import CompileResult
@@ -296,6 +300,8 @@ KILL_SCRIPT = textwrap.dedent("""
     for i, inp in enumerate(stream(400)):
         r.call(inp)
         time.sleep(0.03)  # a reference call takes time: compiles finish while the stream goes on
+        if i % 60 == 59:  # repeats are answered by the overlay: let the compiles of the witnesses land
+            r.wait_idle(120)
         if r.generation is not None and i % 7 == 0:
             print("gen", r.generation, flush=True)
 """)
@@ -345,9 +351,11 @@ def test_task_decorator_with_ratchet(tmp_path, monkeypatch):
     assert triage(ticket="my invoice was charged twice") == "billing"
     assert triage("my invoice was charged twice") == "billing"  # positional, same signature
     r = triage.ratchet()
-    assert r.task == "triage" and r.store_path == str(tmp_path / "env.sqlite") and len(calls) == 2
+    # the repeat is answered by the table overlay: one reference call, one witness
+    assert r.task == "triage" and r.store_path == str(tmp_path / "env.sqlite") and len(calls) == 1
+    assert r.status()["overlay"]["hits"] == 1
     with Store(tmp_path / "env.sqlite") as st:
-        assert len(st.witnesses("triage")) == 2
+        assert len(st.witnesses("triage")) == 1
     r.close()
 
     @auto.task("other", ratchet=tmp_path / "p.sqlite")
@@ -417,8 +425,10 @@ def test_the_compile_child_does_not_rerun_the_users_script(tmp_path):
         from auto.ratchet import CompilePolicy, Ratchet
         r = Ratchet(Counting(), {str(tmp_path / "s.sqlite")!r}, "triage", audit_rate=0.0, programs=False,
                     policy=CompilePolicy(first_at=45, min_new=10, growth=0.1))
-        for inp in stream(60):
+        for i, inp in enumerate(stream(90)):
             r.call(inp)
+            if i % 15 == 14:  # repeats are answered by the overlay: the compiles need distinct witnesses
+                r.wait_idle(120)
         r.wait_idle(120)
         print("generation", r.generation)
         r.close()
@@ -484,8 +494,10 @@ def test_one_odd_input_does_not_block_compiles_and_two_text_fields_compile(tmp_p
     man = r._store.get_artifact(r.status()["artifact_id"]).manifest
     assert man["model"]["features"]["field"] == "ticket" and man["model"]["fields_not_read"] == ["lang"]
     assert man["model"]["excluded_inputs"] == 1
-    res = r.call_result({"ticket": None, "lang": "en"})  # the odd shape deopts on the schema check
+    res = r.call_result({"ticket": 7, "lang": "en"})  # an odd shape never witnessed deopts on the schema check
     assert res.tier == "tier-0" and res.reason.startswith("input-schema")
+    res = r.call_result({"ticket": None, "lang": "en"})  # the witnessed one is repeated by the overlay
+    assert res.tier == "tier-1" and res.reason == "overlay" and res.answer == "bug"
     r.close()
 
 
@@ -563,3 +575,70 @@ def test_two_offline_compiles_of_one_store_take_different_generations(tmp_path):
     with Store(tmp_path / "s.sqlite") as st:
         gens = sorted(a.generation for a in st.artifacts("triage"))
     assert gens == [1, 2], gens
+
+
+def test_the_overlay_answers_from_the_first_repeat_before_any_compile(tmp_path):
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    items = stream(8)
+    assert [r.call_result(x).tier for x in items] == ["tier-0"] * 8
+    res = [r.call_result(x) for x in items]  # every repeat: the overlay, not the reference
+    assert [x.tier for x in res] == ["tier-1"] * 8 and {x.reason for x in res} == {"overlay"}
+    assert [x.answer for x in res] == [classify(x["ticket"]) for x in items] and ref.calls == 8
+    assert r.generation is None and r.status()["overlay"]["hits"] == 8
+    r.close()
+
+
+def test_overlay_audits_feed_their_own_monitor_which_disables_the_overlay(tmp_path):
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    x = stream(1)[0]
+    r.call(x)
+    assert r.call_result(x).reason == "overlay"
+    for i in range(40):  # audited overlay answers that all disagree: the e-process rejects epsilon
+        r._capture({"task": "triage", "input": {"ticket": f"audit {i}"}, "output": "bug", "audit": True,
+                    "agree": False, "tier1_score": 0.0, "origin": "overlay", "reason": "shadow-audit"})
+        if r.status()["overlay"]["disabled"]:
+            break
+    assert r.status()["overlay"]["disabled"] and r.call_result(x).tier == "tier-0"
+    assert r.status()["evidence"]["audits"] == 0  # the specialist's monitor saw none of them
+    with Store(tmp_path / "r.sqlite") as st:
+        alarms = [e for e in st.ratchet_events("triage") if e["kind"] == "alarm"]
+        assert alarms and alarms[-1]["detail"]["monitor"] == "overlay-risk"
+    r.close()
+
+
+def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
+    from auto.ratchet.policy import program_could_pass, slow_rungs_could_pass
+
+    assert slow_rungs_could_pass(None, 100, 110, 0.05)
+    cert = {"smallest_certifiable_epsilon": 0.10, "calibration_n": 100}
+    assert not slow_rungs_could_pass(cert, 100, 149, 0.05)  # 0.10 * 100 / 149 = 0.067 > 0.05
+    assert slow_rungs_could_pass(cert, 100, 150, 0.05)  # grown by half: tried again
+    assert not slow_rungs_could_pass({"smallest_certifiable_epsilon": None}, 100, 149, 0.05)
+    assert slow_rungs_could_pass({"smallest_certifiable_epsilon": 0.06}, 100, 130, 0.05)
+    # refused for too few calibration points (43 < 45): the next witnesses could be enough
+    few = {"smallest_certifiable_epsilon": None, "calibration_n": 43}
+    assert not slow_rungs_could_pass(few, 45, 45, 0.05, 0.1) and slow_rungs_could_pass(few, 45, 48, 0.05, 0.1)
+    # a program refused at 18/40 out-of-fold cannot reach 0.95 before 400 more witnesses (or 1.5x: 60)
+    prog = {"program": {"agree": 18, "n": 40, "min_agreement": 0.95}}
+    assert not program_could_pass(prog, 59) and program_could_pass(prog, 60) and program_could_pass(None, 41)
+    assert program_could_pass({"program": {"agree": 39, "n": 40, "min_agreement": 0.95}}, 41)
+
+
+def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):
+    # a fast reference and no waiting for compiles: the first compile may land after the stream,
+    # but every repeat of a witnessed input is answered by the overlay at once
+    def fast(inp: dict) -> str:
+        time.sleep(0.003)
+        return classify(inp["ticket"])
+
+    base = stream(40, seed=3)
+    items = [base[(i * 7) % 40] if i >= 40 else base[i] for i in range(200)]
+    r = make(tmp_path, fast, audit_rate=0.05)
+    res = [r.call_result(x) for x in items]  # no wait_idle: compiles run while the stream goes on
+    tiers = [x.tier for x in res]
+    distinct = len({json.dumps(x, sort_keys=True) for x in items})
+    assert tiers.count("tier-0") <= distinct  # each distinct input paid once at most (no audit disagrees)
+    assert tiers[40:].count("tier-1") == 160 and all(x.answer == classify(i["ticket"]) for x, i in zip(res, items))
+    r.close()

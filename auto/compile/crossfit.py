@@ -22,13 +22,15 @@ What holds at which strength (stated in every manifest that uses it):
 
 from __future__ import annotations
 
+import collections
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import KFold, StratifiedKFold
 
 from auto.canonical import canonical_json
+from auto.errors import CompileError
 from auto.models.specialist.train import DEFAULT_BUCKETS, DEFAULT_GRID, CompiledModel, DistillResult, distill
 from auto.models.specialist.features import FeatureSpec
 
@@ -112,17 +114,43 @@ def fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config, seed
     return distill(list(items), [config.features], heldout=[], seed=seed, models=(config.model,))
 
 
+def fold_splitter(labels: Sequence[str], folds: int, seed: int) -> tuple[int, str]:
+    """``(K, how)``: the folds that fit the data. ``how`` is ``"stratified"`` when some label has
+    at least ``folds`` items (``StratifiedKFold`` needs one; a label with fewer items is spread
+    over as many folds as it has items), else ``"plain"`` (``KFold``: every label is too small to
+    stratify, e.g. tens of labels with a few witnesses each). K is ``folds``, at most the number
+    of items.
+
+    Raises:
+        CompileError: fewer than 2 items (no fold can be held out); the reason says so.
+    """
+    n = len(labels)
+    if n < 2:
+        raise CompileError(f"cross-fit needs at least 2 distinct inputs to hold one out, got {n}")
+    k = max(2, min(folds, n))
+    largest = max(collections.Counter(labels).values())
+    return k, ("stratified" if largest >= k else "plain")
+
+
 def fold_assignment(labels: Sequence[str], folds: int, seed: int) -> list[int]:
-    """Fold id (0..K-1) per item, stratified by label (``StratifiedKFold(shuffle=True,
-    random_state=seed)``); a label with fewer items than K is spread over as many folds as it
-    has items."""
+    """Fold id (0..K-1) per item (K from :func:`fold_splitter`), stratified by label
+    (``StratifiedKFold(shuffle=True, random_state=seed)``) when some label has K items, else
+    shuffled plain folds (``KFold``). An item whose label has no other item in the training
+    folds gets an out-of-fold answer that cannot be right: it counts as a miss, so the guard
+    calibrates on it as an error (such inputs are answered by the table, or deopt).
+
+    Raises:
+        CompileError: fewer than 2 items.
+    """
+    k, how = fold_splitter(labels, folds, seed)
     out = [0] * len(labels)
-    skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
+    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed) if how == "stratified" \
+        else KFold(n_splits=k, shuffle=True, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the least populated class has only m members": expected
-        for k, (_, test) in enumerate(skf.split([[0]] * len(labels), list(labels))):
+        for j, (_, test) in enumerate(splitter.split([[0]] * len(labels), list(labels))):
             for i in test:
-                out[int(i)] = k
+                out[int(i)] = j
     return out
 
 
@@ -137,9 +165,11 @@ def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config
         seed: fold assignment and estimator seed.
 
     Raises:
-        CompileError: a fold's training set cannot be fitted (e.g. a single label in it).
+        CompileError: a fold's training set cannot be fitted (e.g. a single label in it), or
+            fewer than 2 items (no fold can be held out).
     """
     labels = [canonical_json(it[1]) for it in items]
+    folds, _ = fold_splitter(labels, folds, seed)
     fold = fold_assignment(labels, folds, seed)
     preds: list[Any] = [None] * len(items)
     for k in range(folds):
@@ -157,4 +187,4 @@ def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config
 
 
 __all__ = ["DEFAULT_FOLDS", "MANY_INPUTS", "SMALL_FOLDS", "Config", "CrossFit", "choose_config", "cross_fit", "fit",
-           "fold_assignment", "folds_for"]
+           "fold_assignment", "fold_splitter", "folds_for"]

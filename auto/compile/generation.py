@@ -42,6 +42,8 @@ class CompileOutcome:
         model: the compiled model (its ``predict`` / the interpreter is the Python reference).
         sklearn_predict: the scikit-learn estimator's own predict on one input (featurize +
             predict), kept in memory so benchmarks can time it beside the artifact.
+        rungs: the ladder's rungs tried for it, in order (``{"rung", "verdict", "seconds",
+            "eval_run_id"}``; set by :func:`auto.compile.compile_task`).
     """
 
     task: str
@@ -57,6 +59,7 @@ class CompileOutcome:
     latency_us: dict[str, Any] | None = None
     model: Any = None
     sklearn_predict: Callable[[dict[str, Any]], Any] | None = None
+    rungs: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly summary (no bytes, no calibration scores)."""
@@ -77,6 +80,7 @@ class CompileOutcome:
             "latency_us": self.latency_us,
             "fuel_per_call": m["fuel_per_call"],
             "timings_s": self.timings_s,
+            "rungs": self.rungs,
         }
 
 

@@ -28,6 +28,8 @@ Rungs (:data:`RUNGS`):
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,8 +41,10 @@ from auto.compile.rungs import program as program_rung
 from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
-from auto.errors import ArgumentError, CompileError, GateRefused, RungRefused
+from auto.errors import ArgumentError, AutoError, CompileError, GateRefused, RungRefused
 from auto.gate import Contract
+
+log = logging.getLogger("auto.compile")
 
 Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
 """``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
@@ -95,7 +99,9 @@ def compile_task(
 
     Returns:
         The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
-        prefixed by the refusals of the rungs tried before.
+        prefixed by the refusals of the rungs tried before, its ``rungs`` lists every rung tried
+        (``{"rung", "verdict", "seconds", "eval_run_id"}``: wall time per rung, in s). A
+        :class:`GateRefused` carries the same list as ``rungs``.
 
     Raises:
         GateRefused: every rung refused (the last rung's eval run is attached; the reason cites
@@ -104,7 +110,9 @@ def compile_task(
             (``auto store verify`` checks the whole store).
         ArgumentError: an unknown rung name.
         CodegenError: lowering failed (a rung that cannot build a candidate, ``CompileError``, is
-            a refusal and the ladder goes on).
+            a refusal and the ladder goes on; so is a rung that raises an exception outside
+            Auto's error tree, logged with its traceback, so that the memo rung below it still
+            compiles).
     """
     names = ladder(programs=programs, memo=memo) if rungs is None else list(rungs)
     unknown = [n for n in names if n not in RUNGS]
@@ -119,26 +127,40 @@ def compile_task(
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)
+    tried: list[dict[str, Any]] = []  # per rung: name, verdict, seconds, eval run
     # a single-call task is not a region (nothing to cite): the region rung does not apply
     todo = [n for n in names if not (n == region_rung.NAME and not region_rung.applies(store, task))]
     ctx.say(f"  {len(ws.witnesses)} witnesses of {task}; rungs to try: {', '.join(todo) or 'none'}")
     for i, name in enumerate(todo, 1):
         ctx.say(f"  trying the {name} rung ({i} of {len(todo)})")  # a long phase: say which rung runs
+        t0 = time.perf_counter()
         try:
             try:
                 outcome = RUNGS[name](ws, contract, ctx)
             except CompileError as e:  # the rung could not build a candidate: a refusal, the ladder goes on
                 raise RungRefused(name, f"{name} rung: {e}") from None
+            except (AutoError, RungRefused):
+                raise
+            except Exception as e:  # noqa: BLE001 - a rung's bug (e.g. a model library's ValueError) costs that rung only
+                log.exception("task %s: the %s rung failed", task, name)
+                raise RungRefused(name, f"{name} rung failed: {type(e).__name__}: {e}") from None
         except RungRefused as r:
+            tried.append({"rung": name, "verdict": "refuse", "seconds": round(time.perf_counter() - t0, 3),
+                          "eval_run_id": r.eval_run_id})
             ctx.prior.append(r)
             if r.final:
                 break
             ctx.say(f"  {r.citation}")
             continue
+        tried.append({"rung": name, "verdict": "pass", "seconds": round(time.perf_counter() - t0, 3),
+                      "eval_run_id": outcome.eval_run_id})
+        outcome.rungs = tried
         if ctx.prior:
             outcome.reason = "; ".join([*(r.citation for r in ctx.prior), outcome.reason])
         return outcome
     if not ctx.prior:
         raise GateRefused(f"no rung applies to task {task!r} (tried {', '.join(names)})")
     last = ctx.prior[-1]
-    raise GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)
+    err = GateRefused("; ".join([*(r.citation for r in ctx.prior[:-1]), last.reason]), last.eval_run_id)
+    err.rungs = tried
+    raise err

@@ -26,17 +26,32 @@ Procedure (statistics through ``mapie.risk_control``, MAPIE 1.6):
    label "correct"); its effective sample size is the number of calibration points that proceed.
    Conditional on that number, those points' errors are i.i.d. Bernoulli(R(tau)), so the p-value is
    valid.
-3. Family-wise error control by fixed-sequence testing (``mapie.risk_control.control_fwer`` with
-   ``FWERFixedSequenceTesting(n_starts=1)``) in that fixed order: it rejects a prefix of the
-   sequence, every rejected threshold is certified, and the chosen threshold is the last (lowest)
-   one, which lets the most inputs through. For thresholds ordered a priori, fixed-sequence
-   testing spends the whole ``delta`` on each test and is the most powerful FWER procedure.
-   ``BinaryClassificationController`` is not used because its fixed-sequence path reorders the
-   thresholds by the direction of the *observed* risk curve, which makes the order depend on the
-   labels.
+3. Family-wise error control by fixed-sequence testing with ``m`` starts (Bauer, "Multiple
+   testing in clinical trials", Statistics in Medicine 10(6), 1991; ``mapie.risk_control.
+   control_fwer`` with ``FWERFixedSequenceTesting(n_starts=m)``) in that fixed order: ``m``
+   equally spaced starting thresholds, each chain tested at ``delta / m`` (a Bonferroni split of
+   ``delta`` over the chains), each chain rejecting a prefix of its segment; every rejected
+   threshold is certified, and the chosen threshold is the lowest rejected one, which lets the
+   most inputs through. ``BinaryClassificationController`` is not used because its
+   fixed-sequence path reorders the thresholds by the direction of the *observed* risk curve,
+   which makes the order depend on the labels.
 
-The data-dependent start in step 1 (the ``n_min``-th highest confidence) is a label-free choice;
-the test suite checks the resulting guarantee by simulation (tests/test_guards_stats.py).
+   Why several starts: with one start, the sequence begins at the ``n_min`` most confident
+   calibration points and stops at the first hypothesis it cannot reject, so a handful of the
+   reference's own confident mistakes among them (a wrong witnessed answer the model learns with
+   a large margin) stop the whole test, and more witnesses do not help: the certifiable level got
+   worse as the calibration set grew. A chain that starts at a quarter, a half… of the
+   thresholds averages those mistakes over many points. ``m = clip(n // (START_SPACING *
+   n_min), 1, MAX_STARTS)`` grows with the calibration size ``n`` only (label-free): below
+   ``START_SPACING * n_min`` points (180 at epsilon 0.05, delta 0.1) the procedure is the
+   single-start one, which is the most powerful where data are scarce.
+
+Guarantee: on calibration and test inputs that are exchangeable, with probability at least
+``1 - delta`` over the calibration draw, *every* threshold the procedure certifies (so the chosen
+one) has selective risk at most ``epsilon`` (family-wise error control of the tested nulls
+``R(tau) > epsilon``; Angelopoulos et al., Learn then Test, Theorem 1). The data-dependent start
+in step 1 (the ``n_min``-th highest confidence at level ``delta / m``) and ``m`` are label-free
+choices; the test suite checks the resulting guarantee by simulation (tests/test_guards_stats.py).
 """
 
 from __future__ import annotations
@@ -57,6 +72,21 @@ event precision): every threshold is tested, Holm's step-down controls the famil
 without an order (S. Holm, "A simple sequentially rejective multiple test procedure", 1979), and
 the lowest certified threshold is kept."""
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
+
+START_SPACING = 4
+"""A fixed-sequence chain starts per ``START_SPACING * n_min`` calibration points (see the module
+docstring): each chain's first hypothesis then has at least a quarter of its share of the points."""
+
+MAX_STARTS = 8
+"""At most this many chains: ``delta / 8`` per chain costs about ``log(8) / epsilon`` more points
+at the first hypothesis (41 at epsilon 0.05), a price paid only from ``START_SPACING * n_min * 8``
+calibration points on."""
+
+
+def n_starts(n: int, epsilon: float, delta: float) -> int:
+    """The number of fixed-sequence chains for ``n`` calibration points (label-free; see the
+    module docstring): ``clip(n // (START_SPACING * min_points(epsilon, delta)), 1, MAX_STARTS)``."""
+    return max(1, min(MAX_STARTS, n // (START_SPACING * min_points(epsilon, delta))))
 
 
 def _check_level(name: str, x: Any) -> float:
@@ -135,18 +165,36 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, ho
     from mapie.risk_control import FWERBonferroniHolm, FWERFixedSequenceTesting, control_fwer
 
     thr, counts = _thresholds(conf)
-    keep = counts >= min_points(epsilon, delta)
+    m = 1 if holm else n_starts(len(conf), epsilon, delta)
+    keep = counts >= min_points(epsilon, delta / m)
     thr = thr[keep]
     if len(thr) == 0:
-        return {"threshold": None, "tested": 0}
+        return {"threshold": None, "tested": 0, "starts": m}
+    m = min(m, len(thr))
     risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
-    method = FWERBonferroniHolm() if holm else FWERFixedSequenceTesting(n_starts=1)
-    rejected = control_fwer(p[:, 0], delta, fwer_method=method)
+    method = FWERBonferroniHolm() if holm else FWERFixedSequenceTesting(n_starts=m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        rejected = control_fwer(p[:, 0], delta, fwer_method=method)
     if len(rejected) == 0:
-        return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0])}
+        return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0]), "starts": m}
     k = int(np.max(rejected))
-    return {"threshold": float(thr[k]), "tested": len(thr), "p_value": float(p[k, 0]),
+    return {"threshold": float(thr[k]), "tested": len(thr), "p_value": float(p[k, 0]), "starts": m,
             "calibration_selective_risk": float(risk[k]), "calibration_coverage": float(n_eff[k] / len(conf))}
+
+
+def _chain_starts(counts: np.ndarray, n: int, epsilon: float, delta: float) -> tuple[list[int], int]:
+    """Indices (into the descending thresholds) where :func:`_fst`'s chains start at
+    ``epsilon``, and the number of chains ``m`` (MAPIE's equally spaced positions over the
+    thresholds with at least ``min_points(epsilon, delta / m)`` points)."""
+    m = n_starts(n, epsilon, delta)
+    first = int(np.searchsorted(counts, min_points(epsilon, delta / m), side="left"))
+    left = len(counts) - first
+    if left <= 0:
+        return [], m
+    m = min(m, left)
+    branch = left // m
+    return [first + i * branch for i in range(m)], m
 
 
 def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
@@ -155,16 +203,16 @@ def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float 
     thr, counts = thr[order], counts[order]
     grid = np.round(np.arange(1, int(round(1 / _EPS_GRID_STEP))) * _EPS_GRID_STEP, 6)
     for chunk in np.array_split(grid, 10):
-        nmin = np.array([min_points(float(e), delta) for e in chunk])
-        start = np.searchsorted(counts, nmin, side="left")  # first threshold with enough points, per epsilon
-        ok_idx = np.flatnonzero(start < len(thr))
-        if len(ok_idx) == 0:
+        plan = [_chain_starts(counts, len(conf), float(e), delta) for e in chunk]
+        ok_idx = [j for j, (st, _) in enumerate(plan) if st]
+        if not ok_idx:
             continue
-        starts = np.unique(start[ok_idx])
+        starts = np.unique(np.concatenate([plan[j][0] for j in ok_idx]))
         _, _, p = _p_values(conf, correct, thr[starts], chunk)
         pos = {int(s): i for i, s in enumerate(starts)}
-        for j in ok_idx:  # fixed-sequence testing certifies something iff its first hypothesis is rejected
-            if p[pos[int(start[j])], j] <= delta:
+        for j in ok_idx:  # a chain certifies something iff its first hypothesis is rejected at delta / m
+            st, m = plan[j]
+            if any(p[pos[int(i)], j] <= delta / m for i in st):
                 return float(chunk[j])
     return None
 
@@ -275,7 +323,8 @@ def calibrate_selective_risk(
 
     Returns:
         ``{"method": "selective-risk", "confidence_field", "threshold", "epsilon", "delta", "n",
-        "procedure", "min_points", "thresholds_tested", "smallest_certifiable_epsilon",
+        "procedure", "min_points", "thresholds_tested", "starts" (the fixed sequence's chains, 1
+        with ``holm``; absent when the data were unusable), "smallest_certifiable_epsilon",
         "calibration_coverage", "calibration_selective_risk", "p_value", "heldout_n",
         "heldout_coverage", "heldout_selective_risk", "heldout_selective_risk_ci95_high",
         "reason"}``. ``threshold`` None means no threshold controls the risk and the component
@@ -313,6 +362,7 @@ def calibrate_selective_risk(
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": reason}
     res = _fst(conf, corr, epsilon, delta, holm=holm)
     entry["thresholds_tested"] = res["tested"]
+    entry["starts"] = res["starts"]
     if res["threshold"] is None:
         se = entry["smallest_certifiable_epsilon"]
         why = (f"no threshold controls selective risk <= {epsilon:g} at delta {delta:g} with {n} calibration points"

@@ -8,9 +8,13 @@ Public API::
     r.status()                                         # generation, counters, evidence
     r.close()
 
-Modules: :mod:`~auto.ratchet.core` (the Ratchet), :mod:`~auto.ratchet.policy` (when to compile),
-:mod:`~auto.ratchet.worker` (compiles in a child process), :mod:`~auto.ratchet.evidence` (the
-online, anytime-valid evidence about the installed generation).
+Modules: :mod:`~auto.ratchet.core` (the Ratchet: the request path), :mod:`~auto.ratchet.capture`
+(witnesses, redaction, counters), :mod:`~auto.ratchet.scheduler` (compile attempts and lanes),
+:mod:`~auto.ratchet.installer` (load, compare, install, rollback, restart),
+:mod:`~auto.ratchet.monitor` (the shift monitor's thread), :mod:`~auto.ratchet.events` (triggers
+and typed log rows), :mod:`~auto.ratchet.policy` (when to compile), :mod:`~auto.ratchet.worker`
+(compiles in a child process), :mod:`~auto.ratchet.evidence` (the online, anytime-valid evidence
+about the installed generation).
 """
 
 import sys

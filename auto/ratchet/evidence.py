@@ -139,7 +139,10 @@ class GenerationEvidence:
         would_be_correct: of those, answers equal to the reference's.
         audits, audit_disagreements: shadow audits of specialist tier-1 answers.
         table_audits, table_audit_disagreements: shadow audits of table hits.
+        overlay_audits, overlay_audit_disagreements: shadow audits of the table overlay's answers.
         monitor: the :class:`RiskMonitor` of the specialist's audited tier-1 answers.
+        overlay_monitor: the :class:`RiskMonitor` of the overlay's audited answers (its alarm
+            disables the overlay).
     """
 
     generation: int | None
@@ -155,11 +158,24 @@ class GenerationEvidence:
     audit_disagreements: int = 0
     table_audits: int = 0
     table_audit_disagreements: int = 0
+    overlay_audits: int = 0
+    overlay_audit_disagreements: int = 0
     monitor: RiskMonitor = field(init=False)
+    overlay_monitor: RiskMonitor = field(init=False)
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.monitor = RiskMonitor(self.epsilon, self.alpha)
+        self.overlay_monitor = RiskMonitor(self.epsilon, self.alpha)
+
+    def audited_overlay(self, disagreed: bool) -> bool:
+        """Record one shadow audit of an overlay answer; returns True when it raised the
+        overlay's risk alarm (its disagreement rate with fresh reference answers rejects
+        epsilon: the reference no longer answers those inputs the way it was witnessed to)."""
+        with self._lock:
+            self.overlay_audits += 1
+            self.overlay_audit_disagreements += int(disagreed)
+            return self.overlay_monitor.update(disagreed)
 
     def audited(self, disagreed: bool, table_hit: bool) -> bool:
         """Record one shadow audit; returns True when it raised the risk alarm (specialist
@@ -183,5 +199,7 @@ class GenerationEvidence:
                 "would_be_correct": self.would_be_correct,
                 "audits": self.audits, "audit_disagreements": self.audit_disagreements,
                 "table_audits": self.table_audits, "table_audit_disagreements": self.table_audit_disagreements,
-                "monitor": self.monitor.describe(),
+                "overlay_audits": self.overlay_audits,
+                "overlay_audit_disagreements": self.overlay_audit_disagreements,
+                "monitor": self.monitor.describe(), "overlay_monitor": self.overlay_monitor.describe(),
             }

@@ -39,10 +39,12 @@ costs a logarithmic number of attempts in the witnesses seen.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from auto.canonical import canonical_json
+from auto.ratchet.events import Fired, Trigger
 
 
 def unanswerable_labels(output: Any, labels: set[str], fields: dict[str, set[str]]) -> list[str]:
@@ -68,6 +70,65 @@ def unanswerable_labels(output: Any, labels: set[str], fields: dict[str, set[str
     return [] if key in labels else [key]
 
 
+
+RETRY_GROWTH = 3
+"""A refused specialist is tried again whatever its certificate predicts once the witnesses have
+grown to ``RETRY_GROWTH / 2`` times (1.5×) what they were at the refusal."""
+
+
+def program_could_pass(certificate: dict[str, Any] | None, witnesses_now: int) -> bool:
+    """Whether the program rung could pass now, from its last refusal's out-of-fold agreement
+    ``agree`` of ``n`` (``certificate["program"]``, None: True): even if every witness since is
+    answered right, the agreement reaches the contract's ``min_agreement`` only once
+    ``(agree + m) / (n + m) >= min_agreement`` with ``m = witnesses_now - n`` new witnesses; it is
+    tried again anyway once the witnesses grew by half (:data:`RETRY_GROWTH`)."""
+    p = (certificate or {}).get("program")
+    if not p or not all(isinstance(p.get(k), (int, float)) for k in ("agree", "n", "min_agreement")):
+        return True
+    k, n, a = p["agree"], p["n"], p["min_agreement"]
+    if 2 * witnesses_now >= RETRY_GROWTH * max(1, n) or a >= 1.0:
+        return True
+    m = max(0, witnesses_now - n)
+    return (k + m) >= a * (n + m)
+
+
+def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: int, witnesses_now: int,
+                          epsilon: float, delta: float = 0.1) -> bool:
+    """Whether the specialist rung could pass now, predicted from its last refusal.
+
+    ``certificate`` is what the refused attempt certified (``smallest_certifiable_epsilon`` at
+    ``witnesses_then`` distinct witnesses: the ``"specialist"`` part of
+    :func:`auto.ratchet.worker.refusal_certificate`), None when the last attempt was not refused
+    (then: True). The smallest certifiable level is
+    an upper confidence bound; with no errors it shrinks as ``1 / n`` (``1 - delta^(1/n)``, about
+    ``log(1/delta) / n``), faster than with errors (``1 / sqrt(n)``, Hoeffding), so at
+    ``witnesses_now`` it is predicted at best ``eps_min * witnesses_then / witnesses_now``; the
+    rung could pass when that is at most ``epsilon``. A refusal for too few calibration points (``calibration_n`` below the
+    ``ceil(log(delta) / log(1 - epsilon))`` that zero errors need) could pass once the witnesses
+    have grown in proportion to reach that many. When nothing was certifiable, or the prediction
+    fails, the rung is tried again once the witnesses have grown by half (:data:`RETRY_GROWTH`:
+    the model itself may get better with data), so a task whose specialist never passes costs a
+    logarithmic number of slow compiles.
+    """
+    if certificate is None:
+        return True
+    if 2 * witnesses_now >= RETRY_GROWTH * max(1, witnesses_then):
+        return True
+    eps_min = certificate.get("smallest_certifiable_epsilon")
+    cal_n = certificate.get("calibration_n")
+    if isinstance(cal_n, int) and cal_n < _min_points(epsilon, delta):
+        return cal_n * witnesses_now >= _min_points(epsilon, delta) * max(1, witnesses_then)
+    if not isinstance(eps_min, (int, float)):
+        return False
+    return eps_min * max(1, witnesses_then) / max(1, witnesses_now) <= epsilon
+
+
+def _min_points(epsilon: float, delta: float) -> int:
+    """Calibration points that zero errors need to certify ``epsilon`` at ``delta``
+    (``ceil(log(delta) / log(1 - epsilon))``, as :func:`auto.guards.risk.min_points`)."""
+    return int(math.ceil(math.log(delta) / math.log1p(-epsilon) - 1e-9))
+
+
 @dataclass
 class PolicyState:
     """The counters the policy reads (kept by the ratchet).
@@ -88,6 +149,9 @@ class PolicyState:
         alarm: ``"risk-alarm"`` or ``"shift-alarm"`` when one is pending, else None.
         new_since_alarm: witnesses captured since that alarm.
         alarm_streak: alarm-triggered compiles since the last compile of another kind.
+        refusal: per slow rung whose last attempt refused, what it showed
+            (:func:`auto.ratchet.worker.refusal_certificate`, with ``witnesses`` at that attempt);
+            None when none did.
     """
 
     installed: int | None = None
@@ -104,6 +168,7 @@ class PolicyState:
     alarm: str | None = None
     new_since_alarm: int = 0
     alarm_streak: int = 0
+    refusal: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,28 +197,28 @@ class CompilePolicy:
     headroom_min: int = 20
     headroom_accuracy: float = 0.95
 
-    def trigger(self, s: PolicyState) -> dict[str, Any] | None:
-        """The trigger to compile on now, ``{"kind", "evidence"}``, or None."""
+    def trigger(self, s: PolicyState) -> Fired | None:
+        """The trigger to compile on now (a :class:`~auto.ratchet.events.Fired`: its kind and
+        evidence), or None."""
         new = s.witnesses - s.witnesses_at_attempt
         if s.alarm is not None and s.new_since_alarm >= 2 ** min(s.alarm_streak, 16):
-            return {"kind": s.alarm, "evidence": {"new_witnesses_since_alarm": s.new_since_alarm,
-                                                  "alarm_compiles_in_a_row": s.alarm_streak}}
+            return Fired(Trigger(s.alarm), {"new_witnesses_since_alarm": s.new_since_alarm,
+                                            "alarm_compiles_in_a_row": s.alarm_streak})
         if s.installed is None and s.attempts == 0:
             if s.witnesses >= self.first_at or s.repeats_consistent >= self.first_repeats:
-                return {"kind": "first", "evidence": {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent}}
+                return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent})
             return None
         if s.installed is not None:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
             if seen:
-                return {"kind": "new-label", "evidence": {"labels": seen}}
+                return Fired(Trigger.NEW_LABEL, {"labels": seen})
         if (s.installed is not None and s.deopts_since_attempt >= self.headroom_min
                 and s.would_be_correct_since_attempt >= self.headroom_accuracy * s.deopts_since_attempt):
-            return {"kind": "headroom", "evidence": {"deopts": s.deopts_since_attempt,
-                                                     "would_be_correct": s.would_be_correct_since_attempt}}
+            return Fired(Trigger.HEADROOM, {"deopts": s.deopts_since_attempt,
+                                            "would_be_correct": s.would_be_correct_since_attempt})
         if new >= self.min_new and (new >= self.growth * max(1, s.witnesses_at_attempt) or new >= self.max_new):
-            return {"kind": "growth", "evidence": {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt}}
+            return Fired(Trigger.GROWTH, {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt})
         lag = s.known_misses - s.known_misses_at_attempt
         if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:
-            return {"kind": "memo", "evidence": {"deopts_of_witnessed_inputs": lag,
-                                                 "consistent_repeats": s.repeats_consistent}}
+            return Fired(Trigger.MEMO, {"deopts_of_witnessed_inputs": lag, "consistent_repeats": s.repeats_consistent})
         return None

@@ -97,20 +97,50 @@ def compile_once(req: CompileRequest) -> CompileResult:
     t0 = time.perf_counter()
     try:
         with Store(req.store_path) as store:
-            out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
-                               out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
-                               memo=req.memo, rungs=req.rungs)
-        return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
-                             eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
-                             seconds=time.perf_counter() - t0, detail={"timings_s": out.timings_s})
-    except GateRefused as e:
-        return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
-                             seconds=time.perf_counter() - t0)
+            try:
+                out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
+                                   out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
+                                   memo=req.memo, rungs=req.rungs)
+            except GateRefused as e:
+                return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
+                                     seconds=time.perf_counter() - t0,
+                                     detail={"rungs": e.rungs, "certificate": refusal_certificate(store, e.rungs)})
+            return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
+                                 eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
+                                 seconds=time.perf_counter() - t0,
+                                 detail={"timings_s": out.timings_s, "rungs": out.rungs,
+                                         "certificate": refusal_certificate(store, out.rungs)})
     except AutoError as e:
         return CompileResult("error", f"{type(e).__name__}: {e}", req.generation, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a compile bug must not take the ratchet down; it is recorded
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return CompileResult("error", f"unexpected {tb}", req.generation, seconds=time.perf_counter() - t0)
+
+
+def refusal_certificate(store: Any, rungs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the slow rungs refused in ``rungs`` showed, read from their eval runs, or None when
+    neither the program nor the specialist rung was refused:
+
+    - ``"specialist"``: ``{"smallest_certifiable_epsilon", "calibration_n"}`` (its eval run's
+      ``guard-certified`` check), None when it refused before calibrating a guard (e.g. too few
+      witnesses: nothing predicts the next attempt);
+    - ``"program"``: ``{"agree", "n", "min_agreement"}`` (its ``out-of-fold-agreement`` check).
+
+    The ratchet predicts the next attempt's chance from them
+    (:func:`auto.ratchet.policy.rungs_predicted_to_refuse`)."""
+    out: dict[str, Any] = {}
+    for r in rungs:
+        if r.get("verdict") != "refuse" or r.get("rung") not in ("program", "specialist") or not r.get("eval_run_id"):
+            continue
+        checks = {c.get("name"): c for c in (store.get_eval_run(r["eval_run_id"]) or {}).get("checks") or []}
+        if r["rung"] == "specialist" and "guard-certified" in checks:
+            c = checks["guard-certified"]
+            out["specialist"] = {"smallest_certifiable_epsilon": c.get("smallest_certifiable_epsilon"),
+                                 "calibration_n": c.get("calibration_n")}
+        elif r["rung"] == "program" and "out-of-fold-agreement" in checks:
+            c = checks["out-of-fold-agreement"]
+            out["program"] = {"agree": c.get("agree"), "n": c.get("n"), "min_agreement": c.get("min_agreement")}
+    return out or None
 
 
 CHILD_NICENESS = 10

@@ -24,7 +24,8 @@ audit.
 Capture: an audited reference answer goes to the task's ``capture`` callback like a deopt's,
 with the same keys (``task``, ``input``, ``output``, ``reason`` = ``"shadow-audit"``,
 ``artifact_id``, ``generation``, ``latency_us``) plus ``"audit": True``, ``"tier1_answer"`` and
-``"agree"`` and ``"tier1_score"`` (the answer's nonconformity as offered) — deopt records carry no ``"audit"`` key, so ``rec.get("audit")`` tells them apart.
+``"agree"`` and ``"tier1_score"`` (the answer's nonconformity as offered), and ``"origin"`` when
+the answer was offered with one (``"overlay"``: the table overlay answered) — deopt records carry no ``"audit"`` key, so ``rec.get("audit")`` tells them apart.
 The callback runs on the audit thread. A reference that raises is recorded (``errors``, a record
 with ``"error"``) and nothing is captured; a capture failure is logged. Nothing the audit does
 raises into the request path.
@@ -154,11 +155,12 @@ class ShadowAudit:
 
     def offer(self, input_obj: Any, answer: Any, *, task: str | None = None,
               artifact_id: str | None = None, generation: int | None = None,
-              score: Any = None) -> bool:
+              score: Any = None, origin: str | None = None) -> bool:
         """Consider one tier-1 answer for audit; never blocks on the reference, never raises.
 
         ``score`` (the answer's nonconformity, e.g. 0 for an exact-match table hit) is passed
-        through to the record and the capture as ``tier1_score``.
+        through to the record and the capture as ``tier1_score``; ``origin`` (what answered, e.g.
+        ``"overlay"``), when given, as ``origin``.
 
         Returns:
             ``True`` when the answer was queued for audit.
@@ -176,7 +178,7 @@ class ShadowAudit:
                 self.selected += 1
                 if self.max_audits is not None and self.selected >= self.max_audits:
                     self.active = False
-                item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score)
+                item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score, origin)
                 try:
                     self._queue.put_nowait(item)
                 except queue.Full:
@@ -213,7 +215,7 @@ class ShadowAudit:
 
     def _audit_one(self, inp_snap: tuple[str | None, Any], ans_snap: tuple[str | None, Any],
                    task: str | None, artifact_id: str | None, generation: int | None,
-                   score: Any = None) -> None:
+                   score: Any = None, origin: str | None = None) -> None:
         input_obj = _restore(inp_snap)
         tier1 = _restore(ans_snap)
         ref = self._reference
@@ -244,10 +246,13 @@ class ShadowAudit:
                 "artifact_id": artifact_id, "generation": generation, "tier1_score": score})
         cap = self._capture
         if cap is not None:
+            rec = {"task": task, "input": input_obj, "output": answer, "reason": AUDIT_REASON,
+                   "artifact_id": artifact_id, "generation": generation, "latency_us": latency,
+                   "audit": True, "tier1_answer": tier1, "agree": agree, "tier1_score": score}
+            if origin is not None:
+                rec["origin"] = origin
             try:
-                cap({"task": task, "input": input_obj, "output": answer, "reason": AUDIT_REASON,
-                     "artifact_id": artifact_id, "generation": generation, "latency_us": latency,
-                     "audit": True, "tier1_answer": tier1, "agree": agree, "tier1_score": score})
+                cap(rec)
             except Exception:  # noqa: BLE001 - a capture failure must not lose the record
                 log.exception("capture hook failed for a shadow audit of task %s", task)
 

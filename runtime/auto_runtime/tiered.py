@@ -55,6 +55,13 @@ Tightening (:meth:`TieredTask.tighten`, e.g. on a shift monitor's alarm): until 
 reported (a shift monitor keeps its input). Calls that deopt before the guard (no artifact,
 input schema, artifact failure) keep their own, more specific reason.
 
+Table overlay (``overlay``, :mod:`auto_runtime.overlay`): before the artifact runs, an input
+the overlay admits (its witnessed answers meet the admission rule) is answered at tier-1 from the
+overlay, reason ``"overlay"``, score 0 (an exact-match hit), generation and artifact id those of
+the installed generation (``None`` before the first); it is offered to the shadow audit like a
+table hit, with ``origin="overlay"``. An overlay answers while the task is tightened (its
+evidence is per input, not the exchangeability of scores) and never for capability artifacts.
+
 Shadow audit (``audit_rate`` > 0): a seeded random fraction of tier-1 answers is re-asked at
 tier 0 on a background thread (:class:`~auto_runtime.audit.ShadowAudit`, :attr:`TieredTask.audit`);
 its reference answers are captured like deopts, marked ``"audit": True``. The request path only
@@ -86,9 +93,13 @@ from auto_runtime.errors import (
     TrapError,
 )
 from auto_runtime.guard import AlwaysDeopt, Guard, TightenedGuard
+from auto_runtime.overlay import TableOverlay
 from auto_runtime.tools import ToolBudget, effect_journal, missing_tools_line
 
 log = logging.getLogger("auto_runtime.tiered")
+
+OVERLAY_REASON = "overlay"
+"""The ``reason`` of a tier-1 answer given by the table overlay."""
 
 TIER_1 = "tier-1"
 TIER_0 = "tier-0"
@@ -200,6 +211,8 @@ class TieredTask:
             capability artifacts; each artifact is bound to the ones it declares.
         tool_budget: a per-call :class:`~auto_runtime.tools.ToolBudget` that tightens the
             manifest's (None: the manifest's).
+        overlay: a :class:`~auto_runtime.overlay.TableOverlay` answering admitted witnessed
+            inputs ahead of the artifact (None: none; never used with ``tools``).
 
     Raises:
         ValueError: ``batch_chunk`` < 1, or a bad audit setting (see :class:`ShadowAudit`);
@@ -219,7 +232,7 @@ class TieredTask:
                  audit_hit_rate: float | None = None,
                  audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None,
                  tools: dict[str, Callable[..., Any]] | None = None,
-                 tool_budget: ToolBudget | None = None) -> None:
+                 tool_budget: ToolBudget | None = None, overlay: TableOverlay | None = None) -> None:
         if batch_chunk < 1:
             raise ValueError("batch_chunk must be >= 1")
         if reference is None and not isinstance(audit_rate, bool) and \
@@ -238,6 +251,7 @@ class TieredTask:
         self._tools = dict(tools) if tools is not None else None
         self._tool_budget = tool_budget
         self.post_commit_deopts = 0
+        self.overlay = overlay if tools is None else None
         self._gen = self._make_generation(artifact)
 
     # ------------------------------------------------------------------ generations
@@ -389,6 +403,11 @@ class TieredTask:
         t0 = perf_counter_ns()
         g = self._gen
         art = g.artifact
+        ov = self.overlay
+        if ov is not None:
+            hit, answer = ov.lookup(input_obj)
+            if hit:
+                return self._overlay_answer(input_obj, answer, g, t0)
         answers = defer or self._reference is not None
         if art is None:
             return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0, None, defer)
@@ -430,6 +449,15 @@ class TieredTask:
             return CallResult(answer, TIER_1, reason, score, p,
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer)
+
+    def _overlay_answer(self, input_obj: Any, answer: Any, g: _Generation, t0: int) -> CallResult:
+        """A tier-1 answer from the table overlay (offered to the audit like a table hit)."""
+        audit = self._audit
+        if audit.active:
+            audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id, generation=g.generation,
+                        score=0.0, origin="overlay")
+        return CallResult(answer, TIER_1, OVERLAY_REASON, 0.0, None, (perf_counter_ns() - t0) / 1000.0,
+                          g.generation, g.artifact_id, None)
 
     def _call_capability(self, input_obj: Any, g: _Generation, t0: int, defer: bool) -> CallResult:
         """One call of a capability artifact: tools through a session, the guard at the commit."""

@@ -1,0 +1,171 @@
+"""The ratchet's scheduler: when to compile, in which lane, one attempt at a time.
+
+After every captured record the host asks :meth:`Scheduler.maybe_compile`: the
+:class:`~auto.ratchet.policy.CompilePolicy` reads the counters and may name a trigger;
+:meth:`Scheduler.start_attempt` then takes the store's compile lock (shared by every process and
+host of the store), does the attempt's bookkeeping (the one place it is written) and starts the
+compile on a background thread, which runs it in a child process (:mod:`auto.ratchet.worker`)
+and hands a generation that passed its gate to the installer.
+
+Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or the memo rung
+alone (``table``) — for a table refresh, and whenever the last refusals of the slow rungs predict
+that they would refuse again (``table (slow rungs predicted to refuse)``; the specialist from its
+certificate, :func:`~auto.ratchet.policy.slow_rungs_could_pass`, the program from its
+out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`) — or without the one
+slow rung predicted to refuse (``partial``), so that a table refresh does not wait the minutes a
+doomed program search or specialist takes. Table lanes apply only while the installed generation
+answers no input it has not witnessed (a table alone would be weaker than it). Between two
+tables, witnessed inputs are answered by the runtime's table overlay at once
+(:mod:`auto_runtime.overlay`): the table lane only makes the overlay's entries portable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from auto.ratchet.events import CompileRow, Fired, Lane, Trigger
+from auto.ratchet.policy import CompilePolicy, program_could_pass, slow_rungs_could_pass
+from auto.ratchet.worker import CompileRequest, CompileResult, default_out_path, run_compile
+from auto.store import local_path
+from auto.store.lock import compile_lock
+
+log = logging.getLogger("auto.ratchet")
+
+
+class Scheduler:
+    """Compile attempts of the host ratchet (see the module docstring).
+
+    Args:
+        host: the :class:`~auto.ratchet.core.Ratchet`.
+        policy: when to compile.
+        worker: ``"process"`` or ``"thread"``.
+        timeout_s: a compile running longer is killed (``timeout``).
+    """
+
+    def __init__(self, host: Any, policy: CompilePolicy, worker: str, timeout_s: float) -> None:
+        self.host = host
+        self.policy = policy
+        self.worker = worker
+        self.timeout_s = timeout_s
+        self.lock = compile_lock(host.store_path)
+        self._lock_busy_logged = False
+        self.thread: threading.Thread | None = None
+        self.closed = False
+
+    @property
+    def compiling(self) -> bool:
+        """Whether a compile runs now."""
+        th = self.thread
+        return th is not None and th.is_alive()
+
+    def maybe_compile(self) -> None:
+        """Start a compile if the policy names a trigger now (and none runs)."""
+        h = self.host
+        h.installer.poll_store(self.compiling)
+        with h.state_lock:
+            if self.closed or self.compiling:
+                return
+            fired = self.policy.trigger(h.state)
+            if fired is not None:
+                self.start_attempt(fired)
+
+    def start_attempt(self, fired: Fired) -> bool:
+        """Take the compile lock, count the attempt, reset the counters it consumes, start the
+        compile thread. Returns False when another process holds the lock (the trigger waits;
+        logged once per such stretch, not counted as an attempt). Call with the state lock held."""
+        h = self.host
+        if not self._take_lock(fired):
+            return False
+        st = h.state
+        st.attempts += 1
+        st.known_misses_at_attempt = st.known_misses
+        st.alarm_streak = st.alarm_streak + 1 if fired.kind.is_alarm else 0
+        if fired.kind is not Trigger.MEMO:
+            st.witnesses_at_attempt = st.witnesses
+            st.repeats_at_attempt = st.repeats_consistent
+            st.new_labels = {}
+            st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
+        st.alarm = None
+        th = threading.Thread(target=self._compile, args=(fired,), name=f"auto-ratchet-{h.task}", daemon=True)
+        self.thread = th
+        th.start()
+        return True
+
+    def _take_lock(self, fired: Fired) -> bool:
+        if self.lock.acquire():
+            self._lock_busy_logged = False
+            return True
+        if not self._lock_busy_logged:
+            self._lock_busy_logged = True
+            self.host.log(CompileRow(verdict="skipped", trigger=fired,
+                                     reason="another process holds the compile lock (its generations are installed "
+                                            "from the store)"))
+        return False
+
+    def lane(self, fired: Fired) -> tuple[Lane, list[str] | None]:
+        """The lane of a compile about to run and the rungs it tries (None: the whole ladder;
+        see the module docstring): a slow rung whose last refusal predicts another is left out
+        (:func:`~auto.ratchet.policy.slow_rungs_could_pass`,
+        :func:`~auto.ratchet.policy.program_could_pass`)."""
+        h = self.host
+        if h.records_runs or h.installer.answers_new_inputs:
+            return Lane.FULL, None
+        if fired.kind is Trigger.MEMO:
+            return Lane.TABLE, ["memo"]
+        st = h.state
+        spec = (st.refusal or {}).get("specialist")
+        rungs = [r for r, ok in (
+            ("program", h.programs and program_could_pass(st.refusal, st.witnesses)),
+            ("specialist", slow_rungs_could_pass(spec, (spec or {}).get("witnesses", 0), st.witnesses,
+                                                 h.contract.epsilon, h.contract.delta))) if ok]
+        if len(rungs) == (2 if h.programs else 1):
+            return Lane.FULL, None
+        return (Lane.TABLE_PREDICTED if not rungs else Lane.PARTIAL), rungs + ["memo"]
+
+    def _compile(self, fired: Fired) -> None:
+        h = self.host
+        try:
+            latest = h.store.latest_artifact(h.task)
+            generation = (latest.generation + 1) if latest else 1
+            fired.lane, rungs = self.lane(fired)
+            req = CompileRequest(store_path=h.store_path, task=h.task, contract=h.contract.model_dump(),
+                                 generation=generation,
+                                 out_path=default_out_path(local_path(h.store_path), h.task, generation),
+                                 reference_model=h.reference_model, programs=h.programs, rungs=rungs)
+            self._finish(run_compile(req, timeout_s=self.timeout_s, mode=self.worker), fired)
+        except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
+            log.exception("task %s: compile thread failed", h.task)
+            h.log(CompileRow(verdict="error", reason=f"{type(e).__name__}: {e}", trigger=fired))
+        finally:
+            self.lock.release()
+
+    def _finish(self, res: CompileResult, fired: Fired) -> None:
+        h = self.host
+        if fired.lane in (Lane.FULL, Lane.PARTIAL) and res.verdict in ("pass", "refuse"):
+            with h.state_lock:  # per slow rung tried: its refusal's certificate, or none if it passed
+                st = h.state
+                tried = {r.get("rung") for r in res.detail.get("rungs") or []}
+                kept = {k: v for k, v in (st.refusal or {}).items() if k not in tried}
+                for k, v in (res.detail.get("certificate") or {}).items():
+                    kept[k] = {**v, "witnesses": st.witnesses_at_attempt}
+                st.refusal = kept or None
+        h.log(CompileRow(res.generation, res.artifact_id, verdict=res.verdict, reason=res.reason, trigger=fired,
+                         seconds=round(res.seconds, 3), compiled_as=res.compiled_as, eval_run_id=res.eval_run_id,
+                         rungs=res.detail.get("rungs"), evidence=h.evidence.describe()))
+        if res.verdict != "pass" or res.artifact_id is None:
+            h.say(f"  compile of generation {res.generation} ({fired.kind.value}): {res.verdict}: {res.reason}")
+            return
+        h.installer.consider(res.generation, res.artifact_id, fired)
+
+    def compile_now(self, reason: str) -> bool:
+        """Start a ``manual`` compile now unless one is running; True when started."""
+        h = self.host
+        with h.state_lock:
+            if self.closed or self.compiling:
+                return False
+            return self.start_attempt(Fired(Trigger.MANUAL, {"reason": reason}))
+
+
+__all__ = ["Scheduler"]
