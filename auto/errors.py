@@ -31,6 +31,7 @@ raises on purpose. ``tests/test_errors.py`` checks this drawing against the clas
     │   ├── IngestError               a batch was rejected (nothing of it was written)
     │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP file is unreadable or of another schema
     ├── ListenError                   a server cannot listen on its address
+    ├── PathRefused                   (auto.proxy.upstream) a proxied request path would leave the upstream's base path (answered 400)
     ├── RecordError                   recording could not proceed (bad task output, ...)
     ├── ReferenceModelError           the reference model (simulator or endpoint) failed
     │   └── ReferenceFailed           the CLI's --reference function raised or answered something that is not JSON
@@ -54,7 +55,9 @@ The CLI converts these to messages and exit codes in one place (``auto.cli``): 1
 Not in the tree, on purpose: internal control-flow signals, each caught inside Auto and turned
 into a deopt or a refusal with its reason, never raised to a caller
 (``auto.models.program.interp.DeoptSignal``, ``auto.models.region.RegionDeopt``,
-``auto.compile.steps.build.RegionRefused``, ``auto_runtime.tools.ToolRefused``).
+``auto.compile.steps.build.RegionRefused``, ``auto_runtime.tools.ToolRefused``,
+``auto.store.payloads.PayloadMismatch``: the store reports it as the integrity error naming the
+span and column).
 """
 
 from __future__ import annotations

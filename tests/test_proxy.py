@@ -328,7 +328,7 @@ def test_a_site_answers_every_client_s_rendering_of_its_request(compiled):
     msgs[1]["role"] = " user"
     body = {"stream": False, "n": 1, "temperature": 1.0, "top_p": 1, "response_format": {"type": "text"},
             "messages": msgs, "model": "m-1", "stop": None}
-    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0) as px:
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,)) as px:
         r = httpx2.post(px.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
         assert r.status_code == 200 and r.headers["x-auto-tier"] == "1" and r.headers["x-auto-site"] == sid
         assert r.json()["choices"][0]["message"]["content"] == label_of(w)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from auto_runtime import Artifact, TieredTask
+from auto_runtime.manifest import Manifest
 from auto_runtime.overlay import overlay_rule
 from auto_runtime.tiered import TIER_1
 
@@ -80,23 +81,12 @@ class ManifestFacts:
 
 
 def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
-    """The :class:`ManifestFacts` of a manifest (the one reader of its keys in the ratchet)."""
-    kind = manifest.get("compiled_as")
-    guard = manifest.get("guard") or {}
-    comps = [c for c in guard.get("components") or [] if isinstance(c, dict)]
-    if kind in ("program", "region"):
-        new = True
-    elif kind in ("specialist", "memo-first") and not guard.get("fallback_reason"):
-        risk = [c for c in comps if c.get("method") == "selective-risk"]
-        new = bool(risk) and risk[-1].get("threshold") is not None
-    else:
-        new = False
-    scores = next((list(e["calibration_scores"]) for e in [guard] + comps
-                   if e.get("method") == "conformal-novelty" and isinstance(e.get("calibration_scores"), list)), None)
-    declared = (manifest.get("interface") or {}).get("output") or {}
-    enum = declared.get("enum") or []
-    return ManifestFacts(kind, frozenset(canonical_json(a) for a in enum), new, scores, overlay_rule(manifest),
-                         declared_fields(declared))
+    """The :class:`ManifestFacts` of a manifest, read through the runtime's typed view
+    (:class:`auto_runtime.manifest.Manifest`; the overlay's rule through
+    :func:`auto_runtime.overlay.overlay_rule`)."""
+    m = Manifest.of(manifest)
+    return ManifestFacts(m.compiled_as, frozenset(canonical_json(a) for a in m.labels), m.answers_new_inputs,
+                         m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output))
 
 
 _DEOPT = object()
