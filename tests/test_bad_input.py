@@ -45,3 +45,25 @@ def test_a_lone_surrogate_is_stored_not_lost(tmp_path):
         (row,) = st.spans()
         assert row["input"] == {"a": "bad \ud800 text"} and row["output"] == "o\udfff"
         assert st.verify().ok
+
+
+def test_otlp_import_of_a_deep_document_is_one_line_and_writes_nothing(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    store = tmp_path / "s.sqlite"
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "store", "import", "--store", str(store), "--otlp", str(deep)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr and "deeper than" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not store.exists()
+
+
+def test_receiver_refuses_a_deep_json_body_before_decoding_it():
+    import pytest
+
+    from auto.interchange.parquet import InterchangeError
+    from auto.interchange.receiver import decode
+
+    with pytest.raises(InterchangeError, match="deeper than"):
+        decode(b'{"resourceSpans": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "application/json", "")
+    assert decode(b'{"resourceSpans": []}', "application/json", "") == {"resourceSpans": []}

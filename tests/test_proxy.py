@@ -435,3 +435,9 @@ def test_the_readme_agent_recorded_with_no_code_change_is_one_site_with_a_slot(s
     (site,) = census(spans(store)).sites
     assert site.model_call is not None and [s["name"] for s in site.model_call["slots"]] == ["user"]
     assert len(site.inputs) == 15 and site.spans == 30
+
+
+def test_a_call_on_a_site_not_compiled_yet_is_marked_tier_0(tmp_path):
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, tmp_path / "fresh.sqlite", client_keys=(KEY,)) as px:
+        raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(site_words()[0]))
+        assert raw.headers["x-auto-tier"] == "0" and len(up.requests) == 1

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from auto.jsonlimits import json_depth_ok
 from auto.canonical import canonical_json
 from auto.errors import IngestError
 from auto.interchange import genai
@@ -70,6 +71,14 @@ BATCH = 2000
 
 # ----------------------------------------------------------------------------- AnyValue
 
+
+
+OTLP_MAX_DEPTH = 128
+"""Deepest nesting of arrays and objects read from an OTLP/JSON document (file or request body):
+an ExportTraceServiceRequest nests about 12 levels to a span attribute's value (resourceSpans, a
+resource span, scopeSpans, a scope span, spans, a span, attributes, an attribute, its AnyValue),
+so 128 leaves room for nested array and key-value list values while staying far below the depth
+at which Python's JSON decoder fails (about 1,000)."""
 
 def any_value(v: Any) -> dict:
     """A JSON value as an OTLP ``AnyValue`` (ints as decimal strings, objects as ``kvlistValue``)."""
@@ -151,6 +160,10 @@ def read_requests(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InterchangeError(f"{p}: cannot read: {exc}") from None
+    raw = text.encode("utf-8", "surrogatepass")
+    if not json_depth_ok(raw, OTLP_MAX_DEPTH):
+        raise InterchangeError(f"{p}: nests arrays/objects deeper than {OTLP_MAX_DEPTH} levels "
+                               "(not an OTLP/JSON file this tool can read)")
     try:
         whole = json.loads(text)
     except ValueError:

@@ -40,8 +40,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from auto.jsonlimits import json_depth_ok
 from auto.errors import IngestError
-from auto.interchange.otlp import CONTENT_HINT, doc_spans, prepare
+from auto.interchange.otlp import CONTENT_HINT, OTLP_MAX_DEPTH, doc_spans, prepare
 from auto.interchange.parquet import InterchangeError
 from auto.store.journal import Journal, journal_dir
 
@@ -84,6 +85,8 @@ def decode(body: bytes, content_type: str, encoding: str) -> dict:
         doc.setdefault("resourceSpans", [])
         return doc
     if ctype == "application/json":
+        if not json_depth_ok(body, OTLP_MAX_DEPTH):
+            raise InterchangeError(f"the body nests arrays/objects deeper than {OTLP_MAX_DEPTH} levels")
         try:
             doc = json.loads(body)
         except ValueError as e:

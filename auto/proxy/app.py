@@ -382,6 +382,8 @@ class Proxy:
             elif route is not None:
                 marks = {"x-auto-tier": "0", "x-auto-site": route.site_id}
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": "outside the installed generation's template"}
+            else:  # a site not compiled yet (or a request no site covers): tier-0 too, and marked so
+                marks = {"x-auto-tier": "0"}
         return await self._forward_call(request, raw, name, extra, done, marks, key)
 
     def _tier1(self, body: dict, res: Any, site_id: str) -> RawResponse:
