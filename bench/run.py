@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 from auto.errors import ArgumentError, GateRefused, ReferenceModelError
 
 from bench.jsonl import read_objects
+from bench.peers import items_from_rows, peer_figures
 from bench.report import plot_stream, steady_state, stream_figures, write_ratchet_csv
 from bench.stream import Metered, run_stream
 
@@ -344,6 +345,10 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         keys = ("items", "tier1_share", "silent_wrong", "silent_wrong_ci95_high", "excess_silent_wrong", "parity")
         results["before_shift"] = {k: pre[k] for k in keys}
         results["after_shift"] = {k: post[k] for k in keys}
+    # the peers a user would pick instead, replayed on the same items with the control leg's answers
+    # and costs (bench.peers): the memo-only ceiling, an exact dict, a similarity cache
+    say("[peers] exact dict and similarity cache on the same items")
+    results["peers"] = peer_figures(items_from_rows(run.rows, lambda inp: inp["ticket"]))
     # time the specialist path of the offline generation (the stream's generations are compiled in
     # a child process; their Python models are not in this one)
     if outcome is not None:

@@ -60,6 +60,9 @@ def test_bench_run_generated_stream(tmp_path):
     assert res["offline"]["census"]["headline"] > 0.8
     assert res["offline"]["compile"]["verdict"] == "pass"
     assert res["shift_at"] == 150 and "after_shift" in res
+    peers = res["peers"]  # the exact dict replayed on the same items: it pays once per distinct input
+    assert peers["items"] == 300 and peers["exact_dict"]["served_without_paid_call"] == 300 - peers["distinct_inputs"]
+    assert peers["memo_ceiling"] == pytest.approx(300 / peers["distinct_inputs"])
     assert "summary" not in p.stdout and json.loads(p.stdout)["family"] == "triage"
     assert "reference model: simulated" in p.stderr
     lb = res["latency_benchmark"]
