@@ -231,7 +231,7 @@ def test_the_gate_refuses_a_program_whose_guard_answers_nothing():
 
 def test_the_ratchet_serves_a_program_generation(tmp_path):
     from auto.ratchet import CompilePolicy, Ratchet
-    from auto.ratchet.core import _answers_new_inputs
+    from auto_runtime.manifest import Manifest
 
     r = Ratchet(lambda inp: _policy(inp["request"]), tmp_path / "r.sqlite", "route", worker="thread", audit_rate=0.0,
                 policy=CompilePolicy(first_at=40, min_new=1000, growth=10.0))
@@ -245,7 +245,7 @@ def test_the_ratchet_serves_a_program_generation(tmp_path):
 
     with Store(tmp_path / "r.sqlite") as st:
         m = st.latest_artifact("route").manifest
-    assert m["compiled_as"] == "program" and _answers_new_inputs(m)
+    assert m["compiled_as"] == "program" and Manifest.of(m).answers_new_inputs
     late = res[60:]
     assert sum(x.tier == "tier-1" for x in late) >= 40
     assert all(x.answer == _policy(t) for x, t in zip(res, texts) if x.tier == "tier-1")

@@ -38,7 +38,7 @@ def two(tmp_path_factory):
     (folder / "b").mkdir()
     a = compiled_site(folder / "a")
     b = compiled_site(folder / "b", model="m-2")
-    (folder / "myref.py").write_text(REFERENCE)
+    (folder / "trustref.py").write_text(REFERENCE)
     w = site_words()[0]
     inp = Site.from_manifest(a[2].manifest["site"]).extract(ticket_call(w, "x")["input"])
     return folder, a, b, inp, label_of(w)
@@ -85,20 +85,20 @@ def test_one_reference_for_several_tasks_is_refused_a_mapping_is_used(two):
     folder, a, b, inp, label = two
     arts = [str(a[2].artifact_path), str(b[2].artifact_path)]
     with pytest.raises(ArgumentError, match="ambiguous"):
-        ArtifactService(ServeConfig(artifacts=arts, reference="myref:label", cwd=str(folder)))
+        ArtifactService(ServeConfig(artifacts=arts, reference="trustref:label", cwd=str(folder)))
     with pytest.raises(ArgumentError, match="no served artifact"):
-        ArtifactService(ServeConfig(artifacts=arts, references={"site:nope": "myref:label"}, cwd=str(folder)))
-    cfg = ServeConfig(artifacts=arts, references={a[1]: "myref:label", b[1]: "myref:other"}, cwd=str(folder))
+        ArtifactService(ServeConfig(artifacts=arts, references={"site:nope": "trustref:label"}, cwd=str(folder)))
+    cfg = ServeConfig(artifacts=arts, references={a[1]: "trustref:label", b[1]: "trustref:other"}, cwd=str(folder))
     unseen = {**inp, "ticket": "never seen before"}
     with Served(cfg) as s:
         ra = httpx2.post(s.url + f"/v1/artifacts/{a[2].artifact_id}/run", json=unseen).json()
         rb = httpx2.post(s.url + f"/v1/artifacts/{b[2].artifact_id}/run", json=unseen).json()
         assert (ra["tier"], ra["answer"]) == ("tier-0", "from-label")
         assert (rb["tier"], rb["answer"]) == ("tier-0", "from-other")
-    cfg = ServeConfig(artifacts=arts, references={a[1]: "myref:label"}, cwd=str(folder))
+    cfg = ServeConfig(artifacts=arts, references={a[1]: "trustref:label"}, cwd=str(folder))
     with Served(cfg) as s:  # a task without a reference answers 409, never another task's reference
         assert httpx2.post(s.url + f"/v1/artifacts/{b[2].artifact_id}/run", json=unseen).status_code == 409
-    p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", *arts, "--reference", "myref:label",
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", *arts, "--reference", "trustref:label",
                         "--port", str(_free_port())], capture_output=True, text=True, timeout=120, cwd=folder)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "ambiguous" in lines[0] and "TASK=module:function" in lines[0], p.stderr
@@ -106,7 +106,7 @@ def test_one_reference_for_several_tasks_is_refused_a_mapping_is_used(two):
 
 def test_input_outside_the_schema_is_422_with_a_reference(two):
     folder, a, b, inp, label = two
-    cfg = ServeConfig(artifacts=[str(a[2].artifact_path)], reference="myref:label", cwd=str(folder))
+    cfg = ServeConfig(artifacts=[str(a[2].artifact_path)], reference="trustref:label", cwd=str(folder))
     with Served(cfg) as s:
         r = httpx2.post(s.url + f"/v1/artifacts/{a[2].artifact_id}/run", json={"x": 1})
         assert r.status_code == 422 and r.json()["error"]["type"] == "input_schema"

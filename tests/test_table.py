@@ -208,8 +208,7 @@ def test_table_model_refusals():
         TableModel([([1], 1)])
     with pytest.raises(ValueError, match="not JSON-encodable"):
         TableModel([({"a": float("inf")}, 1)])
-    with pytest.raises(ValueError, match="not JSON-encodable"):
-        TableModel([({"a": "\ud800"}, 1)])
+    assert len(TableModel([({"a": "\ud800"}, 1)])) == 1  # a lone surrogate is encoded as its escape (stored, not lost)
     with pytest.raises(ValueError, match="answer is not JSON"):
         TableModel([({"a": 1}, {1, 2})])
     with pytest.raises(ValueError, match="pair"):
