@@ -151,9 +151,9 @@ def peer_figures(items: Sequence[PeerItem], embed: Callable[[Sequence[str]], np.
 def ahead_of_similarity_cache(ratchet: dict[str, Any], peers: dict[str, Any], max_excess: float = 0.01
                               ) -> list[dict[str, Any]]:
     """Per similarity-cache threshold whose excess silent-wrong is ``<= max_excess``: whether the
-    ratchet's audited cost ratio (``cost_ratio_with_audit``) is ahead of it."""
+    ratchet's audited cost ratio (its ``results.json``'s ``cost_ratio``) is ahead of it."""
     out = []
-    mine = ratchet.get("cost_ratio_with_audit")
+    mine = ratchet.get("cost_ratio")
     for p in peers.get("similarity_cache") or []:
         ex = p["excess_silent_wrong"]
         if ex is None or ex > max_excess:

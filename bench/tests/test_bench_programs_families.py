@@ -407,7 +407,7 @@ def test_extraction_normalize():
 # -- registry -------------------------------------------------------------------------------
 
 def test_family_registry():
-    assert set(FAMILIES) == {"triage", "extraction", "routing", "inbox", "assistant"}
+    assert set(FAMILIES) == {"triage", "extraction", "routing", "inbox", "assistant", "intents"}
     with pytest.raises(ArgumentError, match="available: triage, extraction, inbox, assistant, routing"):
         get_family("summarize")
     f = get_family("routing")
