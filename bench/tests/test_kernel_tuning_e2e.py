@@ -338,11 +338,14 @@ def test_ratchet_answers_the_gpu_deopts_at_tier_one(replayed):
         assert cur.call(inp)["nonconformity"] == 1.0  # the current generation misses the fused norm
         assert nxt.call(inp)["answer"] == S.answer(d)
     # on the GPU: batch 4 (never recorded) deopted in e2e_1, the reference tuned it there, and the next
-    # generation, the very artifact this replay compiles, answered it at tier 1 in e2e_2
+    # generation answered it at tier 1 in e2e_2. That run used the next generation compiled by the
+    # compiler of its day; this compiler's manifests also state the table overlay's rule and the
+    # table's declaration, so the replay's bytes (its id) differ and next_generation_is_replayed
+    # says so, while the answer it gives is the one the GPU run served
     g = rt["gpu"]
     assert [(x["key"], x["deopted_in"]) for x in g["deopts"]] == [("rmsnorm_residual:bf16:m4:n2048:k0", "e2e_1.json")]
-    assert g["deopts"][0]["answered_tier1_later"] and g["next_generation_is_replayed"]
-    assert g["deopts"][0]["later"][0]["artifact"] == ng["artifact_id"]
+    assert g["deopts"][0]["answered_tier1_later"] and isinstance(g["next_generation_is_replayed"], bool)
+    assert g["next_generation_is_replayed"] == (g["deopts"][0]["later"][0]["artifact"] == ng["artifact_id"])
     assert g["deopts"][0]["later"][0]["answer_id"] == S.answer(deopts[-1])["id"]
 
 
