@@ -369,7 +369,7 @@ def census_from_rows(rows: Iterable[CensusRow],
 
 
 SiteRow = tuple
-"""One row of the census aggregated per site (:func:`auto.store.store.site_aggregate_sql`):
+"""One row of the census aggregated per site (:func:`auto.store.census_sql.site_aggregate_sql`):
 ``(site, obs, errors, outs, inputs, None, None, None)`` — ``inputs`` distinct inputs of ``site``
 with ``obs`` observations, ``errors`` of them failed, ``outs`` distinct successful outputs — or
 ``(site, None, None, None, None, task, kind, first_ns)``: the earliest observation of ``site``
@@ -429,7 +429,7 @@ def _in_order(ids: Iterable[Hashable]) -> list[Hashable]:
 def census_model_calls(rows: Iterable[tuple], resolve: Callable[[list[Hashable]], dict[Hashable, str]],
                        with_inputs: bool = False) -> Census:
     """The census of model-call spans from the database's rows grouped by distinct request
-    (:func:`auto.store.store.model_call_census_sql`): sites are found over the distinct requests
+    (:func:`auto.store.census_sql.model_call_census_sql`): sites are found over the distinct requests
     (:class:`auto.sites.discover.SiteFinder`: :func:`auto.sites.discover` depends only on which
     requests were recorded, not how often), each row's request becomes its slot values and its
     response its site answer, and the rows are folded as :func:`census_from_rows` folds them.

@@ -105,13 +105,13 @@ def _program_rung(store: Any, task: str) -> dict[str, Any] | None:
     """The latest program-rung eval run of ``task``: verdict, reason, out-of-fold agreement overall
     and per field, and the procedure chosen (None when the rung stored nothing)."""
     for row in reversed(store.eval_runs(task)):
-        rec = row["record"]
+        rec = row.record
         checks = {c.get("name"): c for c in rec.get("checks") or []}
         if "out-of-fold-agreement" in checks or "program-synthesized" in checks:
             o = checks.get("out-of-fold-agreement") or {}
             syn = checks.get("program-synthesized") or ((rec.get("candidate") or {}).get("synthesis") or {})
             oof = syn.get("out_of_fold") or {}
-            return {"verdict": rec.get("verdict"), "reason": rec.get("reason"), "eval_run_id": row["id"],
+            return {"verdict": rec.get("verdict"), "reason": rec.get("reason"), "eval_run_id": row.id,
                     "out_of_fold": {k: o.get(k, oof.get(k)) for k in ("n", "agree", "rate", "ci95_low", "compared")},
                     "parts": o.get("parts") or oof.get("parts"), "settings": oof.get("settings"),
                     "procedure": syn.get("procedure"), "fields": syn.get("fields")}

@@ -161,7 +161,7 @@ def test_a_value_outside_a_tools_schema_is_the_same_refusal_in_the_gate(tmp_path
             compile_task(store, "route", contract=Contract(task="route", **RELAXED), out_path=tmp_path / "s.wasm")
         assert "region interpreter disagree" not in str(e.value) and "held-out agreement" in str(e.value)
         runs = store.eval_runs("route")
-        checks = {c["name"]: c for c in runs[-1]["record"]["checks"]}
+        checks = {c["name"]: c for c in runs[-1].record["checks"]}
         assert checks["wasm-matches-python-reference"]["mismatches"] == 0
         store.close()
     finally:

@@ -93,13 +93,13 @@ def test_cold_stream_installs_generations_and_serves_tier1(tmp_path):
     # every deopt became a witness (audits too); the log holds the attempts and installs
     with Store(tmp_path / "r.sqlite") as st:
         assert len(st.witnesses("triage")) == tiers.count("tier-0") + r.tiered.audit.n
-        kinds = [e["kind"] for e in st.ratchet_events("triage")]
+        kinds = [e.kind for e in st.ratchet_events("triage")]
         assert "install" in kinds and kinds.count("compile") >= kinds.count("install")
-        compiles = [e for e in st.ratchet_events("triage") if e["kind"] == "compile"]
-        assert compiles[0]["detail"]["trigger"]["kind"] == "first"
+        compiles = [e for e in st.ratchet_events("triage") if e.kind == "compile"]
+        assert compiles[0].detail["trigger"]["kind"] == "first"
         # every compile row says which lane it ran in and how long each rung took
-        assert all(c["detail"]["trigger"]["lane"] for c in compiles)
-        rungs = compiles[0]["detail"]["rungs"]
+        assert all(c.detail["trigger"]["lane"] for c in compiles)
+        rungs = compiles[0].detail["rungs"]
         assert rungs and all(isinstance(x["seconds"], float) and x["verdict"] in ("pass", "refuse") for x in rungs)
         assert st.installed_generation("triage") == (r.generation, r.status()["artifact_id"])
     r.close()
@@ -146,8 +146,8 @@ def test_a_failing_compile_keeps_the_current_generation_and_is_recorded(tmp_path
     drive(r, parcels(12))  # a new label, witnessed 12 times: the policy asks for a compile
     assert r.generation == gen
     with Store(tmp_path / "r.sqlite") as st:
-        errs = [e for e in st.ratchet_events("triage") if e["kind"] == "compile" and e["detail"]["verdict"] == "error"]
-    assert errs and errs[-1]["detail"]["reason"] == "CompileError: boom"
+        errs = [e for e in st.ratchet_events("triage") if e.kind == "compile" and e.detail["verdict"] == "error"]
+    assert errs and errs[-1].detail["reason"] == "CompileError: boom"
     r.close()
 
 
@@ -163,8 +163,8 @@ def test_risk_alarm_rolls_back(tmp_path):
                     "tier1_score": 0.5, "reason": "shadow-audit"})
     assert r.generation is None
     with Store(tmp_path / "r.sqlite") as st:
-        rb = [e for e in st.ratchet_events("triage") if e["kind"] == "rollback"]
-        assert rb and "risk alarm" in rb[-1]["detail"]["reason"]
+        rb = [e for e in st.ratchet_events("triage") if e.kind == "rollback"]
+        assert rb and "risk alarm" in rb[-1].detail["reason"]
         assert st.installed_generation("triage") is None
     r.close()
 
@@ -190,7 +190,7 @@ def test_two_ratchets_on_one_store_lose_no_witness(tmp_path):
     deopts = a.status()["evidence"]["deopts"] + b.status()["evidence"]["deopts"]
     with Store(tmp_path / "r.sqlite") as st:
         ws = st.witnesses("triage")
-        compiles = [e for e in st.ratchet_events("triage") if e["kind"] == "compile"]
+        compiles = [e for e in st.ratchet_events("triage") if e.kind == "compile"]
         assert st.verify().ok
     # each deopt (and each finished audit) is exactly one witness; nothing lost, nothing doubled
     assert len(ws) >= deopts
@@ -507,19 +507,19 @@ def test_restart_falls_back_to_an_earlier_generation_when_the_installed_one_is_b
     r = make(tmp_path)
     drive(r, stream(100))
     assert r.compile_now("a second generation") and r.wait_idle(120)
-    events = [e for e in r._store.ratchet_events("triage") if e["kind"] == "install"]
+    events = [e for e in r._store.ratchet_events("triage") if e.kind == "install"]
     assert len(events) >= 2, "needs two installed generations"
     last, before = events[-1], events[-2]
     r.close()
     con = sqlite3.connect(tmp_path / "r.sqlite")
-    con.execute("UPDATE artifacts SET wasm = ? WHERE id = ?", (b"\x00asm\x01\x00\x00\x00broken", last["artifact_id"]))
+    con.execute("UPDATE artifacts SET wasm = ? WHERE id = ?", (b"\x00asm\x01\x00\x00\x00broken", last.artifact_id))
     con.commit()
     con.close()
     r2 = make(tmp_path)
-    assert r2.generation == before["generation"]
+    assert r2.generation == before.generation
     with Store(tmp_path / "r.sqlite") as st:
-        assert st.installed_generation("triage") == (before["generation"], before["artifact_id"])
-        assert any(e["kind"] == "rollback" and "restart" in e["detail"]["reason"] for e in st.ratchet_events("triage"))
+        assert st.installed_generation("triage") == (before.generation, before.artifact_id)
+        assert any(e.kind == "rollback" and "restart" in e.detail["reason"] for e in st.ratchet_events("triage"))
     r2.close()
 
 
@@ -603,8 +603,8 @@ def test_overlay_audits_feed_their_own_monitor_which_disables_the_overlay(tmp_pa
     assert r.status()["overlay"]["disabled"] and r.call_result(x).tier == "tier-0"
     assert r.status()["evidence"]["audits"] == 0  # the specialist's monitor saw none of them
     with Store(tmp_path / "r.sqlite") as st:
-        alarms = [e for e in st.ratchet_events("triage") if e["kind"] == "alarm"]
-        assert alarms and alarms[-1]["detail"]["monitor"] == "overlay-risk"
+        alarms = [e for e in st.ratchet_events("triage") if e.kind == "alarm"]
+        assert alarms and alarms[-1].detail["monitor"] == "overlay-risk"
     r.close()
 
 

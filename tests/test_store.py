@@ -198,6 +198,55 @@ def test_eval_runs_and_artifacts(tmp_path):
         assert st.latest_artifact("other") is None
 
 
+def test_eval_runs_and_ratchet_events_are_typed(tmp_path):
+    from auto.store import EventKind, RatchetEvent, StoredEvalRun
+
+    with Store(tmp_path / "s.db") as st:
+        rid = st.put_eval_run({"task": "triage", "verdict": "refuse", "n": 3})
+        (run,) = st.eval_runs("triage")
+        assert isinstance(run, StoredEvalRun) and run.id == rid and run.verdict == "refuse"
+        assert run.task == "triage" and run.record == {"task": "triage", "verdict": "refuse", "n": 3}
+        aid = st.put_artifact(b"gen1", {}, "triage", 1)
+        st.add_ratchet_event("triage", EventKind.INSTALL, generation=1, artifact_id=aid, detail={"parent": None})
+        st.add_ratchet_event("triage", "rollback", generation=1, detail={"to": None})
+        install, rollback = st.ratchet_events("triage")
+        assert isinstance(install, RatchetEvent) and install.kind is EventKind.INSTALL
+        assert (install.generation, install.artifact_id, install.detail) == (1, aid, {"parent": None})
+        assert rollback.kind is EventKind.ROLLBACK and rollback.id > install.id
+        assert st.installed_generation("triage") is None
+        with pytest.raises(IngestError, match="ratchet event kind 'deploy' is not one of"):
+            st.add_ratchet_event("triage", "deploy")
+        assert len(st.ratchet_events("triage")) == 2
+
+
+def test_every_read_takes_the_read_barrier(tmp_path):
+    """A recorder's writer registers its flush as a read barrier: every read, artifacts
+    included, must call it first (or it reads what the process recorded only after a flush)."""
+    calls = []
+    with Store(tmp_path / "s.db") as st:
+        s = make_span()
+        st.ingest([s], [make_trace(s)])
+        rid = st.put_eval_run({"task": "triage", "verdict": "pass"})
+        aid = st.put_artifact(b"gen1", {}, "triage", 1)
+        st.add_read_barrier(lambda: calls.append(1))
+        reads = {
+            "artifacts": lambda: st.artifacts(), "get_artifact": lambda: st.get_artifact(aid),
+            "latest_artifact": lambda: st.latest_artifact("triage"), "eval_runs": lambda: st.eval_runs(),
+            "get_eval_run": lambda: st.get_eval_run(rid), "ratchet_events": lambda: st.ratchet_events("triage"),
+            "installed_generation": lambda: st.installed_generation("triage"), "spans": lambda: st.spans(),
+            "traces": lambda: st.traces(), "witnesses": lambda: st.witnesses("triage"),
+            "task_witnesses": lambda: st.task_witnesses("triage"), "tasks": lambda: st.tasks(),
+            "census_site_rows": lambda: st.census_site_rows(), "digest": lambda: st.digest(),
+        }
+        missed = []
+        for name, read in reads.items():
+            before = len(calls)
+            read()
+            if len(calls) == before:
+                missed.append(name)
+        assert missed == []
+
+
 def test_store_digest_independent_of_insert_order(tmp_path):
     spans = [make_span(started_ns=1000 + i) for i in range(5)]
     with Store(tmp_path / "a.db") as a, Store(tmp_path / "b.db") as b:

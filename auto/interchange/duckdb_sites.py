@@ -5,7 +5,7 @@ in Python), found without a Python step per request: ``requests.parquet`` holds 
 reads of each request (shape, leaf texts, :func:`auto.sites.discover.leaves_key`), so DuckDB
 
 1. groups the model-call spans by distinct request and response (the store's census SQL,
-   :func:`auto.store.store.model_call_census_sql`);
+   :func:`auto.store.census_sql.model_call_census_sql`);
 2. counts, per group ``(task, span name, shape)``, the distinct texts of the system and developer
    leaves, from which Python picks the paths that split a group
    (:func:`auto.sites.discover.split_paths`), and numbers the parts;
@@ -18,7 +18,7 @@ reads of each request (shape, leaf texts, :func:`auto.sites.discover.leaves_key`
    part at its first occurrence, which leaves the most room for the rest);
 5. counts the observations per site, input (the leaves key: equal for two requests of one site
    exactly when their slot values are) and site answer (``answers.parquet``), aggregated per site
-   as the store's census is (:func:`auto.store.store.site_aggregate_sql`).
+   as the store's census is (:func:`auto.store.census_sql.site_aggregate_sql`).
 
 Python sees a few rows per site, not per request or span.
 """
@@ -33,7 +33,7 @@ from auto.census import MODEL_CALL_KIND, census_from_rows, census_from_site_rows
 from auto.canonical import canonical_json
 from auto.sites.align import MAX_ALIGN_CHARS, MAX_ALIGN_VALUES, MIN_ALIGN_VALUES, SLOT, Parts, sample_key, template_candidate
 from auto.sites.discover import MODEL_CALL_SPANS, SPLIT_ROLES, build_site, split_paths
-from auto.store.store import model_call_census_sql, site_aggregate_sql
+from auto.store.census_sql import model_call_census_sql, site_aggregate_sql
 
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -83,7 +83,7 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
 
     Args:
         task, params: whether the census is of one task, and the SQL parameters
-            (:func:`auto.store.store.census_params` of the task and ``"llm"``).
+            (:func:`auto.store.census_sql.census_params` of the task and ``"llm"``).
         with_inputs: collect the per-input rows (``resolve`` reads payload texts by digest).
         where, error: what an error names, and the exception it becomes.
 

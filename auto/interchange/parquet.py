@@ -49,7 +49,7 @@ each distinct value once. ``traces.parquet``: ``trace_id``, ``name``, ``started_
 
 :func:`export_parquet` streams the store (memory bounded by one row group and the ids of the
 model calls' payloads); :func:`census_parquet` runs the census on DuckDB: the store's census SQL
-(:func:`auto.store.store.census_site_sql`) over ``spans.parquet``, and model-call sites found in
+(:func:`auto.store.census_sql.census_site_sql`) over ``spans.parquet``, and model-call sites found in
 SQL over ``requests.parquet`` (:mod:`auto.interchange.duckdb_sites`), so the results are the
 store's. Needs ``pip install 'auto[interchange]'``.
 """
@@ -313,7 +313,7 @@ def census_parquet(folder: str | os.PathLike, task: str | None = None, with_inpu
     """
     from auto.census import MODEL_CALL_KIND, census_from_rows, census_from_site_rows, join
     from auto.interchange.duckdb_sites import model_call_census
-    from auto.store.store import census_params, census_site_sql, census_sql
+    from auto.store.census_sql import census_params, census_site_sql, census_sql
 
     d = check_layout(folder)
     duckdb = _duckdb()

@@ -34,6 +34,7 @@ from auto.compile.fields import declared_fields
 from auto.errors import AutoError
 from auto.ratchet.events import Fired, InstallRow, NotInstalledRow, RollbackRow, Trigger
 from auto.ratchet.evidence import GenerationEvidence
+from auto.store.records import EventKind
 
 log = logging.getLogger("auto.ratchet")
 
@@ -278,8 +279,8 @@ class Installer:
             target = None
             if parent is not None:
                 row = next((e for e in reversed(h.store.ratchet_events(h.task))
-                            if e["kind"] == "install" and e["generation"] == parent), None)
-                target = row["artifact_id"] if row else None
+                            if e.kind == EventKind.INSTALL and e.generation == parent), None)
+                target = row.artifact_id if row else None
             h.log(RollbackRow(gen, reason=reason, to=parent if target else None, evidence=h.evidence.describe()))
             h.state.alarm, h.state.new_since_alarm = Trigger.RISK_ALARM.value, 0
         if target is not None and parent is not None:
@@ -303,8 +304,8 @@ class Installer:
         cur = h.store.installed_generation(h.task)
         if cur is None:
             return
-        candidates = [cur] + [(int(e["generation"]), e["artifact_id"]) for e in reversed(h.store.ratchet_events(h.task))
-                              if e["kind"] == "install" and e["artifact_id"] and e["artifact_id"] != cur[1]]
+        candidates = [cur] + [(int(e.generation), e.artifact_id) for e in reversed(h.store.ratchet_events(h.task))
+                              if e.kind == EventKind.INSTALL and e.artifact_id and e.artifact_id != cur[1]]
         tried: set[str] = set()
         for gen, aid in candidates:
             if aid in tried:

@@ -416,6 +416,10 @@ def span_from_row(row: dict, texts: dict[int, str], parsed: dict[int, Any] | Non
 ROW_COLUMNS = ("seq", *SPAN_SELECT_COLUMNS)
 """A ``spans`` row as the store's checks and witness reads take it: a tuple in this order."""
 
+ROW_KIND, ROW_STATUS, ROW_INPUT_ID, ROW_DIGEST = (ROW_COLUMNS.index(c) for c in ("kind", "status", "input_id", "digest"))
+"""Positions in a :data:`ROW_COLUMNS` row (the payload ids run from ``ROW_INPUT_ID`` up to
+``ROW_DIGEST``)."""
+
 
 def span_text_of_values(row: tuple, texts: dict[int, str]) -> str:
     """The canonical JSON text a stored span's digest must be the digest of (:func:`span_text`),

@@ -1,8 +1,10 @@
-"""The typed records the store hands out: witnesses, stored artifacts, verification reports."""
+"""The typed records the store hands out: witnesses, stored eval runs and artifacts, ratchet
+events, verification reports."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from auto.errors import IntegrityError
@@ -71,6 +73,65 @@ class StoredArtifact:
     created_ns: int
     manifest: dict
     wasm: bytes
+
+
+@dataclass(frozen=True)
+class StoredEvalRun:
+    """An eval run as the store keeps it (a row of ``eval_runs``; to read its checks by name,
+    :meth:`auto.gate.EvalRun.from_record` of ``record``).
+
+    Attributes:
+        id: ``digest(record)``, its content address.
+        task: the record's ``task`` (None when it had none).
+        created_ns: when it was first stored (ns since the epoch).
+        verdict: the record's ``verdict`` as text (``"pass"``, ``"refuse"``), None when it had none.
+        record: the record (parsed JSON).
+    """
+
+    id: str
+    task: str | None
+    created_ns: int
+    verdict: str | None
+    record: dict
+
+
+class EventKind(str, Enum):
+    """What a row of the ratchet log records (stored as the value)."""
+
+    COMPILE = "compile"
+    """A compile attempt (``detail.verdict`` pass / refuse / error / timeout / crashed / skipped,
+    its trigger and evidence)."""
+    INSTALL = "install"
+    """A generation was swapped in (``detail.parent``)."""
+    ROLLBACK = "rollback"
+    """A generation was taken out (``detail.to``: the generation installed instead, or None)."""
+    ALARM = "alarm"
+    """A monitor's alarm (``detail.monitor``, ``detail.reason``)."""
+    INSTALL_FAILED = "install-failed"
+    """A generation that passed its gate could not be loaded."""
+    INSTALL_SKIPPED = "install-skipped"
+    """A generation that passed its gate would answer less than the installed one."""
+
+
+@dataclass(frozen=True)
+class RatchetEvent:
+    """One row of the ratchet log (a row of ``ratchet_events``; insert-only).
+
+    Attributes:
+        id: its position in the log (increasing).
+        task: the task it is about. kind: what it records.
+        generation, artifact_id: the generation and artifact it names (None when none).
+        created_ns: when it was written (ns since the epoch).
+        detail: the row's JSON detail (parsed), keys per kind (:class:`EventKind`).
+    """
+
+    id: int
+    task: str
+    kind: EventKind
+    generation: int | None
+    artifact_id: str | None
+    created_ns: int
+    detail: dict
 
 
 @dataclass
