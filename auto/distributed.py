@@ -88,7 +88,7 @@ def compile_job(job: CompileJob) -> dict[str, Any]:
                              programs=job.programs)
         return {**base, "verdict": "pass", "generation": o.generation, "artifact_id": o.artifact_id,
                 "artifact_bytes": o.artifact_bytes, "artifact_path": str(o.artifact_path),
-                "compiled_as": o.manifest.get("compiled_as"), "reason": o.reason, "eval_run_id": o.eval_run_id,
+                "compiled_as": o.typed_manifest.compiled_as, "reason": o.reason, "eval_run_id": o.eval_run_id,
                 "seconds": round(time.perf_counter() - t0, 3)}
     except GateRefused as e:
         return {**base, "verdict": "refuse", "reason": e.reason, "eval_run_id": e.eval_run_id,

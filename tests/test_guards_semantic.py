@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from auto_runtime.manifest import Manifest
+
 from auto.errors import ArgumentError
 from auto.guards.semantic import HostGuard, SemanticNovelty, load_embedder, make_host_guard, without_novelty
 
@@ -106,7 +108,7 @@ def test_host_guard_needs_both_parts():
 def test_make_host_guard_modes_keep_what_they_say():
     sem = SemanticNovelty(["billing refund invoice"], ["refund my invoice", "the app crashes"], 0.2, _letters)
     novelty = {"method": "conformal-novelty", "alpha": 0.2, "n": 2, "calibration_scores": [0.1, 0.2]}
-    art = SimpleNamespace(guard=_Stub(), manifest={"guard": novelty})
+    art = SimpleNamespace(guard=_Stub(), manifest={"guard": novelty}, typed_manifest=Manifest.of({"guard": novelty}))
     g = make_host_guard("semantic", art, sem)
     assert isinstance(g, HostGuard) and g.rest is None and g.mode == "semantic"  # novelty replaced, nothing left
     c = make_host_guard("combined", art, sem)
@@ -116,3 +118,6 @@ def test_make_host_guard_modes_keep_what_they_say():
     assert without_novelty({"method": "stack", "components": [novelty]})[0] is None
     kept, note = without_novelty({"method": "exact-match"})
     assert kept is not None and "no novelty component" in note
+    # a guard entry that is not an object: the artifact's own (always-deopt) guard is kept
+    bad = SimpleNamespace(guard=_Stub(), manifest={"guard": 3}, typed_manifest=Manifest.of({"guard": 3}))
+    assert make_host_guard("semantic", bad, sem).rest is bad.guard

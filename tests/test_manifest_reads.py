@@ -16,19 +16,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-SWITCHED = ("auto/cli.py", "auto/guards/program.py", "auto/compile/rungs/region.py")
+SWITCHED = ("auto/cli.py", "auto/guards/program.py", "auto/compile/rungs/region.py", "auto/distributed.py",
+            "auto/guards/semantic.py", "auto/proxy/sites.py", "auto/ratchet/core.py", "auto/ratchet/worker.py",
+            "auto/serve/app.py", "auto/sites/discover.py")
 """Modules that read manifests only through the typed view."""
 
-REMAINING = {
-    "auto/distributed.py": 1,
-    "auto/guards/semantic.py": 1,
-    "auto/proxy/sites.py": 1,
-    "auto/ratchet/core.py": 6,
-    "auto/ratchet/worker.py": 1,
-    "auto/serve/app.py": 1,
-    "auto/sites/discover.py": 2,
-}
-"""Module -> manifest reads by string still there (to switch to :class:`Manifest`)."""
+REMAINING: dict[str, int] = {}
+"""Module -> manifest reads by string still there (to switch to :class:`Manifest`): none are left."""
 
 
 def manifest_reads(path: Path) -> list[str]:

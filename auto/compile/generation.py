@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from auto_runtime.manifest import Manifest
+
 from auto.canonical import canonical_json, digest
 from auto.compile.context import RungContext
 from auto.compile.manifest import ManifestDraft
@@ -60,6 +62,11 @@ class CompileOutcome:
     model: Any = None
     sklearn_predict: Callable[[dict[str, Any]], Any] | None = None
     rungs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def typed_manifest(self) -> Manifest:
+        """The typed view of :attr:`manifest` (:meth:`auto_runtime.manifest.Manifest.of`)."""
+        return Manifest.of(self.manifest)
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly summary (no bytes, no calibration scores)."""

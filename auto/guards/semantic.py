@@ -203,7 +203,9 @@ def make_host_guard(mode: str, artifact: Any, semantic: SemanticNovelty) -> "Hos
         raise ArgumentError(f"unknown host guard mode {mode!r} (available: {', '.join(MODES)})")
     if mode == "combined":
         return HostGuard(semantic, artifact.guard, "combined")
-    rest, _note = without_novelty(artifact.manifest.get("guard"))
+    entry = artifact.typed_manifest.guard
+    # a guard entry that is not an object has no fields: the artifact's own guard is what it builds
+    rest = without_novelty(entry.to_dict())[0] if entry.fields else artifact.guard
     return HostGuard(semantic, rest, "semantic")
 
 

@@ -215,7 +215,7 @@ class SiteService:
         t = self._templates.get(art.id)
         if t is None:
             try:
-                t = Site.from_manifest(art.manifest.get("site"))
+                t = Site.from_manifest(art.typed_manifest.site)
             except ValueError:
                 return None
             self._templates[art.id] = t

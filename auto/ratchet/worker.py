@@ -106,7 +106,7 @@ def compile_once(req: CompileRequest) -> CompileResult:
                                      seconds=time.perf_counter() - t0,
                                      detail={"rungs": e.rungs, "certificate": refusal_certificate(store, e.rungs)})
             return CompileResult("pass", out.reason, req.generation, artifact_id=out.artifact_id,
-                                 eval_run_id=out.eval_run_id, compiled_as=out.manifest["compiled_as"],
+                                 eval_run_id=out.eval_run_id, compiled_as=out.typed_manifest.compiled_as,
                                  seconds=time.perf_counter() - t0,
                                  detail={"timings_s": out.timings_s, "rungs": out.rungs,
                                          "certificate": refusal_certificate(store, out.rungs)})

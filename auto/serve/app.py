@@ -397,7 +397,7 @@ class ArtifactService:
     async def list(self, request: Request) -> JSONResponse:
         if not self._authorized(request):
             return self._unauthorized()
-        rows = [{"id": a.id, "task": a.task, "generation": a.generation, "compiled_as": a.manifest.get("compiled_as"),
+        rows = [{"id": a.id, "task": a.task, "generation": a.generation, "compiled_as": a.typed_manifest.compiled_as,
                  "bytes": a.size_bytes, "signed_by": a.signed_by, "guard": a.guard.method}
                 for a in sorted(self.artifacts.values(), key=lambda a: (a.task, a.generation or 0, a.id))]
         return JSONResponse({"artifacts": rows})

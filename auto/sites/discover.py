@@ -407,9 +407,10 @@ def read_site(store: Any, sid: str, *, verify: bool = False) -> SiteWitnesses | 
     members = [spans[i] for i in d.members[sid]]
     inputs = {i: d.inputs[i] for i in d.members[sid]}
     latest = store.latest_artifact(sid)
-    if latest is not None and isinstance(latest.manifest.get("site"), dict):
+    entry = latest.typed_manifest.site if latest is not None else None
+    if isinstance(entry, dict):
         try:
-            prev = Site.from_manifest(latest.manifest["site"])
+            prev = Site.from_manifest(entry)
         except ValueError:
             prev = None
         if prev is not None and prev.id == sid and prev.slots != site.slots:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from auto_runtime.manifest import Manifest
+
 from auto.errors import IntegrityError
 
 
@@ -73,6 +75,11 @@ class StoredArtifact:
     created_ns: int
     manifest: dict
     wasm: bytes
+
+    @property
+    def typed_manifest(self) -> Manifest:
+        """The typed view of :attr:`manifest` (:meth:`auto_runtime.manifest.Manifest.of`)."""
+        return Manifest.of(self.manifest)
 
 
 @dataclass(frozen=True)

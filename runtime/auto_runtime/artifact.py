@@ -42,6 +42,7 @@ instance are made before the next call, so no state leaks across a failure.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -71,6 +72,7 @@ from auto_runtime.signing import TrustPolicy, read_signatures, sidecar_path
 from auto_runtime.jsonio import canonical_text, strict_loads
 from auto_runtime.manifest import (
     MANIFEST_SECTION,
+    Manifest,
     check_manifest_digest,
     decode_manifest,
     declared_capabilities,
@@ -145,6 +147,8 @@ class Artifact:
     Attributes:
         id: ``"sha256:<hex>"`` of the file's bytes.
         manifest: the decoded manifest.
+        typed_manifest: its typed view (:class:`~auto_runtime.manifest.Manifest`, built once, on
+            first use), for readers of its keys.
         task: the manifest's ``task``.
         generation: the manifest's ``generation`` (int or None).
         limits: the :class:`Limits` every call runs under.
@@ -202,6 +206,11 @@ class Artifact:
         self.table: TableIndex | None = None
         self._table_hit: Callable[[bytes], dict[str, Any] | None] | None = None
         self._table_checked: set[bytes] = set()  # keys whose (plain) inputs passed validate_input
+
+    @functools.cached_property
+    def typed_manifest(self) -> Manifest:
+        """The typed view of :attr:`manifest` (:meth:`Manifest.of`; built on first use)."""
+        return Manifest.of(self.manifest)
 
     # ------------------------------------------------------------------ loading
 

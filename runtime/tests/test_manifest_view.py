@@ -209,3 +209,14 @@ def test_every_guard_method_the_runtime_evaluates_is_read_by_a_type_or_the_plain
     plain reading (no calibration scores, certifies nothing) is right."""
     plain = {"exact-match", "program", "none"}
     assert set(GUARD_METHODS) == set(GUARD_ENTRIES) | plain
+
+
+def test_a_loaded_artifact_answers_through_its_typed_manifest():
+    from auto_runtime import Artifact
+
+    _code, wasm = _artifact(STACK)
+    art = Artifact.load(wasm)
+    view = art.typed_manifest
+    assert isinstance(view, Manifest) and view is art.typed_manifest  # built once
+    assert view.to_dict() == art.manifest and view.compiled_as == "memo-first"
+    assert isinstance(view.guard, StackEntry) and view.calibration_scores == CAL
