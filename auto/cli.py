@@ -32,6 +32,8 @@ from typing import Any, Iterator
 import click
 
 from auto.errors import ArgumentError, AutoError, GateRefused, GuardDeclined, ReferenceFailed, UsageError, VerificationFailed
+from auto.reference import first_line as _first_line
+from auto.reference import load_reference
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130
@@ -46,9 +48,6 @@ def say(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
 def _interrupted() -> None:
@@ -431,7 +430,7 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
         raise UsageError("--input must be a JSON object (the task's named arguments)")
     if expected_id is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", expected_id):
         raise UsageError(f"--id must look like sha256:<64 hex digits>, got {expected_id!r}")
-    ref = _load_reference(reference) if reference else None
+    ref = load_reference(reference) if reference else None
     art = Artifact.load(artifact, expected_id=expected_id, trust=_trust(trust_keys))
     if art.tools or tools_spec:
         from auto.serve.app import check_no_extra_tools, load_tools, tiered_with_tools
@@ -456,53 +455,6 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
     )
     if res.tier == "declined":
         raise GuardDeclined(res.reason)
-
-
-def _load_reference(spec: str) -> Any:
-    """The ``--reference module:function`` as a callable ``input dict -> JSON answer``.
-
-    Raises:
-        UsageError: the spec is malformed, the module is not found, the name is missing or not
-            callable.
-        ReferenceFailed: importing the module raised (any error but a missing module); later,
-            when called, the function raised or returned a value that is not JSON.
-    """
-    import importlib
-
-    from auto.canonical import canonical_json
-
-    mod, _, fn = spec.partition(":")
-    if not mod or not fn:
-        raise UsageError(f"--reference must be module:function, got {spec!r}")
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))  # like `python -m`: modules in the current folder are importable
-    try:
-        module = importlib.import_module(mod)
-    except ModuleNotFoundError as e:
-        if e.name is not None and (mod == e.name or mod.startswith(e.name + ".")):
-            raise UsageError(f"cannot load reference {spec!r}: {e}") from None
-        raise ReferenceFailed(f"importing the reference module {mod} failed: {_first_line(e)}") from None
-    except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
-        raise ReferenceFailed(f"importing the reference module {mod} raised {_first_line(e)}") from None
-    f = getattr(module, fn, None)
-    if f is None:
-        raise UsageError(f"cannot load reference {spec!r}: module {mod!r} has no attribute {fn!r}")
-    if not callable(f):
-        raise UsageError(f"reference {spec!r} is not callable")
-
-    def call(inp: dict) -> Any:
-        try:
-            out = f(**inp)
-        except Exception as e:  # noqa: BLE001 - any failure of the user's agent becomes one clear line
-            raise ReferenceFailed(f"the reference {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-        try:
-            canonical_json(out)
-        except (TypeError, ValueError) as e:
-            raise ReferenceFailed(f"the reference {spec} returned a value that is not JSON "
-                                  f"({type(out).__name__}: {_first_line(e)})") from None
-        return out
-
-    return call
 
 
 # --------------------------------------------------------------------------------------- inspect

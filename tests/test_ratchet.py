@@ -293,17 +293,20 @@ def test_auto_ratchet_keeps_the_task_signature(tmp_path):
 
 
 KILL_SCRIPT = textwrap.dedent("""
-    import os, sys, time
+    import sys
     sys.path.insert(0, {tests!r})
     from test_ratchet import make_for_subprocess, stream
     r = make_for_subprocess(sys.argv[1])
+    shown = None
     for i, inp in enumerate(stream(400)):
         r.call(inp)
-        time.sleep(0.03)  # a reference call takes time: compiles finish while the stream goes on
         if i % 60 == 59:  # repeats are answered by the overlay: let the compiles of the witnesses land
-            r.wait_idle(120)
-        if r.generation is not None and i % 7 == 0:
-            print("gen", r.generation, flush=True)
+            r.wait_idle()  # a condition, not a time: however loaded the machine, the compile finishes first
+        if r.generation is not None and r.generation != shown:
+            shown = r.generation
+            print("gen", shown, flush=True)
+    print("done", flush=True)
+    sys.stdin.read()  # the stream is over: wait for the kill
 """)
 
 
@@ -313,21 +316,30 @@ def make_for_subprocess(path: str) -> Ratchet:
 
 
 def test_kill_minus_nine_mid_stream_restarts_on_a_complete_generation(tmp_path):
+    """Killed (SIGKILL) while it streams and compiles, once it has installed two generations (or
+    at the end of its stream, with fewer), a ratchet restarts on the last complete one. The child
+    reports each install as it happens; the test waits on those reports, never on a time."""
+    import queue
+
     store = tmp_path / "k.sqlite"
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT.format(tests=str(Path(__file__).parent)), str(store)],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    seen = 0
-    deadline = time.monotonic() + 240
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("gen"):
-            seen += 1
-            if seen >= 3:
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: ([lines.put(x) for x in proc.stdout], lines.put(None)), daemon=True).start()
+    seen = 0
+    try:
+        while seen < 2:
+            line = lines.get(timeout=900)  # a hung child only: every report is a condition reached
+            if line is None or line.startswith("done"):
                 break
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    proc.wait(30)
+            seen += line.startswith("gen")
+    except queue.Empty:
+        pytest.fail("the child reported nothing for 900 s")
+    finally:
+        proc.kill()
+        proc.wait(30)
     assert seen >= 1, "the child never installed a generation"
     with Store(store) as st:
         assert st.verify().ok

@@ -62,6 +62,9 @@ def label(ticket, customer):
 
 def broken(ticket, customer):
     raise RuntimeError("the agent is down")
+
+def not_json(ticket, customer):
+    return {"labels": {"billing"}}
 '''
 
 
@@ -107,7 +110,13 @@ def test_reference_answers_declined_calls_and_is_captured(site, tmp_path, monkey
     cfg = ServeConfig(artifacts=[str(out.artifact_path)], reference="myref:broken", cwd=str(tmp_path))
     with Served(cfg) as s:
         r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json={**inp, "ticket": "new one"})
-        assert r.status_code == 502 and "the agent is down" in r.json()["error"]["message"]
+        assert r.status_code == 502 and r.json()["error"]["message"] == "the reference myref:broken raised RuntimeError: the agent is down"
+    # an answer that is not JSON is the reference's failure, one line (as `auto run --reference` says it)
+    cfg = ServeConfig(artifacts=[str(out.artifact_path)], reference="myref:not_json", cwd=str(tmp_path))
+    with Served(cfg) as s:
+        r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json={**inp, "ticket": "new one"})
+        assert r.status_code == 502 and r.json()["error"]["type"] == "reference_failed"
+        assert r.json()["error"]["message"].startswith("the reference myref:not_json returned a value that is not JSON (dict")
 
 
 def test_same_limits_as_in_process(site):

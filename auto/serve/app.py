@@ -67,8 +67,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from auto.errors import ArgumentError
+from auto.errors import ArgumentError, ReferenceFailed
 from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
+from auto.reference import load_reference
 from auto.registry import Registry
 from auto.store import Store, is_dsn
 
@@ -181,18 +182,6 @@ def _import_attribute(spec: str, cwd: str | None, option: str, what: str) -> Any
         raise ArgumentError(f"cannot load {what} {spec!r}: {e}") from None
     except Exception as e:  # noqa: BLE001 - the user's module failing on import becomes one clear line
         raise ArgumentError(f"cannot load {what} {spec!r}: importing {mod} raised {type(e).__name__}: {e}") from None
-
-
-def load_reference(spec: str, cwd: str | None = None) -> Callable[[dict[str, Any]], Any]:
-    """``module:function`` as a reference ``f(input) -> answer`` calling ``function(**input)``.
-
-    Raises:
-        ArgumentError: not ``module:function``, or it cannot be imported, or is not callable.
-    """
-    f = _import_attribute(spec, cwd, "--reference", "reference")
-    if not callable(f):
-        raise ArgumentError(f"reference {spec!r} is not callable")
-    return lambda inp: f(**inp)
 
 
 def load_tools(spec: str, cwd: str | None = None) -> dict[str, Callable[..., Any]]:
@@ -316,7 +305,7 @@ class ArtifactService:
     """The artifacts one worker serves, and the app (:attr:`app`).
 
     Raises:
-        see :func:`load_artifacts` and :func:`load_reference`.
+        see :func:`load_artifacts` and :func:`auto.reference.load_reference`.
     """
 
     def __init__(self, config: ServeConfig, artifacts: list[Artifact] | None = None) -> None:
@@ -475,6 +464,8 @@ class ArtifactService:
                                  **_result(res)}, status_code=409)
         try:
             answer = await run_in_threadpool(reference, obj)
+        except ReferenceFailed as e:  # it raised, or answered a value that is not JSON
+            return _error(502, "reference_failed", str(e))
         except Exception as e:  # noqa: BLE001 - the user's reference failing is one clear error
             spec = self.config.references.get(art.task) or self.config.reference
             return _error(502, "reference_failed", f"the reference {spec} raised "
