@@ -71,90 +71,29 @@ pays for the selection (an RNG draw, and a JSON snapshot of the selected input a
 from __future__ import annotations
 
 import logging
-import math
 import threading
-from dataclasses import dataclass
 from time import perf_counter_ns
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable
 
 from auto_runtime.artifact import Artifact
 from auto_runtime.audit import DEFAULT_AUDIT_QUEUE, ShadowAudit
-from auto_runtime.errors import (
-    AutoError,
-    CallTimeout,
-    CapabilityError,
-    FuelExhausted,
-    InputSchemaError,
-    LimitError,
-    ManifestError,
-    MemoryLimitExceeded,
-    OutputError,
-    ToolCallError,
-    TrapError,
+from auto_runtime.call_result import (
+    DECLINED,
+    OVERLAY_REASON,
+    TIER_0,
+    TIER_1,
+    CallResult,
+    Generation,
+    failure_reason,
 )
-from auto_runtime.guard import AlwaysDeopt, Guard, TightenedGuard
+from auto_runtime.capability_call import CapabilityCalls
+from auto_runtime.errors import AutoError, CapabilityError, InputSchemaError, ManifestError
+from auto_runtime.guard import AlwaysDeopt, TightenedGuard
 from auto_runtime.overlay import TableOverlay
-from auto_runtime.tools import ToolBudget, effect_journal, missing_tools_line
+from auto_runtime.tiered_batch import DEFAULT_BATCH_CHUNK, BatchCalls
+from auto_runtime.tools import ToolBudget, missing_tools_line
 
 log = logging.getLogger("auto_runtime.tiered")
-
-OVERLAY_REASON = "overlay"
-"""The ``reason`` of a tier-1 answer given by the table overlay."""
-
-TIER_1 = "tier-1"
-TIER_0 = "tier-0"
-DECLINED = "declined"
-
-DEFAULT_BATCH_CHUNK = 64
-"""Inputs per ``run_batch`` call in :meth:`TieredTask.batch`. Large enough to amortize the call
-overhead (~1/64 per item), small enough that one runaway input burns at most 64 inputs' fuel."""
-
-
-@dataclass(slots=True)
-class CallResult:
-    """The outcome of one tiered call.
-
-    Attributes:
-        answer: the task output (``None`` when declined).
-        tier: ``"tier-1"`` (artifact), ``"tier-0"`` (reference) or ``"declined"``.
-        reason: ``"guard-pass"`` or why the call deopted / was declined.
-        score: the artifact's ``nonconformity`` output for this input, or ``None`` (no artifact
-            output, or an artifact without that field, e.g. a program).
-        p_value: the guard's p-value (a stack's: its ``conformal-novelty`` component's), or
-            ``None``; still reported while the task is tightened.
-        latency_us: wall time of the whole call in µs (``perf_counter_ns``), reference included,
-            capture hook excluded; in a batch, the batch's artifact time is divided evenly among
-            its items and each deopted item adds its own reference time.
-        generation: the artifact's manifest generation (``None`` without an artifact).
-        artifact_id: the artifact's ``sha256:`` id (``None`` without an artifact).
-        output: the artifact's whole output object for this input (``{"answer", "margin",
-            "nonconformity", ...}``) when it ran and answered, also when the guard deopted (its
-            would-be answer); ``None`` otherwise.
-        tool_calls: a capability artifact's tool calls in this call (``tool``, ``arguments``,
-            ``effects``, ``kind``, ``live``, ``ms``, ``error``), also when it deopted; ``None``
-            otherwise.
-    """
-
-    answer: Any
-    tier: str
-    reason: str
-    score: float | None
-    p_value: float | None
-    latency_us: float
-    generation: int | None
-    artifact_id: str | None
-    output: Any = None
-    tool_calls: list[dict[str, Any]] | None = None
-
-
-class _Generation(NamedTuple):
-    artifact: Artifact | None
-    guard: Guard
-    validate: Callable[[Any], None]
-    generation: int | None
-    artifact_id: str | None
-    task: str | None
-    tightened: str | None = None
 
 
 def _no_validation(obj: Any) -> None:
@@ -164,30 +103,8 @@ def _no_validation(obj: Any) -> None:
 _NO_ARTIFACT_GUARD = AlwaysDeopt("no artifact")
 
 
-def failure_reason(err: AutoError) -> str:
-    """The deopt reason for an artifact failure."""
-    if isinstance(err, FuelExhausted):
-        return "limit: fuel"
-    if isinstance(err, CallTimeout):
-        return "limit: timeout"
-    if isinstance(err, MemoryLimitExceeded):
-        return "limit: memory"
-    if isinstance(err, LimitError):
-        return "limit: other"
-    if isinstance(err, TrapError):
-        return f"trap: {getattr(err, 'trap_message', err)}"
-    if isinstance(err, OutputError):
-        return f"output-error: {err}"
-    if isinstance(err, InputSchemaError):
-        return f"input-schema: {err}"
-    if isinstance(err, ToolCallError):
-        return f"tool: {err.reason}"
-    if isinstance(err, CapabilityError):
-        return f"capability: {err}"
-    return f"error: {type(err).__name__}: {err}"
 
-
-class TieredTask:
+class TieredTask(BatchCalls, CapabilityCalls):
     """A task answered by an artifact when its guard allows, else by the reference.
 
     Args:
@@ -256,9 +173,9 @@ class TieredTask:
 
     # ------------------------------------------------------------------ generations
 
-    def _make_generation(self, artifact: Artifact | None) -> _Generation:
+    def _make_generation(self, artifact: Artifact | None) -> Generation:
         if artifact is None:
-            return _Generation(None, _NO_ARTIFACT_GUARD, _no_validation, None, None, self._task)
+            return Generation(None, _NO_ARTIFACT_GUARD, _no_validation, None, None, self._task)
         if self._task is None:
             self._task = artifact.task  # the first artifact names the task this object serves
         elif artifact.task != self._task:
@@ -273,7 +190,7 @@ class TieredTask:
                                       f"{missing_tools_line(missing, self._tools or {})}")
             assert self._tools is not None
             artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
-        return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
+        return Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
                            artifact.id, self._task)
 
     def swap(self, artifact: Artifact | None) -> Artifact | None:
@@ -329,22 +246,6 @@ class TieredTask:
         return self._audit.close(timeout_s)
 
     @property
-    def guard_errors(self) -> int:
-        """How many guard decisions raised (each deopted; see the module docstring). 0 unless a
-        guard is broken."""
-        return self._guard_errors
-
-    def _guard_failed(self, g: _Generation, exc: Exception) -> str:
-        """The one place a guard failure in the request path goes: log it (the first one with
-        its traceback), count it, and return the deopt reason."""
-        with self._errors_lock:
-            self._guard_errors += 1
-            first = self._guard_errors == 1
-        log.warning("guard %s of artifact %s raised, deopting: %s: %s", g.guard.method,
-                    g.artifact_id, type(exc).__name__, exc, exc_info=first)
-        return f"guard-error: {type(exc).__name__}: {exc}"
-
-    @property
     def artifact(self) -> Artifact | None:
         """The artifact currently installed."""
         return self._gen.artifact
@@ -381,23 +282,6 @@ class TieredTask:
         schema is declined (reason ``"input-schema: ..."``), never raised.
         """
         return self._call(input_obj, True)
-
-    def capture_deopt(self, input_obj: Any, answer: Any, result: CallResult,
-                      latency_us: float | None = None) -> None:
-        """Capture the answer of a call :meth:`decide` declined: ``capture`` gets the record a
-        deopt answered by the reference gets (``latency_us``: the whole call's, default the
-        decision's). A capture failure is logged, never raised."""
-        cap = self._capture
-        if cap is None:
-            return
-        try:
-            cap({"task": self._gen.task, "input": input_obj,
-                 "output": answer, "reason": result.reason, "artifact_id": result.artifact_id,
-                 "generation": result.generation,
-                 "latency_us": result.latency_us if latency_us is None else latency_us,
-                 "artifact_output": result.output})
-        except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
-            log.exception("capture hook failed for task %s (answer kept)", self._task)
 
     def _call(self, input_obj: Any, defer: bool) -> CallResult:
         t0 = perf_counter_ns()
@@ -450,7 +334,7 @@ class TieredTask:
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer)
 
-    def _overlay_answer(self, input_obj: Any, answer: Any, g: _Generation, t0: int) -> CallResult:
+    def _overlay_answer(self, input_obj: Any, answer: Any, g: Generation, t0: int) -> CallResult:
         """A tier-1 answer from the table overlay (offered to the audit like a table hit)."""
         audit = self._audit
         if audit.active:
@@ -459,217 +343,6 @@ class TieredTask:
         return CallResult(answer, TIER_1, OVERLAY_REASON, 0.0, None, (perf_counter_ns() - t0) / 1000.0,
                           g.generation, g.artifact_id, None)
 
-    def _call_capability(self, input_obj: Any, g: _Generation, t0: int, defer: bool) -> CallResult:
-        """One call of a capability artifact: tools through a session, the guard at the commit."""
-        art = g.artifact
-        assert art is not None
-        if g.tightened is not None:  # every call deopts: do not run the artifact (no tool call at all)
-            return self._deopt(input_obj, g, f"shift alarm: {g.tightened}", None, None, t0, 0.0, None, defer)
-        guard = g.guard
 
-        def admit(record: Any) -> tuple[bool, str]:
-            try:
-                passed, p = guard.decide_output(record)
-                return passed, "guard-pass" if passed else guard.reason_output(record, p)
-            except Exception as e:  # noqa: BLE001 - a broken guard declines, never raises
-                return False, self._guard_failed(g, e)
-
-        try:
-            sess = art.new_session(admit=admit, budget=self._tool_budget)
-        except CapabilityError as e:
-            return self._deopt(input_obj, g, f"capability: {e}", None, None, t0, 0.0, None, defer)
-        try:
-            out = art.call(input_obj, session=sess)
-        except AutoError as e:
-            if isinstance(e, InputSchemaError) and not (defer or self._reference is not None):
-                raise
-            log.warning("artifact %s failed, deopting: %s", g.artifact_id, e)
-            return self._deopt(input_obj, g, failure_reason(e), None, None, t0, 0.0, None, defer, sess)
-        if "answer" not in out:
-            return self._deopt(input_obj, g, f"artifact-error: {out.get('error')}", None, None, t0, 0.0, None, defer, sess)
-        if sess.committed is False:
-            return self._deopt(input_obj, g, f"commit declined: {sess.commit_reason}", None, None, t0, 0.0, out, defer, sess)
-        if sess.committed is None:  # only read-only tools: the guard judges the output
-            try:
-                passed, p = guard.decide_output(out)
-                reason = "guard-pass" if passed else guard.reason_output(out, p)
-            except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
-                passed, p, reason = False, None, self._guard_failed(g, e)
-        else:  # admitted at the commit; the artifact's own deopt flag is its last word
-            p = None
-            passed = out.get("deopt") is False
-            reason = "guard-pass" if passed else "post-commit deopt"
-        if not passed:
-            return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer, sess)
-        answer = out["answer"]
-        audit = self._audit
-        if audit.active and not any(d.effects == "effect" for d in art.tools.values()):
-            audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id, generation=g.generation,
-                        score=out.get("nonconformity"))
-        return CallResult(answer, TIER_1, reason, out.get("nonconformity"), p, (perf_counter_ns() - t0) / 1000.0,
-                          g.generation, g.artifact_id, out, sess.summary())
-
-    def _deopt(self, input_obj: Any, g: _Generation, reason: str, score: Any, p: float | None,
-               t0: int, base_us: float, out: Any = None, defer: bool = False,
-               session: Any = None) -> CallResult:
-        ref = self._reference
-        calls = session.summary() if session is not None else None
-        effects = session.effects if session is not None else []
-        # a deferring host answers a declined call itself, without the effect journal: once an
-        # effect ran, the reference runs here (with the journal) whenever there is one
-        if ref is None or (defer and not effects):
-            if effects:
-                reason = f"{reason} (after {len(effects)} effect(s) ran: {', '.join(e['tool'] for e in effects)})"
-            return CallResult(None, DECLINED, reason, score, p,
-                              base_us + (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out, calls)
-        if effects:
-            with self._errors_lock:
-                self.post_commit_deopts += 1
-            log.warning("task %s deopted after %d effect(s) ran (%s); the reference runs with the effect journal",
-                        g.task, len(effects), reason)
-            with effect_journal(effects):
-                answer = ref(input_obj)
-        else:
-            answer = ref(input_obj)
-        latency = base_us + (perf_counter_ns() - t0) / 1000.0
-        cap = self._capture
-        if cap is not None:
-            rec = {"task": g.task, "input": input_obj, "output": answer, "reason": reason,
-                   "artifact_id": g.artifact_id, "generation": g.generation,
-                   "latency_us": latency, "artifact_output": out}
-            if calls is not None:
-                rec["tool_calls"] = calls
-            try:
-                cap(rec)
-            except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
-                log.exception("capture hook failed for task %s (answer kept)", g.task)
-        return CallResult(answer, TIER_0, reason, score, p, latency, g.generation, g.artifact_id, out, calls)
-
-    # ------------------------------------------------------------------ batches
-
-    def batch(self, inputs: Iterable[Any]) -> list[CallResult]:
-        """Answer many inputs; results are in input order.
-
-        Valid inputs run through ``run_batch`` in chunks of ``batch_chunk``; if a chunk fails as
-        a whole (limit, trap, bad output), its items are retried one by one so only the items
-        that fail deopt. The guard is evaluated vectorized (numpy) per chunk. Deopted items call
-        the reference one at a time, in input order.
-
-        Raises:
-            InputSchemaError: an input violates the schema and there is no reference.
-            Exception: whatever the reference raises.
-        """
-        items = inputs if isinstance(inputs, list) else list(inputs)
-        n = len(items)
-        if n == 0:
-            return []
-        g = self._gen
-        if g.artifact is not None and g.artifact.tools:  # tool sessions are per call
-            return [self(x) for x in items]
-        t0 = perf_counter_ns()
-        art = g.artifact
-        results: list[CallResult | None] = [None] * n
-        # (index, reason, score, p) for items to deopt after the artifact work
-        deopts: list[tuple[int, str, Any, float | None, Any]] = []
-        if art is None:
-            deopts = [(i, "no-artifact", None, None, None) for i in range(n)]
-        else:
-            ok: list[int] = []
-            validate = g.validate
-            # table hits whose schema check is known to pass (Artifact.table_answer), answered here
-            pre: dict[int, Any] = {}
-            known = art.table_answer if art.table is not None and validate is art.validate_input else None
-            for i, x in enumerate(items):
-                if known is not None:
-                    o = known(x)
-                    if o is not None:
-                        pre[i] = o
-                        ok.append(i)
-                        continue
-                try:
-                    validate(x)
-                except InputSchemaError as e:
-                    if self._reference is None:
-                        raise
-                    deopts.append((i, f"input-schema: {e}", None, None, None))
-                else:
-                    ok.append(i)
-            chunk = self.batch_chunk
-            gen, aid = g.generation, g.artifact_id
-            for start in range(0, len(ok), chunk):
-                idx = ok[start:start + chunk]
-                if pre:
-                    rest = [i for i in idx if i not in pre]
-                    ran = iter(self._run_chunk(art, [items[i] for i in rest]) if rest else ())
-                    outs = [pre[i] if i in pre else next(ran) for i in idx]
-                else:
-                    outs = self._run_chunk(art, [items[i] for i in idx])
-                passed, pvals, failed = self._decide_chunk(g, outs)
-                for i, o, ok_j, p in zip(idx, outs, passed, pvals):
-                    score = o.get("nonconformity") if o.__class__ is dict else None
-                    if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
-                        if "answer" in o:
-                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
-                                                    None if p != p else p, 0.0, gen, aid, o)
-                            continue
-                    if o.__class__ is not dict:  # the AutoError of a per-item retry
-                        if isinstance(o, InputSchemaError) and self._reference is None:
-                            raise o
-                        deopts.append((i, failure_reason(o), None, None, None))
-                    elif "answer" not in o:
-                        deopts.append((i, f"artifact-error: {o.get('error')}", None, None, None))
-                    else:
-                        p = None if p != p else p
-                        deopts.append((i, failed or self._reason(g, o, p), score, p, o))
-            audit = self._audit
-            if audit.active:
-                for i, r in enumerate(results):
-                    if r is not None and audit.active:
-                        audit.offer(items[i], r.answer, task=g.task, artifact_id=aid,
-                                    generation=gen, score=r.score)
-        per_item = (perf_counter_ns() - t0) / 1000.0 / n
-        for r in results:
-            if r is not None:
-                r.latency_us = per_item
-        deopts.sort(key=lambda d: d[0])
-        for i, reason, score, p, o in deopts:
-            results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item, o)
-        return results  # type: ignore[return-value]
-
-    def _decide_chunk(self, g: _Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:
-        """``(passed, p-values (nan = none), failure reason or None)`` of the guard's batch
-        decision on one chunk; a guard that raises (or answers for another number of items)
-        deopts the whole chunk."""
-        try:
-            passed, pvals = g.guard.evaluate_batch_outputs(outs)
-            passed, pvals = passed.tolist(), pvals.tolist()
-            if len(passed) != len(outs) or len(pvals) != len(outs):
-                raise ValueError(f"the batch decision has {len(passed)} verdicts and {len(pvals)} "
-                                 f"p-values for {len(outs)} outputs")
-            return passed, pvals, None
-        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
-            return [False] * len(outs), [math.nan] * len(outs), self._guard_failed(g, e)
-
-    def _reason(self, g: _Generation, out: Any, p: float | None) -> str:
-        """The guard's deopt reason for ``out``, or the failure reason if asking for it raises."""
-        try:
-            return g.guard.reason_output(out, p)
-        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
-            return self._guard_failed(g, e)
-
-    @staticmethod
-    def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:
-        """Outputs for ``chunk``: dicts, or the :class:`AutoError` an item failed with."""
-        try:
-            return art.call_batch(chunk)
-        except AutoError as e:
-            if len(chunk) == 1:
-                return [e]
-            log.warning("run_batch of %d items failed (%s); retrying item by item", len(chunk), e)
-        outs: list[Any] = []
-        for x in chunk:
-            try:
-                outs.append(art.call(x))
-            except AutoError as e:
-                outs.append(e)
-        return outs
+__all__ = ["DECLINED", "DEFAULT_BATCH_CHUNK", "OVERLAY_REASON", "TIER_0", "TIER_1", "CallResult", "TieredTask",
+           "failure_reason"]

@@ -1,0 +1,158 @@
+"""Many inputs at once (:meth:`auto_runtime.tiered.TieredTask.batch`): valid inputs run through
+the artifact's ``run_batch`` in chunks, the guard decides per chunk (vectorized), and the items
+it declines deopt one at a time, in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from time import perf_counter_ns
+from typing import Any, Iterable
+
+from auto_runtime.artifact import Artifact
+from auto_runtime.call_result import TIER_1, CallResult, Generation, failure_reason
+from auto_runtime.deopt import Deopts
+from auto_runtime.errors import AutoError, InputSchemaError
+
+log = logging.getLogger("auto_runtime.tiered")
+
+DEFAULT_BATCH_CHUNK = 64
+"""Inputs per ``run_batch`` call in :meth:`TieredTask.batch`. Large enough to amortize the call
+overhead (~1/64 per item), small enough that one runaway input burns at most 64 inputs' fuel."""
+
+
+
+class BatchCalls(Deopts):
+    """The batch path of a :class:`~auto_runtime.tiered.TieredTask`."""
+
+    batch_chunk: int
+    _audit: Any
+    __call__: Any  # TieredTask's: one call (a capability artifact's batch runs item by item)
+
+    def batch(self, inputs: Iterable[Any]) -> list[CallResult]:
+        """Answer many inputs; results are in input order.
+
+        Valid inputs run through ``run_batch`` in chunks of ``batch_chunk``; if a chunk fails as
+        a whole (limit, trap, bad output), its items are retried one by one so only the items
+        that fail deopt. The guard is evaluated vectorized (numpy) per chunk. Deopted items call
+        the reference one at a time, in input order.
+
+        Raises:
+            InputSchemaError: an input violates the schema and there is no reference.
+            Exception: whatever the reference raises.
+        """
+        items = inputs if isinstance(inputs, list) else list(inputs)
+        n = len(items)
+        if n == 0:
+            return []
+        g = self._gen
+        if g.artifact is not None and g.artifact.tools:  # tool sessions are per call
+            return [self(x) for x in items]
+        t0 = perf_counter_ns()
+        art = g.artifact
+        results: list[CallResult | None] = [None] * n
+        # (index, reason, score, p) for items to deopt after the artifact work
+        deopts: list[tuple[int, str, Any, float | None, Any]] = []
+        if art is None:
+            deopts = [(i, "no-artifact", None, None, None) for i in range(n)]
+        else:
+            ok: list[int] = []
+            validate = g.validate
+            # table hits whose schema check is known to pass (Artifact.table_answer), answered here
+            pre: dict[int, Any] = {}
+            known = art.table_answer if art.table is not None and validate is art.validate_input else None
+            for i, x in enumerate(items):
+                if known is not None:
+                    o = known(x)
+                    if o is not None:
+                        pre[i] = o
+                        ok.append(i)
+                        continue
+                try:
+                    validate(x)
+                except InputSchemaError as e:
+                    if self._reference is None:
+                        raise
+                    deopts.append((i, f"input-schema: {e}", None, None, None))
+                else:
+                    ok.append(i)
+            chunk = self.batch_chunk
+            gen, aid = g.generation, g.artifact_id
+            for start in range(0, len(ok), chunk):
+                idx = ok[start:start + chunk]
+                if pre:
+                    rest = [i for i in idx if i not in pre]
+                    ran = iter(self._run_chunk(art, [items[i] for i in rest]) if rest else ())
+                    outs = [pre[i] if i in pre else next(ran) for i in idx]
+                else:
+                    outs = self._run_chunk(art, [items[i] for i in idx])
+                passed, pvals, failed = self._decide_chunk(g, outs)
+                for i, o, ok_j, p in zip(idx, outs, passed, pvals):
+                    score = o.get("nonconformity") if o.__class__ is dict else None
+                    if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
+                        if "answer" in o:
+                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
+                                                    None if p != p else p, 0.0, gen, aid, o)
+                            continue
+                    if o.__class__ is not dict:  # the AutoError of a per-item retry
+                        if isinstance(o, InputSchemaError) and self._reference is None:
+                            raise o
+                        deopts.append((i, failure_reason(o), None, None, None))
+                    elif "answer" not in o:
+                        deopts.append((i, f"artifact-error: {o.get('error')}", None, None, None))
+                    else:
+                        p = None if p != p else p
+                        deopts.append((i, failed or self._reason(g, o, p), score, p, o))
+            audit = self._audit
+            if audit.active:
+                for i, r in enumerate(results):
+                    if r is not None and audit.active:
+                        audit.offer(items[i], r.answer, task=g.task, artifact_id=aid,
+                                    generation=gen, score=r.score)
+        per_item = (perf_counter_ns() - t0) / 1000.0 / n
+        for r in results:
+            if r is not None:
+                r.latency_us = per_item
+        deopts.sort(key=lambda d: d[0])
+        for i, reason, score, p, o in deopts:
+            results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item, o)
+        return results  # type: ignore[return-value]
+
+    def _decide_chunk(self, g: Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:
+        """``(passed, p-values (nan = none), failure reason or None)`` of the guard's batch
+        decision on one chunk; a guard that raises (or answers for another number of items)
+        deopts the whole chunk."""
+        try:
+            passed, pvals = g.guard.evaluate_batch_outputs(outs)
+            passed, pvals = passed.tolist(), pvals.tolist()
+            if len(passed) != len(outs) or len(pvals) != len(outs):
+                raise ValueError(f"the batch decision has {len(passed)} verdicts and {len(pvals)} "
+                                 f"p-values for {len(outs)} outputs")
+            return passed, pvals, None
+        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+            return [False] * len(outs), [math.nan] * len(outs), self._guard_failed(g, e)
+
+    def _reason(self, g: Generation, out: Any, p: float | None) -> str:
+        """The guard's deopt reason for ``out``, or the failure reason if asking for it raises."""
+        try:
+            return g.guard.reason_output(out, p)
+        except Exception as e:  # noqa: BLE001 - a broken guard deopts, never raises
+            return self._guard_failed(g, e)
+
+    @staticmethod
+    def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:
+        """Outputs for ``chunk``: dicts, or the :class:`AutoError` an item failed with."""
+        try:
+            return art.call_batch(chunk)
+        except AutoError as e:
+            if len(chunk) == 1:
+                return [e]
+            log.warning("run_batch of %d items failed (%s); retrying item by item", len(chunk), e)
+        outs: list[Any] = []
+        for x in chunk:
+            try:
+                outs.append(art.call(x))
+            except AutoError as e:
+                outs.append(e)
+        return outs
