@@ -90,8 +90,6 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
     Raises:
         the ``error`` exception: DuckDB failed, or an answer is missing from ``answers.parquet``.
     """
-    import pyarrow as pa
-
     db = _Sql(con, where, error)
     names = ", ".join("'" + n.replace("'", "''") + "'" for n in MODEL_CALL_SPANS)
     db.run("CREATE OR REPLACE TEMP TABLE mc AS " + model_call_census_sql(task, ordered=False), params)
@@ -101,7 +99,25 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
     db.run("CREATE OR REPLACE TEMP VIEW leaf AS SELECT digest, l.path AS path, l.role AS role, l.text AS text "
            "FROM (SELECT digest, unnest(leaves) AS l FROM requests)")
 
-    # the groups: skeleton and leaf paths of one member each
+    groups = _groups(db)
+    part_of = _parts(db, groups)
+    templates = _templates(db)
+    sites = _sites(db, part_of, groups, templates)
+    spans_of = _observations(db, where, error)
+    cobs = "  SELECT site, input_id, task, kind, status, output_id, n, first_ns FROM mc_obs"
+    if with_inputs:
+        c = _with_inputs(db, cobs, sites, resolve)
+    else:
+        c = census_from_site_rows(db.run("WITH " + site_aggregate_sql(cobs)))
+    for sc in c.sites:
+        if sc.site in sites:
+            sc.model_call = dataclasses.replace(sites[sc.site], requests=spans_of.get(sc.site, 0)).describe()
+    return c
+
+
+def _groups(db: _Sql) -> dict[tuple, tuple[dict, list[str]]]:
+    """``{(task, span name, shape): (skeleton, leaf paths)}`` of the requests in ``mc_req``, read
+    from one member of each group."""
     groups: dict[tuple, tuple[dict, list[str]]] = {}
     rep_of: dict[str, list[tuple]] = {}
     for gtask, name, shape, digest in db.run("SELECT gtask, name, shape, min(input_id) FROM mc_req "
@@ -112,6 +128,14 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
                                                f"({','.join('?' * len(rep_of))})", list(rep_of)):
             for key in rep_of[digest]:
                 groups[key] = (json.loads(skeleton), [lf["path"] for lf in leaves])
+    return groups
+
+
+def _parts(db: _Sql, groups: dict[tuple, tuple[dict, list[str]]]) -> dict[int, tuple]:
+    """Split each group by the leaf paths whose distinct texts split it (:func:`split_paths`):
+    creates ``mc_pid`` (each request's part id) and ``mc_leaf`` (each part's distinct leaf texts);
+    returns ``{part id: (task, span name, shape)}``."""
+    import pyarrow as pa
 
     # each group's distinct leaf texts; the paths that split a group, then the parts
     db.run("CREATE OR REPLACE TEMP TABLE mc_gleaf AS SELECT DISTINCT r.gtask, r.name, r.shape, l.path, l.role, l.text "
@@ -145,8 +169,13 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
                "ON p.gtask = g.gtask AND p.name = g.name AND p.shape = g.shape")
     db.run("DROP TABLE mc_gleaf")
     part_of = {int(r[0]): (r[1], r[2], r[3]) for r in db.run("SELECT DISTINCT pid, gtask, name, shape FROM mc_pid")}
+    return part_of
 
-    # each part's leaves: what alignment needs, computed in SQL
+
+def _templates(db: _Sql) -> dict[tuple, Parts]:
+    """``{(part id, leaf path): template}`` of every part's leaves (:func:`template_candidate`
+    on what alignment needs, computed in SQL; a candidate that needs it is checked against every
+    leaf text, and one that fails is a slot)."""
     stats = {(int(r[0]), r[1]): (int(r[2]), int(r[3]), r[4]) for r in db.run(
         "SELECT pid, path, count(*), max(length(text)), min(text) FROM mc_leaf GROUP BY pid, path")}
     samples: dict[tuple, list[str]] = {}
@@ -167,6 +196,14 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
     for key, ok in _check_templates(db, check).items():
         if not ok:
             templates[key] = (SLOT,)
+    return templates
+
+
+def _sites(db: _Sql, part_of: dict[int, tuple], groups: dict[tuple, tuple[dict, list[str]]],
+           templates: dict[tuple, Parts]) -> dict[str, Any]:
+    """``{site id: site}`` of every part (:func:`build_site`); registers ``mc_site`` (part id ->
+    site id)."""
+    import pyarrow as pa
 
     sites: dict[str, Any] = {}
     pid_site: dict[str, list] = {"pid": [], "sid": []}
@@ -177,9 +214,18 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
         pid_site["pid"].append(pid)
         pid_site["sid"].append(site.id)
     db.register("mc_site", pid_site, {"pid": pa.int64(), "sid": pa.string()})
+    return sites
 
-    # every row of mc under its site, input and output (the request's leaves key and site answer
-    # at a model-call site; the recorded site, request and response otherwise), joined once
+
+def _observations(db: _Sql, where: str, error: Callable[[str], Exception]) -> dict[str, int]:
+    """Create ``mc_obs``: every row of ``mc`` under its site, input and output; returns the spans
+    read per model-call site.
+
+    Raises:
+        the ``error`` exception: an answer is missing from ``answers.parquet``.
+    """
+    # the request's leaves key and site answer at a model-call site; the recorded site, request and
+    # response otherwise; joined once
     db.run("CREATE OR REPLACE TEMP TABLE mc_obs AS SELECT COALESCE(ps.sid, m.site) AS site, "
            "CASE WHEN ps.sid IS NULL THEN m.input_id ELSE p.leaves_key END AS input_id, m.task, "
            f"'{MODEL_CALL_KIND}' AS kind, m.status, "
@@ -196,15 +242,7 @@ def model_call_census(con: Any, task: bool, params: list, with_inputs: bool,
         if lost is not None:
             raise error(f"{where}: answers.parquet has no row for the model-call output {lost}")
         spans_of[site] = int(spans)
-    cobs = "  SELECT site, input_id, task, kind, status, output_id, n, first_ns FROM mc_obs"
-    if with_inputs:
-        c = _with_inputs(db, cobs, sites, resolve)
-    else:
-        c = census_from_site_rows(db.run("WITH " + site_aggregate_sql(cobs)))
-    for sc in c.sites:
-        if sc.site in sites:
-            sc.model_call = dataclasses.replace(sites[sc.site], requests=spans_of.get(sc.site, 0)).describe()
-    return c
+    return spans_of
 
 
 def _check_templates(db: _Sql, check: dict[tuple, Parts]) -> dict[tuple, bool]:

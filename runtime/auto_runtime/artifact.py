@@ -288,32 +288,11 @@ class Artifact:
         check_manifest_digest(manifest, source)
         limits = limits.for_manifest(manifest)
 
-        for mem in info.memories:
-            if mem.is_64:
-                raise MalformedArtifact(f"{source}: 64-bit memories are not supported by the ABI")
-            if mem.shared:
-                raise MalformedArtifact(f"{source}: shared memories are not supported by the ABI")
-            if mem.min_bytes > limits.memory_bytes:
-                raise MemoryLimitExceeded(
-                    f"{source}: the module declares an initial memory of {mem.min_bytes} bytes, "
-                    f"above the limit of {limits.memory_bytes} bytes"
-                )
-
+        _check_memories(info, limits, source)
         declared = declared_capabilities(manifest)
         host = _normalize_host(host_functions)
         decls = tool_decls(manifest, source)
-        if any(m == TOOL_MODULE for m, _ in host):
-            raise CapabilityError(f"{source}: host functions of module {TOOL_MODULE!r} are the runtime's own tool imports")
-        tool_imports = {(m, n) for m, n in declared if m == TOOL_MODULE}
-        if tool_imports and not decls:
-            raise CapabilityError(f"{source}: declares tool imports {sorted(f'{m}.{n}' for m, n in tool_imports)} but "
-                                  "no tools")
-        if decls and (TOOL_MODULE, TOOL_CALL) not in tool_imports:
-            raise CapabilityError(f"{source}: declares tools but not the capability {TOOL_MODULE}.{TOOL_CALL}")
-        for m, n in tool_imports:
-            if n not in _TOOL_SIGS:
-                raise CapabilityError(f"{source}: {m}.{n} is not a tool import (the tool imports are "
-                                      f"{', '.join(sorted(_TOOL_SIGS))})")
+        tool_imports = _tool_imports(declared, host, decls, source)
         provided = {**host, **{k: _placeholder for k in tool_imports}}
         _check_capabilities(info.imports, declared, provided, source)
         host_tools = check_host_tools(decls, tools, source) if tools is not None else None
@@ -324,22 +303,7 @@ class Artifact:
         except wasmtime.WasmtimeError as e:
             raise MalformedArtifact(f"{source}: not a valid WebAssembly module: {e}") from None
 
-        # wasmtime's view of the imports must agree with ours (it is what gets linked)
-        import_types: list[tuple[str, str, wasmtime.FuncType]] = []
-        for imp in module.imports:
-            ty = imp.type
-            if not isinstance(ty, wasmtime.FuncType) or (imp.module, imp.name or "") not in provided:
-                raise CapabilityError(
-                    f"{source}: import {imp.module}.{imp.name} is not a declared, provided capability"
-                )
-            if imp.module == TOOL_MODULE:
-                sig = _TOOL_SIGS[imp.name or ""]
-                if list(ty.params) != sig[0] or list(ty.results) != sig[1]:
-                    raise CapabilityError(f"{source}: tool import {imp.module}.{imp.name} must be a function "
-                                          f"{_sig_text(sig)}")
-            import_types.append((imp.module, imp.name or "", ty))
-        if len(import_types) != len(info.imports):  # pragma: no cover - parsers disagree
-            raise MalformedArtifact(f"{source}: import section could not be read consistently")
+        import_types = _linked_import_types(module, info, provided, source)
 
         has_batch = _check_exports(module, declared_exports(manifest), source)
         art = cls(data=data, artifact_id=artifact_id, manifest=manifest, module=module,
@@ -738,6 +702,76 @@ TABLE_FUEL_FACTOR = 16
 manifest's measured ``fuel_per_call.max`` (the default budget when none is recorded): a budget
 too small for the code's own lookup makes the code run out of fuel, and the fast path, which
 runs no code, must not answer where the code could not."""
+
+
+def _check_memories(info: wasm_sections.WasmModuleInfo, limits: Limits, source: str) -> None:
+    """Refuse memories the ABI does not support (64-bit, shared) or whose initial size is over
+    ``limits.memory_bytes``.
+
+    Raises:
+        MalformedArtifact: a 64-bit or shared memory. MemoryLimitExceeded: too large a memory.
+    """
+    for mem in info.memories:
+        if mem.is_64:
+            raise MalformedArtifact(f"{source}: 64-bit memories are not supported by the ABI")
+        if mem.shared:
+            raise MalformedArtifact(f"{source}: shared memories are not supported by the ABI")
+        if mem.min_bytes > limits.memory_bytes:
+            raise MemoryLimitExceeded(
+                f"{source}: the module declares an initial memory of {mem.min_bytes} bytes, "
+                f"above the limit of {limits.memory_bytes} bytes"
+            )
+
+
+def _tool_imports(declared: list[tuple[str, str]], host: dict[tuple[str, str], Callable[..., Any]],
+                  decls: dict[str, ToolDecl], source: str) -> set[tuple[str, str]]:
+    """The declared capabilities that are the runtime's tool imports, checked against the tool
+    declarations and the host functions.
+
+    Raises:
+        CapabilityError: a host function in the tool module, tool imports without tools (or the
+            reverse), or an import of the tool module that is not a tool import.
+    """
+    if any(m == TOOL_MODULE for m, _ in host):
+        raise CapabilityError(f"{source}: host functions of module {TOOL_MODULE!r} are the runtime's own tool imports")
+    tool_imports = {(m, n) for m, n in declared if m == TOOL_MODULE}
+    if tool_imports and not decls:
+        raise CapabilityError(f"{source}: declares tool imports {sorted(f'{m}.{n}' for m, n in tool_imports)} but "
+                              "no tools")
+    if decls and (TOOL_MODULE, TOOL_CALL) not in tool_imports:
+        raise CapabilityError(f"{source}: declares tools but not the capability {TOOL_MODULE}.{TOOL_CALL}")
+    for m, n in tool_imports:
+        if n not in _TOOL_SIGS:
+            raise CapabilityError(f"{source}: {m}.{n} is not a tool import (the tool imports are "
+                                  f"{', '.join(sorted(_TOOL_SIGS))})")
+    return tool_imports
+
+
+def _linked_import_types(module: wasmtime.Module, info: wasm_sections.WasmModuleInfo,
+                         provided: dict[tuple[str, str], Any], source: str) -> list[tuple[str, str, wasmtime.FuncType]]:
+    """``(module, name, type)`` of each import as wasmtime sees it (what gets linked), which must
+    agree with the parsed imports: each a provided function, tool imports of their signature.
+
+    Raises:
+        CapabilityError: an import that is not a declared, provided function, or a tool import
+            of the wrong signature. MalformedArtifact: the two readings of the imports disagree.
+    """
+    import_types: list[tuple[str, str, wasmtime.FuncType]] = []
+    for imp in module.imports:
+        ty = imp.type
+        if not isinstance(ty, wasmtime.FuncType) or (imp.module, imp.name or "") not in provided:
+            raise CapabilityError(
+                f"{source}: import {imp.module}.{imp.name} is not a declared, provided capability"
+            )
+        if imp.module == TOOL_MODULE:
+            sig = _TOOL_SIGS[imp.name or ""]
+            if list(ty.params) != sig[0] or list(ty.results) != sig[1]:
+                raise CapabilityError(f"{source}: tool import {imp.module}.{imp.name} must be a function "
+                                      f"{_sig_text(sig)}")
+        import_types.append((imp.module, imp.name or "", ty))
+    if len(import_types) != len(info.imports):  # pragma: no cover - parsers disagree
+        raise MalformedArtifact(f"{source}: import section could not be read consistently")
+    return import_types
 
 
 def _fuel_covers_table(limits: Limits, manifest: dict[str, Any]) -> bool:
