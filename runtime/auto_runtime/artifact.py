@@ -269,24 +269,14 @@ class Artifact:
             MemoryLimitExceeded: the module's initial memory exceeds ``limits.memory_bytes``.
             FuelExhausted, CallTimeout, TrapError: the module's start function failed.
         """
-        limits = limits or Limits()
         data, source = _read(path_or_bytes)
-        artifact_id = digest_bytes(data)
-        if expected_id is not None and expected_id != artifact_id:
-            raise ArtifactIdMismatch(
-                f"{source}: artifact id is {artifact_id}, expected {expected_id}"
-            )
-        signed_by = None
-        if trust is not None:
-            if signatures is None:
-                signatures = [] if source == "<bytes>" else read_signatures(sidecar_path(source))
-            signed_by = trust.verify(data, signatures, source)
+        artifact_id, signed_by = _check_identity(data, source, expected_id, trust, signatures)
         info = wasm_sections.parse(data)
         payload = manifest_payload(info, source)
         manifest = decode_manifest(payload, source)
         _check_code_digest(data, payload, manifest, source)
         check_manifest_digest(manifest, source)
-        limits = limits.for_manifest(manifest)
+        limits = (limits or Limits()).for_manifest(manifest)
 
         _check_memories(info, limits, source)
         declared = declared_capabilities(manifest)
@@ -702,6 +692,28 @@ TABLE_FUEL_FACTOR = 16
 manifest's measured ``fuel_per_call.max`` (the default budget when none is recorded): a budget
 too small for the code's own lookup makes the code run out of fuel, and the fast path, which
 runs no code, must not answer where the code could not."""
+
+
+def _check_identity(data: bytes, source: str, expected_id: str | None, trust: TrustPolicy | None,
+                    signatures: list[dict[str, Any]] | None) -> tuple[str, str | None]:
+    """``(artifact id, trusted key id or None)`` of the bytes, checked before anything is parsed:
+    the id against ``expected_id``, the signatures (``signatures``, default the sidecar file of a
+    path) against ``trust``.
+
+    Raises:
+        ArtifactIdMismatch: the id is not ``expected_id``. UntrustedArtifact: see ``TrustPolicy.verify``.
+    """
+    artifact_id = digest_bytes(data)
+    if expected_id is not None and expected_id != artifact_id:
+        raise ArtifactIdMismatch(
+            f"{source}: artifact id is {artifact_id}, expected {expected_id}"
+        )
+    signed_by = None
+    if trust is not None:
+        if signatures is None:
+            signatures = [] if source == "<bytes>" else read_signatures(sidecar_path(source))
+        signed_by = trust.verify(data, signatures, source)
+    return artifact_id, signed_by
 
 
 def _check_memories(info: wasm_sections.WasmModuleInfo, limits: Limits, source: str) -> None:
