@@ -638,6 +638,29 @@ def test_slow_rungs_run_only_when_their_last_certificate_could_pass():
     assert program_could_pass({"program": {"agree": 39, "n": 40, "min_agreement": 0.95}}, 41)
 
 
+def test_the_refusal_certificate_reads_the_typed_checks_of_the_refused_rungs(tmp_path):
+    from auto.gate import Check, CheckName, EvalRun
+    from auto.ratchet.worker import refusal_certificate
+
+    def run(*checks):
+        return EvalRun("triage", 1, {"id": "c"}, None, checks, "refused").to_record()
+
+    with Store(tmp_path / "c.sqlite") as st:
+        spec = st.put_eval_run(run(Check(CheckName.GUARD_CERTIFIED, False,
+                                         {"smallest_certifiable_epsilon": 0.1, "calibration_n": 80})))
+        prog = st.put_eval_run(run(Check(CheckName.OUT_OF_FOLD_AGREEMENT, False,
+                                         {"agree": 18, "n": 40, "min_agreement": 0.95})))
+        other = st.put_eval_run({"task": "triage", "verdict": "refuse"})  # not a gate's record
+        rungs = [{"rung": "specialist", "verdict": "refuse", "eval_run_id": spec},
+                 {"rung": "program", "verdict": "refuse", "eval_run_id": prog},
+                 {"rung": "memo", "verdict": "refuse", "eval_run_id": other}]
+        assert refusal_certificate(st, rungs) == {
+            "specialist": {"smallest_certifiable_epsilon": 0.1, "calibration_n": 80},
+            "program": {"agree": 18, "n": 40, "min_agreement": 0.95}}
+        assert refusal_certificate(st, [{"rung": "program", "verdict": "refuse", "eval_run_id": other}]) is None
+        assert refusal_certificate(st, [{"rung": "program", "verdict": "pass", "eval_run_id": prog}]) is None
+
+
 def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):
     # a fast reference and no waiting for compiles: the first compile may land after the stream,
     # but every repeat of a witnessed input is answered by the overlay at once

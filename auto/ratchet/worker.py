@@ -128,17 +128,23 @@ def refusal_certificate(store: Any, rungs: list[dict[str, Any]]) -> dict[str, An
 
     The ratchet predicts the next attempt's chance from them
     (:func:`auto.ratchet.policy.rungs_predicted_to_refuse`)."""
+    from auto.gate import CheckName, EvalRun
+
     out: dict[str, Any] = {}
     for r in rungs:
         if r.get("verdict") != "refuse" or r.get("rung") not in ("program", "specialist") or not r.get("eval_run_id"):
             continue
-        checks = {c.get("name"): c for c in (store.get_eval_run(r["eval_run_id"]) or {}).get("checks") or []}
-        if r["rung"] == "specialist" and "guard-certified" in checks:
-            c = checks["guard-certified"]
+        record = store.get_eval_run(r["eval_run_id"])
+        try:
+            run = EvalRun.from_record(record) if record is not None else None
+        except (KeyError, TypeError, ValueError):  # not a gate's record: it predicts nothing
+            run = None
+        if run is None:
+            continue
+        if r["rung"] == "specialist" and (c := run.check(CheckName.GUARD_CERTIFIED)) is not None:
             out["specialist"] = {"smallest_certifiable_epsilon": c.get("smallest_certifiable_epsilon"),
                                  "calibration_n": c.get("calibration_n")}
-        elif r["rung"] == "program" and "out-of-fold-agreement" in checks:
-            c = checks["out-of-fold-agreement"]
+        elif r["rung"] == "program" and (c := run.check(CheckName.OUT_OF_FOLD_AGREEMENT)) is not None:
             out["program"] = {"agree": c.get("agree"), "n": c.get("n"), "min_agreement": c.get("min_agreement")}
     return out or None
 
