@@ -48,11 +48,17 @@ def register_guard(method: str) -> Callable[[GuardFactory], GuardFactory]:
     return deco
 
 
-@register_guard("conformal-novelty")
-def _conformal_novelty(entry: dict) -> Guard:
+def _alpha(entry: dict) -> float:
+    """The entry's ``alpha``, a number in (0, 1) (raises :class:`GuardConfigError`)."""
     alpha = entry.get("alpha")
     if not finite_number(alpha) or not 0.0 < alpha < 1.0:
         raise GuardConfigError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+@register_guard("conformal-novelty")
+def _conformal_novelty(entry: dict) -> Guard:
+    alpha = _alpha(entry)
     cal = entry.get("calibration_scores")
     if not isinstance(cal, list) or not cal:
         raise GuardConfigError("calibration_scores must be a non-empty list")
@@ -163,9 +169,7 @@ def _region_novelty(entry: dict) -> Guard:
     field = entry.get("field")
     if not isinstance(field, str) or not field:
         raise GuardConfigError(f"field must be a non-empty string, got {field!r}")
-    alpha = entry.get("alpha")
-    if not finite_number(alpha) or not 0.0 < alpha < 1.0:
-        raise GuardConfigError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    alpha = _alpha(entry)
     paths = entry.get("paths")
     if not isinstance(paths, list) or not paths:
         raise GuardConfigError("paths must be a non-empty list (per path, its training inputs' texts)")
