@@ -361,3 +361,19 @@ def test_state_is_clean_between_calls_and_after_interruption():
                                  (1e30, "9223372036.854775807"), (-1e30, "-9223372036.854775808")])
 def test_fixed(x, s):
     assert fixed(x) == s
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_an_input_longer_than_every_training_text_has_the_largest_nonconformity(name):
+    m = MODELS[name]
+    text, _t = tickets(1, seed=12)[0]
+    assert m.max_bytes is not None and len(text.encode()) + 2 <= m.max_bytes
+    short = json.loads(check(name, json.dumps({field(name): text}).encode()))
+    assert short["nonconformity"] < 1.0
+    # the same ticket repeated: the normalized vector points where the ticket's does
+    long_text = (text + " ") * (m.max_bytes // len(text) + 2)
+    out = json.loads(check(name, json.dumps({field(name): long_text}).encode()))
+    assert out["nonconformity"] == 1.0 and MODELS[name].predict({field(name): long_text}).nonconformity == 1.0
+    edge = "é" * ((m.max_bytes - 2) // 2)  # at the bound (in UTF-8 bytes), then one byte past it
+    for t in (edge, edge + "a"):
+        check(name, json.dumps({field(name): t}, ensure_ascii=False).encode())

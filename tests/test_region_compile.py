@@ -80,7 +80,8 @@ def test_runs_are_read_as_linked_steps(inbox):
 def test_inbox_compiles_as_a_region_with_a_kept_model_call(inbox):
     _fam, _data, _store, out = inbox
     m = out.manifest
-    assert m["compiled_as"] == "region" and m["guard"]["method"] == "program"
+    assert m["compiled_as"] == "region" and m["guard"]["method"] == "region-novelty"
+    assert m["guard"]["heldout"]["n"] > 0 and m["guard"]["n"] == len(m["guard"]["calibration_scores"])
     assert [c["name"] for c in m["capabilities"]] == ["commit", "tool_call", "tool_result"]
     tools = {t["name"]: t for t in m["tools"]}
     assert set(tools) == {"lookup_team", "model:inbox.summary"}
@@ -153,6 +154,29 @@ def test_assistant_effects_never_run_on_inputs_that_deopt(assistant):
     declined = [tt2({"request": r}) for r in cancels]
     assert all(r.tier == "tier-0" for r in declined) and len(tools.LEDGER) == mid
     assert all(c["tool"] != "cancel_order" for r in declined for c in (r.tool_calls or []))
+
+
+def test_assistant_guard_deopts_out_of_distribution_probes(assistant, capsys):
+    fam, data, _store, out = assistant
+    from auto_runtime.guard import ProgramGuard
+    from bench.assistant import serving
+
+    probes = [t.request for t in data["ood"]]
+
+    def admitted(guard=None):
+        art = Artifact.load(out.wasm)
+        if guard is not None:
+            art.guard = guard
+        tt = TieredTask(art, lambda inp: "REF", tools=serving.host_tools(art.manifest["tools"]))
+        return [p for p in probes if tt({"request": p}).tier == "tier-1"]
+
+    with_novelty, without = admitted(), admitted(ProgramGuard())
+    with capsys.disabled():
+        print(f"\nassistant OOD probes admitted: {len(with_novelty)}/{len(probes)} with the region guard, "
+              f"{len(without)}/{len(probes)} with the deopt flag alone; held-out deopted by novelty "
+              f"{out.manifest['guard']['heldout']}")
+    assert set(with_novelty) <= set(without) and len(with_novelty) < len(without)
+    assert out.manifest["guard"]["heldout"]["rate"] <= 0.15
 
 
 def test_single_call_tasks_are_not_regions(sim, tmp_path):

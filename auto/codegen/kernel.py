@@ -164,6 +164,9 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
         body.append(f"(if (f64.gt (local.get $s{k}) (local.get $best)) "
                     f"(then (local.set $best (local.get $s{k}))))")
     body.append("(local.set $nc (f64.sub (f64.const 1) (local.get $best)))")
+    if model.max_bytes is not None:  # longer than every training text: the largest score
+        body.append(f"(if (i32.gt_u (local.get $len) (i32.const {int(model.max_bytes)})) "
+                    "(then (local.set $nc (f64.const 1))))")
     # classification head
     if model.kind == "tree":
         T = L.tree

@@ -14,7 +14,7 @@
 5. emit ``compiled_as: "region"`` with the three tool imports as ``capabilities``, ``tools``
    (declarations with their argument and result schemas and effects), ``tool_budget`` (the most
    calls any path makes; wall time :data:`BUDGET_WALL_MS`), the region's JSON and text in
-   ``model``, the guard ``program`` (decided at the commit), and the cost of a tier-1 call: the
+   ``model``, the guard ``region-novelty`` (decided at the commit: :mod:`auto.guards.region`), and the cost of a tier-1 call: the
    kept model calls at their recorded mean cost.
 
 A refusal of this rung is final when the task calls tools: a program of the whole task would
@@ -31,6 +31,7 @@ from typing import Any
 
 from auto_runtime import Artifact, Limits
 from auto_runtime.manifest import Manifest
+from auto_runtime.errors import AutoError
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
 from auto.models import region as R
@@ -47,6 +48,7 @@ from auto.compile.steps.traces import read_task_traces
 from auto.compile.witnesses import WitnessSet
 from auto.models.specialist.train import split_witnesses
 from auto.errors import RungRefused
+from auto.guards.region import path_of, region_guard_entry
 from auto.models.program import ast as A
 from auto.gate import CheckName, Contract, EvalRun, Verdict
 
@@ -59,12 +61,6 @@ machine under load must not turn a descheduled call into a refusal."""
 BUDGET_WALL_MS = 30_000.0
 """Wall time in tools per call the manifest declares (ms): recorded tool calls of a simulated
 reference report latencies in the hundreds of ms; a host tightens it with ``tool_budget``."""
-
-GUARD_STATEMENT = (
-    "tier-1 when every compiled step answers (a step's program can deopt) and the guard admits the call at its "
-    "commit, before any effectful or paid tool runs; tools are called through the host, which checks arguments "
-    "against the declared schema before a tool runs and results before they enter the artifact. No statistical "
-    "novelty test: each field's generalization is what the held-out gate measured (parity.fields).")
 
 
 class _Witness:
@@ -90,6 +86,31 @@ def _table_program(field: str, entries: list[tuple[dict[str, Any], Any]]) -> A.N
             return None
         table.append((inp[field], node))
     return A.Lookup(A.Field(field), tuple(table), A.Deopt())
+
+
+def _novelty_guard(art: Artifact, region: R.Region, train: list[dict[str, Any]], heldout: list[dict[str, Any]],
+                   replay: Replay, alpha: float) -> dict[str, Any]:
+    """The region's ``region-novelty`` guard entry (:func:`auto.guards.region.region_guard_entry`)
+    from the commit records of the training and held-out inputs (tools answered by ``replay``;
+    an input that deopts before its commit is left out: it never acts)."""
+    def commits(inputs: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        out = []
+        for inp in inputs:
+            sess = art.new_session(replay=replay)
+            try:
+                art.call(inp, session=sess)
+            except AutoError:
+                continue
+            pt = path_of(sess.commit_record, region.field)
+            if pt is not None:
+                out.append(pt)
+        return out
+
+    train_c = commits(train)
+    if not train_c:
+        raise RungRefused(NAME, "region rung: no training input reaches the region's commit (nothing to calibrate "
+                                "the guard on)", final=True)
+    return region_guard_entry(region.field, len(region.paths()), train_c, alpha, commits(heldout))
 
 
 def applies(store: Any, task: str) -> bool:
@@ -197,7 +218,11 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     record, h_runs = run_region_gate(contract=contract, artifact=art, plan=plan, train=train, heldout=heldout,
                                      candidate={k: v for k, v in draft.model.items() if k not in ("region",)},
                                      generation=ctx.generation, say=ctx.say)
-    guard = {"method": "program", "statement": GUARD_STATEMENT}
+    all_recs = [r for t in train + heldout for r in plan.recordings(t)]
+    guard = _novelty_guard(art, plan.region, [groups[gkeys[i]][0].input for i in train_i],
+                           [groups[gkeys[i]][0].input for i in held_i], Replay(all_recs), contract.alpha)
+    ctx.say(f"  region guard: {guard['n']} training inputs over {len(guard['paths'])} paths; held-out deopted by "
+            f"novelty {guard.get('heldout', {}).get('deopted')} of {guard.get('heldout', {}).get('n')}")
     record["guard"] = guard
     eval_id = ctx.store.put_eval_run(record)
     timings["gate"] = time.perf_counter() - t0
@@ -208,7 +233,6 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     parity = {split: {k: c.get(k) for k in ("n", "agree", "rate", "ci95_low", "answered", "precision", "coverage")}
               for split, c in split_checks.items()}
     parity["fields"] = {f: {k: c.get(k) for k in ("n", "agree", "rate", "ci95_low")} for f, c in run.field_checks().items()}
-    all_recs = [r for t in train + heldout for r in plan.recordings(t)]
     by_key = {canonical_json({field: t.input[field]}): t for t in heldout}
 
     def sessions(inp: dict[str, Any]) -> Any:

@@ -25,7 +25,8 @@ reproduces that behaviour (:func:`build_region`):
 3. **Decide first, then act.** Per path, every step that can deopt moves before the first
    effectful or paid call (if it depends on one, the region is refused), a
    :class:`~auto.models.region.Commit` of the decided values goes there (or before the answer), and no
-   branch may follow it.
+   branch may follow it; every commit also names its path and the input (:func:`mark_paths`), what
+   the region's novelty guard decides on.
 
 The result (:class:`RegionPlan`) carries the region, the tool declarations for the manifest, and
 what each value was compiled as.
@@ -37,6 +38,8 @@ import copy
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
+from auto_runtime.guard.region import PATH_KEY
 
 from auto.models import region as R
 from auto.canonical import canonical_json
@@ -544,7 +547,7 @@ class _Builder:
         path = _Path()
         path.avail.append(_Avail(self.field, "input", {t.trace_id: t.input[self.field] for t in traces}))
         self.node(traces, 0, path)
-        region = R.Region(self.field, self.place_commits(tuple(path.steps), set()))
+        region = mark_paths(R.Region(self.field, self.place_commits(tuple(path.steps), set())))
         for p in region.paths():
             commits = [i for i, s in enumerate(p) if isinstance(s, R.Commit)]
             acs = [i for i, s in enumerate(p) if self.after_commit(s)]
@@ -563,6 +566,31 @@ class _Builder:
         for t in traces:
             self.compiled_sites |= {s.site for s in t.models if s.site not in kept}
         return RegionPlan(region, tools, self.values, list(self.models.values()), sorted(self.compiled_sites), self.notes)
+
+
+def mark_paths(region: R.Region) -> R.Region:
+    """``region`` with every commit naming its path and the input: a ``Const`` of the path's index
+    (:data:`auto_runtime.guard.region.PATH_KEY`, in :meth:`~auto.models.region.Region.paths`
+    order) before each :class:`~auto.models.region.Commit`, whose names gain that key and the input
+    field, so the guard at the commit sees which path the call took and on what text
+    (:class:`auto_runtime.guard.region.RegionNovelty`)."""
+    n = 0
+
+    def walk(steps: tuple) -> tuple:
+        nonlocal n
+        out: list[Any] = []
+        for s in steps:
+            if isinstance(s, R.Branch):
+                out.append(R.Branch(s.var, tuple((v, walk(sub)) for v, sub in s.cases)))
+            elif isinstance(s, R.Commit):
+                out.append(R.Const(PATH_KEY, n))
+                out.append(R.Commit(tuple(sorted(set(s.names) | {PATH_KEY, region.field}))))
+                n += 1
+            else:
+                out.append(s)
+        return tuple(out)
+
+    return R.Region(region.field, walk(region.steps))
 
 
 def _bound(steps: Sequence[Any]) -> set[str]:
@@ -615,4 +643,4 @@ def plan_summary(plan: RegionPlan) -> dict[str, Any]:
 
 
 __all__ = ["CompileValue", "GENERATIVE_BELOW", "MIN_BRANCH_RUNS", "ModelCapability", "RegionPlan", "RegionRefused",
-           "ValueCompile", "ValueReport", "build_region", "plan_summary"]
+           "ValueCompile", "ValueReport", "build_region", "mark_paths", "plan_summary"]

@@ -13,6 +13,8 @@ Labels may be any JSON value; internally a class is its canonical JSON text
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import json
 import warnings
@@ -122,6 +124,12 @@ class CompiledModel:
         weighting: ``"tf"`` (weights learned on the featurizer's vector) or ``"tf-idf"`` (learned on
             the idf-weighted vector, the idf baked into ``W``: :func:`idf_weights`); informational,
             the artifact's arithmetic is the same.
+        max_bytes: the longest framed text among the training witnesses (bytes:
+            ``len(text.encode()) + 2``, :func:`auto.models.specialist.features.frame`), or None. A
+            longer input's nonconformity is 1.0 whatever its direction: the featurizer's vector is
+            L2-normalized, so a ticket buried in filler or one sentence repeated a thousand times
+            points where a witness does. Under exchangeability a fresh input is longer than all
+            ``n`` training texts with probability at most ``1 / (n + 1)``.
 
     Reference arithmetic (the artifact does exactly this): ``x`` from
     :func:`auto.models.specialist.features.featurize` (buckets in first-touch order); each score starts at
@@ -141,6 +149,7 @@ class CompiledModel:
     tree: TreeArrays | None = None
     estimator: str = ""
     weighting: str = "tf"
+    max_bytes: int | None = None
 
     def __post_init__(self) -> None:
         B = self.features.buckets
@@ -201,6 +210,8 @@ class CompiledModel:
                "prototypes": self.n_prototypes}
         if self.weighting != "tf":
             out["weighting"] = self.weighting
+        if self.max_bytes is not None:
+            out["max_input_bytes"] = self.max_bytes
         return out
 
     def digest(self) -> str:
@@ -231,7 +242,8 @@ class CompiledModel:
 
     def predict_text(self, text: str) -> Prediction:
         """Reference prediction for the field's text (see :class:`Prediction`)."""
-        return self._predict_vec(*featurize(text, self.features))
+        idx, x = featurize(text, self.features)
+        return self._predict_vec(idx, x, len(text.encode("utf-8")) + 2)
 
     def predict(self, input_dict: dict[str, Any]) -> Prediction:
         """Reference prediction for one task input object.
@@ -246,9 +258,11 @@ class CompiledModel:
             raise InputSchemaError(f"input field {f!r} is not a string")
         return self.predict_text(input_dict[f])
 
-    def _predict_vec(self, idx: np.ndarray, x: np.ndarray) -> Prediction:
+    def _predict_vec(self, idx: np.ndarray, x: np.ndarray, n_bytes: int | None = None) -> Prediction:
         s, dots = self._scores_of(idx, x)
         nonconf = 1.0 - _first_max(dots)[1]
+        if self.max_bytes is not None and n_bytes is not None and n_bytes > self.max_bytes:
+            nonconf = 1.0
         if self.kind == "tree":
             pos = {int(k): float(v) for k, v in zip(idx, x)}
             leaf = self.tree.leaf_of(lambda j: pos.get(j, 0.0))
@@ -615,6 +629,8 @@ def distill(witnesses: Sequence[tuple[dict, Any, float]],
     P = build_prototypes(X[tr], [labels[i] for i in tr], wts[tr], classes,
                          prototypes_per_class, seed)
     model = _to_model(est, cand.model, cand.features, classes, P, w_best)
+    tr_texts = _texts([inputs[i] for i in tr_idx], cand.features.field)
+    model = dataclasses.replace(model, max_bytes=max(len(t.encode("utf-8")) + 2 for t in tr_texts))
     sk = est.predict(Xfit)
     skl = float(np.mean([str(sk[i]) == pred[i] for i in range(len(allw))]))
     return DistillResult(model, cand, cands, skl, tuple(tr_idx), tuple(ho_idx), est)

@@ -21,6 +21,9 @@ Methods, one module each:
 * ``program-evidence`` (:class:`ProgramEvidence`, :mod:`~auto_runtime.guard.program`) — the
   deopt flag, a conformal novelty test of each part's evidence (the rule that decided it and the
   kind of evidence behind it) and an optional Learn-then-Test confidence threshold;
+* ``region-novelty`` (:class:`RegionNovelty`, :mod:`~auto_runtime.guard.region`) — a region's
+  commit: a conformal novelty test of the input's words against the training inputs of the path
+  it took;
 * ``stack`` (:class:`GuardStack`, :mod:`~auto_runtime.guard.stack`) — every component passes.
 
 Deopt reasons starting with ``"guard-unusable: "`` mean the entry made the guard always deopt:
@@ -41,6 +44,7 @@ from auto_runtime.guard.base import AlwaysDeopt, Guard, GuardConfigError, GuardD
 from auto_runtime.guard.exact import ExactMatch
 from auto_runtime.guard.novelty import ConformalNovelty
 from auto_runtime.guard.program import ProgramEvidence, ProgramGuard
+from auto_runtime.guard.region import RegionNovelty
 from auto_runtime.guard.registry import GUARD_METHODS, GuardFactory, build_guard, register_guard
 from auto_runtime.guard.risk import SelectiveRisk
 from auto_runtime.guard.stack import GuardStack
@@ -48,6 +52,6 @@ from auto_runtime.guard.tightened import TightenedGuard
 
 __all__ = [
     "GUARD_METHODS", "AlwaysDeopt", "ConformalNovelty", "ExactMatch", "Guard", "GuardConfigError",
-    "GuardDecision", "GuardFactory", "GuardStack", "ProgramEvidence", "ProgramGuard", "SelectiveRisk", "TightenedGuard",
+    "GuardDecision", "GuardFactory", "GuardStack", "ProgramEvidence", "ProgramGuard", "RegionNovelty", "SelectiveRisk", "TightenedGuard",
     "build_guard", "register_guard",
 ]

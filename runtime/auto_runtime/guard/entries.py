@@ -293,6 +293,39 @@ class ProgramEvidenceEntry(GuardEntry):
         return lines
 
 
+@register_entry("region-novelty")
+@dataclass(frozen=True)
+class RegionNoveltyEntry(GuardEntry):
+    """``region-novelty``: a region's commit admitted iff the conformal p-value of the input's
+    nonconformity against the training inputs of the path it took is above ``alpha``
+    (:mod:`auto_runtime.guard.region`). Its calibration scores are of inputs, not of an output's
+    ``nonconformity``, so :attr:`calibration_scores` is None (no shift feed reads them).
+
+    Attributes:
+        alpha: the novelty level; n: the calibration size; paths: training inputs per path.
+        heldout: ``{"n", "deopted", "rate"}``: the held-out inputs the guard deopted at compile time.
+    """
+
+    alpha: float | None = None
+    n: int | None = None
+    paths: tuple[int, ...] = ()
+    heldout: Mapping[str, Any] | None = None
+
+    @classmethod
+    def read(cls, entry: Mapping[str, Any]) -> "RegionNoveltyEntry":
+        paths = entry.get("paths")
+        held = entry.get("heldout")
+        return cls(method="region-novelty", statement=str(entry.get("statement") or ""), fields=dict(entry),
+                   alpha=entry.get("alpha"), n=entry.get("n"),
+                   paths=tuple(len(p) if isinstance(p, list) else 0 for p in paths) if isinstance(paths, list) else (),
+                   heldout=dict(held) if isinstance(held, Mapping) else None)
+
+    def lines(self) -> list[str]:
+        held = self.heldout or {}
+        return [f"guard      region-novelty  alpha {self.alpha}  calibration n {self.n}  training inputs per path "
+                f"{list(self.paths)}  held-out deopted {held.get('deopted')}/{held.get('n')}"]
+
+
 def guard_entry(entry: Any) -> GuardEntry:
     """The typed entry of a manifest's ``guard`` object (or of one stack component).
 
@@ -309,4 +342,4 @@ def guard_entry(entry: Any) -> GuardEntry:
 
 
 __all__ = ["GUARD_ENTRIES", "ConformalNoveltyEntry", "GuardEntry", "PROGRAM_EVIDENCE_KINDS", "ProgramEvidenceEntry",
-           "SelectiveRiskEntry", "StackEntry", "guard_entry", "r3", "register_entry"]
+           "RegionNoveltyEntry", "SelectiveRiskEntry", "StackEntry", "guard_entry", "r3", "register_entry"]

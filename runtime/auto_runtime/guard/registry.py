@@ -19,6 +19,7 @@ from auto_runtime.guard.base import AlwaysDeopt, Guard, GuardConfigError, finite
 from auto_runtime.guard.exact import ExactMatch
 from auto_runtime.guard.novelty import ConformalNovelty
 from auto_runtime.guard.program import ProgramEvidence, ProgramGuard
+from auto_runtime.guard.region import RegionNovelty, tokens
 from auto_runtime.guard.risk import SelectiveRisk
 from auto_runtime.guard.stack import GuardStack
 
@@ -47,11 +48,17 @@ def register_guard(method: str) -> Callable[[GuardFactory], GuardFactory]:
     return deco
 
 
-@register_guard("conformal-novelty")
-def _conformal_novelty(entry: dict) -> Guard:
+def _alpha(entry: dict) -> float:
+    """The entry's ``alpha``, a number in (0, 1) (raises :class:`GuardConfigError`)."""
     alpha = entry.get("alpha")
     if not finite_number(alpha) or not 0.0 < alpha < 1.0:
         raise GuardConfigError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+@register_guard("conformal-novelty")
+def _conformal_novelty(entry: dict) -> Guard:
+    alpha = _alpha(entry)
     cal = entry.get("calibration_scores")
     if not isinstance(cal, list) or not cal:
         raise GuardConfigError("calibration_scores must be a non-empty list")
@@ -155,6 +162,27 @@ def _program_evidence(entry: dict) -> Guard:
     return ProgramEvidence(built, None if thr is None else float(thr), deopt_kinds=dk, kinds=names,
                            epsilon=_unit_interval(risk, "epsilon"),
                            delta=_unit_interval(risk, "delta"), statement=statement if isinstance(statement, str) else None)
+
+
+@register_guard("region-novelty")
+def _region_novelty(entry: dict) -> Guard:
+    field = entry.get("field")
+    if not isinstance(field, str) or not field:
+        raise GuardConfigError(f"field must be a non-empty string, got {field!r}")
+    alpha = _alpha(entry)
+    paths = entry.get("paths")
+    if not isinstance(paths, list) or not paths:
+        raise GuardConfigError("paths must be a non-empty list (per path, its training inputs' texts)")
+    built = []
+    for i, texts in enumerate(paths):
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise GuardConfigError(f"paths[{i}] must be a list of texts")
+        built.append([tokens(t) for t in texts])
+    cal = entry.get("calibration_scores")
+    if not isinstance(cal, list) or not cal or not all(finite_number(c) for c in cal):
+        raise GuardConfigError("calibration_scores must be a non-empty list of finite numbers")
+    statement = entry.get("statement")
+    return RegionNovelty(field, float(alpha), built, cal, statement if isinstance(statement, str) else None)
 
 
 @register_guard("stack")
