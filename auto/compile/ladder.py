@@ -85,7 +85,7 @@ def compile_task(
     proposer: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompileOutcome:
-    """Compile one generation of ``task``: the ladder program → specialist → memo → refusal.
+    """Compile one generation of ``task``: the ladder program → specialist → neardup → memo → refusal.
 
     Args:
         store: an :class:`auto.store.Store` holding the task's witnesses; eval runs and the

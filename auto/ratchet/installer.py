@@ -88,10 +88,9 @@ def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
     (:class:`auto_runtime.manifest.Manifest`; the overlay's rule through
     :func:`auto_runtime.overlay.overlay_rule`)."""
     m = Manifest.of(manifest)
-    model = manifest.get("model") if isinstance(manifest, dict) else None
-    near = isinstance(model, dict) and isinstance(model.get("near_duplicate"), dict)
     return ManifestFacts(m.compiled_as, frozenset(canonical_json(a) for a in m.labels), m.answers_new_inputs,
-                         m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output), near)
+                         m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output),
+                         m.near_duplicate is not None)
 
 
 _DEOPT = object()

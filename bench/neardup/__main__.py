@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="the hand-written near-duplicate stream through the ratchet, beside its peers")
     ap.add_argument("--items", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--noise", type=float, default=None, help="the reference's per-call noise (default 0.02)")
     ap.add_argument("--audit-rate", type=float, default=0.05)
     ap.add_argument("--worker", choices=("process", "thread"), default="process")
     ap.add_argument("--out", type=Path, default=Path("out/neardup"))
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from bench.neardup.run import render, run_neardup
     try:
-        res = run_neardup(out_dir=a.out, items=a.items, seed=a.seed, audit_rate=a.audit_rate, worker=a.worker,
+        res = run_neardup(out_dir=a.out, items=a.items, seed=a.seed, noise=a.noise, audit_rate=a.audit_rate, worker=a.worker,
                           peers=not a.no_peers, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except AutoError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -8,7 +8,8 @@ casing, typo or identifier it carries. It knows the rendering from :meth:`Refere
 is ``other``.
 
 **Per-call noise.** Each call answers the base category's confusable category
-(:data:`CONFUSABLE`) with probability :data:`NOISE`, from a seeded generator (one draw per call).
+(:data:`CONFUSABLE`) with probability ``noise`` (default :data:`NOISE`; 0 models a reference called
+at temperature 0), from a seeded generator (one draw per call).
 
 **Cost.** Tokens as a chat model would count them (a 90-token system prompt plus 4 tokens per 3
 words of the ticket; 2 completion tokens), priced as ``gpt-4o-mini`` by
@@ -22,6 +23,7 @@ from __future__ import annotations
 import random
 import threading
 
+from auto.errors import ArgumentError
 from auto.record.pricing import cost_usd_micros
 from bench.neardup.corpus import Item, category_of
 
@@ -40,7 +42,10 @@ class Reference:
     """The simulated reference (module docstring); thread-safe (shadow audits call it from a
     background thread)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, noise: float = NOISE) -> None:
+        if not 0.0 <= noise < 1.0:
+            raise ArgumentError(f"--noise must be in [0, 1), got {noise!r}")
+        self.noise = noise
         self._rng = random.Random(seed * 7919 + 17)
         self._lock = threading.Lock()
         self._known: dict[str, str] = {}
@@ -61,6 +66,6 @@ class Reference:
         with self._lock:
             self.calls += 1
             u = self._rng.random()
-        ans = CONFUSABLE.get(belief, belief) if u < NOISE else belief
+        ans = CONFUSABLE.get(belief, belief) if u < self.noise else belief
         tokens = SYSTEM_TOKENS + (4 * len(text.split()) + 2) // 3
         return ans, float(cost_usd_micros(MODEL, tokens, 2) or 0.0)

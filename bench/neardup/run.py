@@ -23,19 +23,22 @@ from typing import Any, Callable
 from auto.errors import ArgumentError
 
 
-def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, audit_rate: float = 0.05, worker: str = "process",
+def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float | None = None, audit_rate: float = 0.05,
+                worker: str = "process",
                 peers: bool = True, embed: Callable[[Any], Any] | None = None,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the stream cold and write ``results.json`` (module docstring); returns it.
 
+    ``noise``: the reference's per-call noise (default :data:`bench.neardup.reference.NOISE`).
+
     Raises:
-        ArgumentError: ``items`` < 1, ``audit_rate`` outside [0, 1].
+        ArgumentError: ``items`` < 1, ``audit_rate`` outside [0, 1], ``noise`` outside [0, 1).
     """
     if not 0.0 <= audit_rate <= 1.0:
         raise ArgumentError(f"--audit-rate must be in [0, 1], got {audit_rate!r}")
     from auto.gate import Contract
     from bench.neardup import corpus
-    from bench.neardup.reference import LATENCY_MS, Reference
+    from bench.neardup.reference import LATENCY_MS, NOISE, Reference
     from bench.peers import ahead_of_similarity_cache, items_from_rows, peer_figures
     from bench.report import stream_figures
     from bench.run import _fresh_store, shadow_audit_figures
@@ -43,7 +46,7 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, audit_rate: f
 
     say = progress or (lambda _m: None)
     stream, shift_at = corpus.stream(items, seed)
-    ref = Reference(seed)
+    ref = Reference(seed, NOISE if noise is None else noise)
     ref.register(stream)
 
     def metered(inp: dict[str, Any]) -> Metered:
@@ -57,7 +60,8 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, audit_rate: f
                                "stream_source": f"hand-written near-duplicate tickets (seed {seed}, {len(stream)} items, "
                                                 f"{distinct} distinct texts, {len({it.base for it in stream})} base tickets, "
                                                 f"shift at {shift_at})",
-                               "reference_model": "simulated (bench.neardup.reference)"}
+                               "reference_model": f"simulated (bench.neardup.reference, per-call noise {ref.noise:g})",
+                               "reference_noise": ref.noise}
     store_path = out_dir / "stream.sqlite"
     _fresh_store(store_path).close()
     art_dir = Path(f"{store_path}.artifacts")

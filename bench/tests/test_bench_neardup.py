@@ -39,6 +39,11 @@ def test_the_category_follows_the_amount_and_the_reference_ignores_surface_varia
     answers = [ref.answer(items[0].ticket) for _ in range(2000)]
     flipped = sum(a != ref.belief(items[0].ticket) for a, _ in answers) / len(answers)
     assert abs(flipped - NOISE) < 0.012 and all(c > 0 for _, c in answers)
+    quiet = Reference(0, noise=0.0)
+    quiet.register(items)
+    assert {quiet.answer(items[0].ticket)[0] for _ in range(200)} == {quiet.belief(items[0].ticket)}
+    with pytest.raises(ArgumentError, match="--noise must be in"):
+        Reference(0, noise=1.5)
 
 
 def _bag_embed(texts):
