@@ -70,6 +70,8 @@ class CheckName(str, Enum):
     # an incremental table refresh (auto.compile.rungs.memo_refresh)
     ADDED_ENTRIES_ARE_NEW = "added-entries-are-new"
     INSTALLED_TABLE_CARRIED = "installed-table-carried"
+    # the near-duplicate rung (auto.compile.rungs.neardup): the canonicalization step's certified risk
+    NEAR_DUPLICATE_RISK = "near-duplicate-risk"
 
 
 @dataclass(frozen=True)

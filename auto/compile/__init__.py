@@ -2,7 +2,7 @@
 
 Public API::
 
-    compile_task(store, task, contract=None, ...) -> CompileOutcome   # program → specialist → memo
+    compile_task(store, task, contract=None, ...) -> CompileOutcome   # program → specialist → neardup → memo
     compile_memo(store, task, entries, probes=...) -> CompileOutcome  # a table of given entries
     CompileOutcome                                                    # the emitted generation
 

@@ -1,4 +1,4 @@
-"""The compile ladder: program → specialist → memo → refusal.
+"""The compile ladder: program → specialist → neardup → memo → refusal.
 
 :func:`compile_task` compiles one generation of a task from the witnesses in a store. It reads
 the task's witnesses once through the task index (:class:`~auto.compile.witnesses.WitnessSet`)
@@ -22,6 +22,10 @@ Rungs (:data:`RUNGS`):
   inputs;
 - ``specialist`` (:mod:`auto.compile.rungs.specialist`): a distilled classifier with a calibrated
   guard stack, memo-first unless ``memo=False``;
+- ``neardup`` (:mod:`auto.compile.rungs.neardup`): the memo's entries plus one answer per
+  neighbourhood of inputs that a certified canonicalization step maps to one key (greetings,
+  sign-offs, casing, identifiers, vowel typos), a program computing the key in WebAssembly;
+  only where the witnesses bound the merge error by the contract's ε;
 - ``memo`` (:mod:`auto.compile.rungs.memo`): an exact-match table of the consistently answered
   inputs, only with evidence that the task repeats itself.
 """
@@ -37,6 +41,7 @@ from auto.compile.bulk import cyclic_gc_paused
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome
 from auto.compile.rungs import memo as memo_rung
+from auto.compile.rungs import neardup as neardup_rung
 from auto.compile.rungs import program as program_rung
 from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
@@ -53,6 +58,7 @@ RUNGS: dict[str, Rung] = {
     region_rung.NAME: region_rung.compile_rung,
     program_rung.NAME: program_rung.compile_rung,
     specialist_rung.NAME: specialist_rung.compile_rung,
+    neardup_rung.NAME: neardup_rung.compile_rung,
     memo_rung.NAME: memo_rung.compile_rung,
 }
 """Every rung by name, in ladder order."""
@@ -60,9 +66,9 @@ RUNGS: dict[str, Rung] = {
 
 def ladder(*, programs: bool = True, memo: bool = True) -> list[str]:
     """The rung names a compile tries: all of :data:`RUNGS`, without the program rung when
-    ``programs`` is False and without the memo rung when ``memo`` is False (the region rung is
-    always first: it steps aside for a single-call task)."""
-    return [name for name in RUNGS if (programs or name != "program") and (memo or name != "memo")]
+    ``programs`` is False and without the memo and neardup rungs when ``memo`` is False (the
+    region rung is always first: it steps aside for a single-call task)."""
+    return [name for name in RUNGS if (programs or name != "program") and (memo or name not in ("memo", "neardup"))]
 
 
 def compile_task(
@@ -79,7 +85,7 @@ def compile_task(
     proposer: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompileOutcome:
-    """Compile one generation of ``task``: the ladder program → specialist → memo → refusal.
+    """Compile one generation of ``task``: the ladder program → specialist → neardup → memo → refusal.
 
     Args:
         store: an :class:`auto.store.Store` holding the task's witnesses; eval runs and the

@@ -71,6 +71,8 @@ class ManifestFacts:
         overlay_min_lead: the table overlay's admission rule it states, or None.
         fields: per categorical field of a record-valued generation, the canonical JSON of its
             declared values (:func:`auto.compile.fields.declared_fields`; empty otherwise).
+        near_duplicate: a near-duplicate table (:mod:`auto.compile.rungs.neardup`): it answers
+            new inputs only through witnessed neighbourhoods, so the table lane rebuilds it.
     """
 
     compiled_as: str | None
@@ -79,6 +81,7 @@ class ManifestFacts:
     calibration_scores: list[float] | None
     overlay_min_lead: int | None
     fields: dict[str, set[str]]
+    near_duplicate: bool = False
 
 
 def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
@@ -87,7 +90,8 @@ def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
     :func:`auto_runtime.overlay.overlay_rule`)."""
     m = Manifest.of(manifest)
     return ManifestFacts(m.compiled_as, frozenset(canonical_json(a) for a in m.labels), m.answers_new_inputs,
-                         m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output))
+                         m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output),
+                         m.near_duplicate is not None)
 
 
 _DEOPT = object()
@@ -146,6 +150,13 @@ class Installer:
         """Whether the installed generation may answer inputs never witnessed."""
         f = self.facts
         return f is not None and f.answers_new_inputs
+
+    @property
+    def table_lane_rebuilds(self) -> bool:
+        """Whether a table-lane compile can rebuild what is installed: nothing, a table, or a
+        near-duplicate table (the lane's neardup rung rebuilds it)."""
+        f = self.facts
+        return f is None or not f.answers_new_inputs or f.near_duplicate
 
     # ------------------------------------------------------------------ after a compile
 

@@ -7,14 +7,15 @@ host of the store), does the attempt's bookkeeping (the one place it is written)
 compile on a background thread, which runs it in a child process (:mod:`auto.ratchet.worker`)
 and hands a generation that passed its gate to the installer.
 
-Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or the memo rung
-alone (``table``) — for a table refresh, and whenever the last refusals of the slow rungs predict
+Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or the table rungs
+alone (``table``: :data:`TABLE_RUNGS`, the near-duplicate table, else the memo) — for a table refresh, and whenever the last refusals of the slow rungs predict
 that they would refuse again (``table (slow rungs predicted to refuse)``; the specialist from its
 certificate, :func:`~auto.ratchet.policy.slow_rungs_could_pass`, the program from its
 out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`) — or without the one
 slow rung predicted to refuse (``partial``), so that a table refresh does not wait the minutes a
 doomed program search or specialist takes. Table lanes apply only while the installed generation
-answers no input it has not witnessed (a table alone would be weaker than it). Between two
+answers no input it has not witnessed, or only through witnessed neighbourhoods (a near-duplicate
+table, which the table lane rebuilds): a table alone would be weaker than anything else. Between two
 tables, witnessed inputs are answered by the runtime's table overlay at once
 (:mod:`auto_runtime.overlay`): the table lane only makes the overlay's entries portable.
 """
@@ -32,6 +33,9 @@ from auto.store import local_path
 from auto.store.lock import compile_lock
 
 log = logging.getLogger("auto.ratchet")
+
+TABLE_RUNGS = ("neardup", "memo")
+"""The rungs of a table lane: the near-duplicate table when its step is certified, else the memo."""
 
 
 class Scheduler:
@@ -110,10 +114,10 @@ class Scheduler:
         (:func:`~auto.ratchet.policy.slow_rungs_could_pass`,
         :func:`~auto.ratchet.policy.program_could_pass`)."""
         h = self.host
-        if h.records_runs or h.installer.answers_new_inputs:
+        if h.records_runs or not h.installer.table_lane_rebuilds:
             return Lane.FULL, None
         if fired.kind is Trigger.MEMO:
-            return Lane.TABLE, ["memo"]
+            return Lane.TABLE, list(TABLE_RUNGS)
         st = h.state
         spec = (st.refusal or {}).get("specialist")
         rungs = [r for r, ok in (
@@ -122,7 +126,7 @@ class Scheduler:
                                                  h.contract.epsilon, h.contract.delta))) if ok]
         if len(rungs) == (2 if h.programs else 1):
             return Lane.FULL, None
-        return (Lane.TABLE_PREDICTED if not rungs else Lane.PARTIAL), rungs + ["memo"]
+        return (Lane.TABLE_PREDICTED if not rungs else Lane.PARTIAL), rungs + list(TABLE_RUNGS)
 
     def _compile(self, fired: Fired) -> None:
         h = self.host

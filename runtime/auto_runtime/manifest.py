@@ -339,6 +339,14 @@ class Manifest:
         return self.compiled_as in ("specialist", "memo-first") and self.guard.certifies_unwitnessed
 
     @property
+    def near_duplicate(self) -> Mapping[str, Any] | None:
+        """A near-duplicate table's statement (``model.near_duplicate``: the canonicalization step,
+        its calibration and guarantee), or None for any other artifact."""
+        model = self.fields.get("model")
+        nd = model.get("near_duplicate") if isinstance(model, Mapping) else None
+        return nd if isinstance(nd, Mapping) else None
+
+    @property
     def calibration_scores(self) -> list[float] | None:
         """The conformal novelty calibration scores of the guard (its own, or its first novelty
         component's), or None when it has none: what the shift monitor starts from."""
@@ -363,9 +371,13 @@ def _model_lines(m: Manifest) -> list[str]:
     if kind == "memo":
         return [f"model      exact-match table of {model.get('entries')} witnessed inputs (hash {model.get('hash')})"]
     if kind == "program":
+        nd = m.near_duplicate
+        near = [] if nd is None else [
+            f"near-dup   step {nd.get('step')}: {nd.get('exact_entries')} witnessed inputs, {nd.get('neighbourhoods')} "
+            f"neighbourhoods; merge error bound <= epsilon {nd.get('epsilon')} at delta {nd.get('delta')}"]
         return [f"model      program over field {model.get('field')!r}, {model.get('size')} nodes "
                 f"(digest {model.get('program_digest')})",
-                *(f"           {line}" for line in str(model.get("text") or "").splitlines())]
+                *(f"           {line}" for line in str(model.get("text") or "").splitlines()), *near]
     if kind == "region":
         lines = [f"model      region over field {model.get('field')!r} (digest {model.get('region_digest')})",
                  *(f"           {line}" for line in str(model.get("text") or "").splitlines())]

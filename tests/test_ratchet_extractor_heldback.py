@@ -1,0 +1,75 @@
+"""Records per field, on a 4-field extractor written apart from the invoice bench: shipping
+notices → ``{tracking_no, weight_kg, carrier, service}``. ``tracking_no``, ``weight_kg`` and
+``carrier`` are regular (a pattern, a number, a named word); ``service`` is read from cue words,
+one of which (``priority``) the simulated reference reads either way per call. Through
+``auto.ratchet`` from no witnesses (each compile awaited), the claim is that the regular fields
+are answered at tier-1 from the first compile, at 20 witnesses, and every tier-1 record has them
+right; it is not met yet (the test is a strict expected failure naming the measured cause)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+import auto
+
+CARRIERS = ("UPS", "DHL", "FedEx", "USPS")
+EXPRESS = ("overnight", "next-day", "express")
+STANDARD = ("ground", "economy", "standard")
+FRAMES = ("Your parcel {t} ({w} kg) left our warehouse with {c}, {s} shipping.",
+          "Shipment notice: tracking {t}, carrier {c}, weight {w} kg, service {s}.",
+          "{c} picked up {t} today. Weight: {w} kg. Service level: {s}.",
+          "Hello! Package {t} is on its way via {c} ({s}); it weighs {w} kg.")
+
+
+def notice(rng: random.Random) -> str:
+    t = "1Z" + "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789") for _ in range(8))
+    w = f"{rng.randint(1, 40)}.{rng.randint(0, 9)}"
+    s = rng.choice(EXPRESS + STANDARD + ("priority",))
+    return rng.choice(FRAMES).format(t=t, w=w, c=rng.choice(CARRIERS), s=s)
+
+
+def reading(text: str, rng: random.Random | None = None) -> dict:
+    """The careful reading; ``priority`` is express or standard at random per call (with ``rng``)."""
+    service = "standard"
+    if any(w in text for w in EXPRESS):
+        service = "express"
+    elif "priority" in text:
+        service = "express" if rng is not None and rng.random() < 0.5 else "standard"
+    return {"tracking_no": re.search(r"1Z[A-Z0-9]{8}", text).group(0),
+            "weight_kg": float(re.search(r"(\d+\.\d) kg", text).group(1)),
+            "carrier": next(c for c in CARRIERS if c in text), "service": service}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "not met (measured): no tier-1 answer in 60 notices. At 20 witnesses the per-field record is gated whole "
+    "(service fits its training witnesses at 0.95, so no field is selective) and its out-of-fold records deopt "
+    "or miss on service (3/20); without the service field the out-of-fold agreement is 19/20, whose 98.75% "
+    "lower bound (0.70) is below the gate's 0.75: at 20 witnesses only 20/20 passes"))
+def test_regular_fields_are_tier1_from_the_first_20_witnesses(tmp_path):
+    ref_rng = random.Random(5)
+    calls = [0]
+
+    def extract(text: str) -> dict:
+        calls[0] += 1
+        return reading(text, ref_rng)
+
+    rng = random.Random(11)
+    stream = [notice(rng) for _ in range(60)]
+    r = auto.ratchet(extract, store=tmp_path / "s.sqlite", worker="thread")
+    tiers, answers = [], []
+    try:
+        for text in stream:
+            res = r.call_result({"text": text})
+            tiers.append(res.tier)
+            answers.append(res.answer)
+            r.wait_idle(timeout_s=600)
+    finally:
+        r.close()
+    t1 = [i for i, t in enumerate(tiers) if t == "tier-1"]
+    assert t1 and t1[0] <= 21, tiers[:30]  # the first compile runs on the 20th witness
+    assert len(t1) >= 25  # most of the 40 notices after it
+    regular = ("tracking_no", "weight_kg", "carrier")
+    assert all(answers[i][f] == reading(stream[i])[f] for i in t1 for f in regular)
