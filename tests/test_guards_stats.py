@@ -463,9 +463,21 @@ def test_chains_start_at_shares_of_the_inputs_not_at_threshold_positions():
 
 
 def test_start_shares_are_label_free_and_grow_with_the_calibration_size():
-    from auto.guards.risk import START_SPACING, n_starts, start_fractions
+    from auto.guards.risk import START_MIN_POINTS, n_starts, start_fractions
 
-    need = START_SPACING * min_points(EPS, DELTA)
-    assert n_starts(need * 2 - 1, EPS, DELTA) == 1  # below 2 * 180 points: the single-start procedure
-    assert start_fractions(need * 2, EPS, DELTA) == (0.5,)
-    assert start_fractions(need * 8, EPS, DELTA) == (0.5, 0.25, 0.125) and n_starts(10**6, EPS, DELTA) == 4
+    assert n_starts(2 * START_MIN_POINTS - 1) == 1  # below 360 points: the single-start procedure
+    assert start_fractions(2 * START_MIN_POINTS) == (0.5,)
+    assert start_fractions(8 * START_MIN_POINTS) == (0.5, 0.25, 0.125) and n_starts(10**6) == 4
+
+
+def test_a_level_certifiable_below_epsilon_is_certifiable_at_epsilon():
+    # 380 points, none wrong among the top 50, two wrong just below, 20% wrong from rank 60 on. The chains do
+    # not depend on epsilon, so every level from the smallest certifiable one up is certified (a rule that
+    # added a chain between 0.045 and 0.05 certified 0.045, not 0.05, and 0.06 again)
+    conf = np.linspace(1, 0, 380).tolist()
+    ok = [not (i in (51, 53) or (i >= 60 and i % 5 == 0)) for i in range(380)]
+    se = smallest_certifiable_epsilon(conf, ok, DELTA)
+    assert se is not None
+    for eps in np.round(np.arange(se, 0.2, 0.003), 6):
+        assert calibrate_selective_risk(conf, ok, epsilon=float(eps), delta=DELTA)["threshold"] is not None, eps
+    assert calibrate_selective_risk(conf, ok, epsilon=round(se - 0.001, 6), delta=DELTA)["threshold"] is None

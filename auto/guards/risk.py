@@ -39,8 +39,8 @@ Procedure (statistics through ``mapie.risk_control``, MAPIE 1.6):
    The starts are anchored at coverage, not at threshold positions: chain 0 starts at the most
    conservative testable threshold (``n_min(epsilon, delta / m)`` points), and one chain starts
    at the first threshold letting through ``ceil(f * n)`` of the ``n`` points for each start
-   fraction ``f`` of :data:`START_FRACTIONS` with ``f * n >= START_SPACING * n_min(epsilon,
-   delta)``. ``m`` and the starts depend on ``n`` only (label-free).
+   fraction ``f`` of :data:`START_FRACTIONS` with ``f * n >= START_MIN_POINTS``. ``m`` depends on
+   ``n`` only (label-free, the same at every epsilon).
 
    Why: a single chain begins at the ``n_min`` most confident calibration points and stops at the
    first hypothesis it cannot reject, so a handful of the reference's own confident mistakes among
@@ -49,8 +49,8 @@ Procedure (statistics through ``mapie.risk_control``, MAPIE 1.6):
    averages those mistakes over many points; because its start is a fixed share of the inputs,
    its first hypothesis gets more points as the calibration set grows, so (unlike starts spaced
    over the distinct thresholds) the coverage it certifies grows with the witnesses. Below
-   ``START_SPACING * n_min / max(START_FRACTIONS)`` points (180 at epsilon 0.05, delta 0.1) the
-   procedure is the single-start one, the most powerful where data are scarce.
+   ``START_MIN_POINTS / max(START_FRACTIONS)`` points (360) the procedure is the single-start
+   one, the most powerful where data are scarce.
 
 Guarantee: on calibration and test inputs that are exchangeable, with probability at least
 ``1 - delta`` over the calibration draw, *every* threshold the procedure certifies (so the chosen
@@ -80,29 +80,31 @@ without an order (S. Holm, "A simple sequentially rejective multiple test proced
 the lowest certified threshold is kept."""
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
 
-START_SPACING = 4
-"""A chain starts at a fraction ``f`` of the inputs only where ``f * n`` is at least ``START_SPACING *
-n_min``: its first hypothesis then has four times the points the top chain's has."""
+START_MIN_POINTS = 180
+"""A chain starts at a share ``f`` of the ``n`` inputs only where ``f * n`` is at least this many points:
+four times the 45 that certify epsilon 0.05 at delta 0.1 without an error, so its first hypothesis has
+four times the points the top chain's has. A count, not a function of epsilon: the chains (and so
+``delta / m``) are the same at every epsilon, and a level certifiable at epsilon stays certifiable
+above it (a rule that grew the chains with epsilon certified 0.045 and not 0.05 on one HWU64 draw)."""
 
 START_FRACTIONS = (0.5, 0.25, 0.125)
 """Coverage shares at which the extra chains start (see the module docstring). With all three in use
-(from 1,440 calibration points at epsilon 0.05, delta 0.1) ``delta / 4`` per chain costs about
+(from 1,440 calibration points) ``delta / 4`` per chain costs about
 ``log(4) / epsilon`` (28) more points at the first hypothesis. Chosen on HWU64 out-of-fold margins
 (``python -m bench.intents.specialist_study coverage``): chains spaced over the distinct thresholds
 certified 0.113 of 600 inputs and 0 of 800; anchored at these shares, 0 and 0.316."""
 
 
-def start_fractions(n: int, epsilon: float, delta: float) -> tuple[float, ...]:
+def start_fractions(n: int) -> tuple[float, ...]:
     """The coverage shares at which chains start besides the top one, for ``n`` calibration points
-    (label-free): the :data:`START_FRACTIONS` ``f`` with ``f * n >= START_SPACING * min_points(epsilon, delta)``."""
-    need = START_SPACING * min_points(epsilon, delta)
-    return tuple(f for f in START_FRACTIONS if f * n >= need)
+    (label-free, the same at every level): the :data:`START_FRACTIONS` ``f`` with ``f * n >= START_MIN_POINTS``."""
+    return tuple(f for f in START_FRACTIONS if f * n >= START_MIN_POINTS)
 
 
-def n_starts(n: int, epsilon: float, delta: float) -> int:
+def n_starts(n: int) -> int:
     """The number of fixed-sequence chains ``m`` for ``n`` calibration points: one plus
     :func:`start_fractions` (label-free; see the module docstring)."""
-    return 1 + len(start_fractions(n, epsilon, delta))
+    return 1 + len(start_fractions(n))
 
 
 def _check_level(name: str, x: Any) -> float:
@@ -181,7 +183,7 @@ def _chain_starts(counts: np.ndarray, n: int, epsilon: float, delta: float) -> t
     """Indices into the descending thresholds (``counts``: points at or above each, ascending) where
     the chains start at ``epsilon``, and the number of chains ``m`` (the Bonferroni divisor). A
     start past the last threshold is dropped (its chain tests nothing); duplicates are kept once."""
-    fr = start_fractions(n, epsilon, delta)
+    fr = start_fractions(n)
     m = 1 + len(fr)
     need = [min_points(epsilon, delta / m)] + [max(min_points(epsilon, delta / m), int(math.ceil(f * n))) for f in fr]
     starts = sorted({int(np.searchsorted(counts, k, side="left")) for k in need})
