@@ -65,6 +65,28 @@ def items_from_rows(rows: Sequence[Any], text_of: Callable[[Any], str]) -> list[
                      r.reference_answer_2) for r in rows]
 
 
+def items_from_csv(path: Any, text_of: Callable[[Any], str]) -> list[PeerItem]:
+    """:class:`PeerItem` per row of a stream's ``ratchet.csv`` (:func:`bench.report.write_ratchet_csv`:
+    its ``input``, ``reference_answer`` and ``reference_answer_2`` columns are canonical JSON,
+    ``control_cost_usd_micros`` is µ$), so the peers can be replayed on a finished run's items.
+
+    Raises:
+        ValueError: a row has no ``input`` (the CSV was written without inputs).
+    """
+    import csv
+    import json
+
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            if not row.get("input"):
+                raise ValueError(f"{path}: row {row.get('position')} has no input column value; the peers need inputs")
+            inp = json.loads(row["input"])
+            out.append(PeerItem(canonical_json(inp), text_of(inp), json.loads(row["reference_answer"]),
+                                float(row["control_cost_usd_micros"]), json.loads(row["reference_answer_2"])))
+    return out
+
+
 def _figures(name: str, items: Sequence[PeerItem], hit: Sequence[bool], served: Sequence[Any]) -> dict[str, Any]:
     control = sum(it.cost_usd_micros for it in items)
     spend = sum(it.cost_usd_micros for it, h in zip(items, hit) if not h)
@@ -162,3 +184,11 @@ def ahead_of_similarity_cache(ratchet: dict[str, Any], peers: dict[str, Any], ma
                     "ratchet_cost_ratio": mine, "ahead": (mine is not None and p["cost_ratio"] is not None
                                                           and mine > p["cost_ratio"])})
     return out
+
+
+if __name__ == "__main__":  # python -m bench.peers RATCHET_CSV [FIELD]: the peers of a finished run, as JSON
+    import json
+    import sys
+
+    fld = sys.argv[2] if len(sys.argv) > 2 else "utterance"
+    print(json.dumps(peer_figures(items_from_csv(sys.argv[1], lambda inp: inp[fld])), indent=2, sort_keys=True))

@@ -36,6 +36,11 @@ def _build():
     # idf baked into the weights at fit time: the artifact's arithmetic is unchanged, so it must match too
     out["idf"] = distill(witnesses(150, seed=5), [FeatureSpec("ticket", 2, 5, 1024)], models=("linsvc",),
                          idf=True).model
+    # word n-grams after the byte n-grams (words 1-2 at weight 2; words only at weight 3)
+    out["words"] = distill(witnesses(150, seed=6), [FeatureSpec("ticket", 3, 5, 1024, word_max=2, word_weight=2)],
+                           models=("logreg",)).model
+    out["words1"] = distill(witnesses(150, seed=7), [FeatureSpec("ticket", 2, 3, 512, word_max=1, word_weight=3)],
+                            models=("linsvc",)).model
     out["json"] = distill(witnesses(150, seed=4, field=FIELD2, label=lambda t: lab[t]),
                           [FeatureSpec(FIELD2, 1, 2, 128)], models=("logreg",)).model
     return out
@@ -100,7 +105,7 @@ def test_exports_imports_memory():
         assert mem.size(ARTS[name].store) * 65536 <= static + 3 * 65536
 
 
-SCALAR = {k: Artifact(compile_model(MODELS[k], simd=False)) for k in ("multi", "tree")}
+SCALAR = {k: Artifact(compile_model(MODELS[k], simd=False)) for k in ("multi", "tree", "words")}
 
 
 def test_simd_and_scalar_agree():

@@ -156,7 +156,8 @@ def test_default_specs_and_explicit_heldout():
     w = witnesses(100, seed=8)
     r = distill(w[:70], heldout=w[70:], models=("logreg",))
     assert r.model.features.field == "ticket" and r.model.features.buckets == DEFAULT_BUCKETS
-    assert len(r.candidates) == 3
+    assert len(r.candidates) == 4  # three byte-only ranges, then 3-5-byte grams with words 1-2 at weight 2
+    assert [c.features.word_max for c in r.candidates] == [0, 0, 0, 2]
     assert r.heldout_idx == tuple(range(70, 100))
 
 

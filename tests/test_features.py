@@ -105,3 +105,51 @@ def test_counts_and_many():
     # framed \x02 a a a a \x03: unigrams \x02, a (x4), \x03
     assert sorted(cnt.tolist()) == [1, 1, 4]
     assert int(cnt.sum()) == 6
+
+
+def naive_words(text: str, spec: FeatureSpec):
+    """Step 5 of the spec transcribed: words are runs of [0-9a-z] or bytes >= 0x80 of the framed,
+    folded text; unigram from the start state (basis ^ 0x81) * prime, bigram ((h_prev * prime) ^ h) * prime."""
+    b = bytes(c + 32 if 65 <= c <= 90 else c for c in text.encode("utf-8"))
+    words, cur = [], b""
+    for c in b"\x02" + b + b"\x03":
+        if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128:
+            cur += bytes([c])
+        elif cur:
+            words.append(cur)
+            cur = b""
+    out, prev = [], None
+    for w in words:
+        h = ((2166136261 ^ 0x81) * 16777619) % 2**32
+        for c in w:
+            h = ((h ^ c) * 16777619) % 2**32
+        out.append(h & (spec.buckets - 1))
+        if spec.word_max == 2 and prev is not None:
+            out.append(((((prev * 16777619) % 2**32) ^ h) * 16777619) % 2**32 & (spec.buckets - 1))
+        prev = h
+    return out
+
+
+@given(st.text(max_size=80) | st.sampled_from(["Set the ALARM for 7am, please!", "what's the weather", "café au lait"]))
+@settings(max_examples=200, deadline=None)
+def test_word_ngrams_follow_the_spec(text):
+    spec = FeatureSpec("t", 3, 4, 256, word_max=2, word_weight=3)
+    byte_only = FeatureSpec("t", 3, 4, 256)
+    counts: dict[int, int] = {}
+    chars, _ = naive(text, byte_only)
+    cidx, ccounts = featurize_counts(text, byte_only)
+    counts.update({int(k): int(c) for k, c in zip(cidx, ccounts)})
+    for k in naive_words(text, spec):  # after every byte n-gram, each adding the word weight
+        counts[k] = counts.get(k, 0) + 3
+    idx, got = featurize_counts(text, spec)
+    assert [int(i) for i in idx] == list(counts) and [int(c) for c in got] == list(counts.values())
+
+
+def test_word_spec_round_trips_and_byte_only_dicts_are_unchanged():
+    s = FeatureSpec("ticket", 3, 5, 1024, word_max=2, word_weight=2)
+    assert FeatureSpec.from_dict(s.to_dict()) == s and s.to_dict()["word_max"] == 2
+    assert "word_max" not in FeatureSpec("ticket", 3, 5, 1024).to_dict()
+    assert len(featurize("set the alarm", s)[0]) > len(featurize("set the alarm", FeatureSpec("ticket", 3, 5, 1024))[0])
+    for bad in ({"word_max": 3}, {"word_weight": 0}, {"word_weight": 17}):
+        with pytest.raises(ValueError):
+            FeatureSpec("ticket", 3, 5, 1024, **{"word_max": 1, **bad})

@@ -435,10 +435,49 @@ def test_certifiable_coverage_grows_with_witnesses_despite_confident_mistakes():
         p = np.where(c > 0.92, 0.08, np.where(c > 0.3, 0.015, 0.3))
         return c.tolist(), (rng.uniform(size=n) >= p).tolist()
 
-    covs = []
-    for n in (400, 1600, 3200):
+    covs = []  # (at 400 points this draw is at the edge: the smallest certifiable epsilon is 0.052)
+    for n in (800, 1600, 3200):
         e = calibrate_selective_risk(*draw(n), epsilon=EPS, delta=DELTA)
         assert e["threshold"] is not None, (n, e["reason"])
         covs.append(e["calibration_coverage"])
     assert covs[0] > 0.6 and min(covs[1:]) >= covs[0] - 0.02, covs
-    assert calibrate_selective_risk(*draw(3200), epsilon=EPS, delta=DELTA)["starts"] == 8
+    assert calibrate_selective_risk(*draw(3200), epsilon=EPS, delta=DELTA)["starts"] == 4
+
+
+def test_chains_start_at_shares_of_the_inputs_not_at_threshold_positions():
+    # 100 distinct top confidences holding 4 confident mistakes among the first 70, then 500 inputs on five
+    # tied levels with 1% errors, then 200 at the bottom with 40% errors. Starts spaced over the 106 distinct
+    # thresholds all fall among the top 100 and stop at the mistakes (nothing certified, though the smallest
+    # certifiable epsilon is below 0.05); a chain anchored at half of the inputs certifies 3/4 of them.
+    conf = list(np.linspace(1.0, 0.6, 100))
+    ok = [i not in (5, 20, 40, 66) for i in range(100)]
+    for lvl in range(5):
+        conf += [0.5 - 0.05 * lvl] * 100
+        ok += [j != 50 for j in range(100)]
+    conf += [0.0] * 200
+    ok += [j % 5 >= 2 for j in range(200)]
+    e = calibrate_selective_risk(conf, ok, epsilon=EPS, delta=DELTA)
+    assert e["threshold"] == pytest.approx(0.3) and e["calibration_coverage"] == 0.75
+    assert e["starts"] == 3  # the top chain, and chains at 1/2 and 1/4 of the 800 inputs (1/8 = 100 < 4 * 45)
+    assert e["smallest_certifiable_epsilon"] <= EPS
+
+
+def test_start_shares_are_label_free_and_grow_with_the_calibration_size():
+    from auto.guards.risk import START_MIN_POINTS, n_starts, start_fractions
+
+    assert n_starts(2 * START_MIN_POINTS - 1) == 1  # below 360 points: the single-start procedure
+    assert start_fractions(2 * START_MIN_POINTS) == (0.5,)
+    assert start_fractions(8 * START_MIN_POINTS) == (0.5, 0.25, 0.125) and n_starts(10**6) == 4
+
+
+def test_a_level_certifiable_below_epsilon_is_certifiable_at_epsilon():
+    # 380 points, none wrong among the top 50, two wrong just below, 20% wrong from rank 60 on. The chains do
+    # not depend on epsilon, so every level from the smallest certifiable one up is certified (a rule that
+    # added a chain between 0.045 and 0.05 certified 0.045, not 0.05, and 0.06 again)
+    conf = np.linspace(1, 0, 380).tolist()
+    ok = [not (i in (51, 53) or (i >= 60 and i % 5 == 0)) for i in range(380)]
+    se = smallest_certifiable_epsilon(conf, ok, DELTA)
+    assert se is not None
+    for eps in np.round(np.arange(se, 0.2, 0.003), 6):
+        assert calibrate_selective_risk(conf, ok, epsilon=float(eps), delta=DELTA)["threshold"] is not None, eps
+    assert calibrate_selective_risk(conf, ok, epsilon=round(se - 0.001, 6), delta=DELTA)["threshold"] is None

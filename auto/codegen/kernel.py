@@ -13,24 +13,69 @@ from __future__ import annotations
 
 import numpy as np
 
-from auto.models.specialist.features import FNV_OFFSET_BASIS, FNV_PRIME
+from auto.models.specialist.features import FNV_OFFSET_BASIS, FNV_PRIME, WORD_TAG
 
 from .layout import GROUP, TABLE, Layout
 from .wat import f64_text, i32_const
 
 
-def count_ngram(L: Layout, b_expr: str) -> list[str]:
-    """Count one n-gram whose bucket byte offset (bucket * 4) is ``b_expr``."""
+def count_ngram(L: Layout, b_expr: str, weight: int = 1) -> list[str]:
+    """Count one n-gram whose bucket byte offset (bucket * 4) is ``b_expr``; it adds ``weight``."""
+    if weight == 1:
+        # sum of squared counts, kept exactly: (c + 1)^2 - c^2 = 2c + 1
+        dsq = "(i32.add (i32.shl (local.get $c) (i32.const 1)) (i32.const 1))"
+    else:
+        # (c + w)^2 - c^2 = 2wc + w^2
+        dsq = f"(i32.add (i32.mul (local.get $c) (i32.const {2 * weight})) (i32.const {weight * weight}))"
     return [
         f"(local.set $b {b_expr})",
         f"(local.set $c (i32.load offset={L.counts} (local.get $b)))",
         # branch-free first-touch bookkeeping: always write the slot, advance on a new bucket
         f"(i32.store offset={L.touched} (i32.shl (local.get $nt) (i32.const 2)) (local.get $b))",
         "(local.set $nt (i32.add (local.get $nt) (i32.eqz (local.get $c))))",
-        f"(i32.store offset={L.counts} (local.get $b) (i32.add (local.get $c) (i32.const 1)))",
-        # sum of squared counts, kept exactly: (c + 1)^2 - c^2 = 2c + 1
-        "(local.set $sq (i64.add (local.get $sq) (i64.extend_i32_u (i32.add (i32.shl "
-        "(local.get $c) (i32.const 1)) (i32.const 1)))))"]
+        f"(i32.store offset={L.counts} (local.get $b) (i32.add (local.get $c) (i32.const {weight})))",
+        f"(local.set $sq (i64.add (local.get $sq) (i64.extend_i32_u {dsq})))"]
+
+
+def word_loop(spec, L: Layout) -> list[str]:
+    """Word n-gram hashing and counting over the framed text at $buf (length $len), after the byte
+    n-grams (:func:`auto.models.specialist.features.word_sequence`): a word byte is an ASCII digit,
+    an ASCII lower-case letter or a byte >= 0x80; the framed text ends with 0x03, so every word ends
+    inside it."""
+    if not spec.word_max:
+        return []
+    mask4 = (spec.buckets - 1) << 2
+    P = i32_const(FNV_PRIME)
+    h0 = i32_const(((FNV_OFFSET_BASIS ^ WORD_TAG) * FNV_PRIME) & 0xFFFFFFFF)
+    w = spec.word_weight
+
+    def bucket(h: str) -> str:
+        return f"(i32.and (i32.shl {h} (i32.const 2)) (i32.const {mask4}))"
+
+    end = count_ngram(L, bucket("(local.get $hw)"), w)
+    if spec.word_max >= 2:
+        pair = f"(i32.mul (i32.xor (i32.mul (local.get $hp) (i32.const {P})) (local.get $hw)) (i32.const {P}))"
+        end += [f"(if (local.get $hasp) (then {' '.join(count_ngram(L, bucket(pair), w))}))"]
+    end += ["(local.set $hp (local.get $hw))", "(local.set $hasp (i32.const 1))", "(local.set $inw (i32.const 0))"]
+    isw = ("(i32.or (i32.or (i32.lt_u (i32.sub (local.get $by) (i32.const 48)) (i32.const 10)) "
+           "(i32.lt_u (i32.sub (local.get $by) (i32.const 97)) (i32.const 26))) "
+           "(i32.ge_u (local.get $by) (i32.const 128)))")
+    return [
+        "(local.set $i (local.get $buf))",
+        "(local.set $lim (i32.add (local.get $buf) (local.get $len)))",
+        "(local.set $inw (i32.const 0))",
+        "(local.set $hasp (i32.const 0))",
+        "(block $wd (loop $wl",
+        "  (br_if $wd (i32.ge_u (local.get $i) (local.get $lim)))",
+        "  (local.set $by (i32.load8_u (local.get $i)))",
+        f"  (if {isw}",
+        f"    (then (if (i32.eqz (local.get $inw)) (then (local.set $hw (i32.const {h0})) (local.set $inw (i32.const 1))))",
+        f"          (local.set $hw (i32.mul (i32.xor (local.get $hw) (local.get $by)) (i32.const {P}))))",
+        "    (else (if (local.get $inw) (then",
+        *("      " + x for x in end),
+        "    ))))",
+        "  (local.set $i (i32.add (local.get $i) (i32.const 1)))",
+        "  (br $wl)))"]
 
 
 def hash_loops(spec, L: Layout, simd: bool) -> list[str]:
@@ -94,7 +139,7 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
            "(local $b i32) (local $c i32) (local $t i32) (local $tend i32) (local $w i32)",
            "(local $sq i64) (local $norm f64) (local $x f64) (local $m f64) (local $nc f64)",
            "(local $arg i32) (local $best f64) (local $second f64) (local $nd i32) (local $f i32)",
-           "(local $nt i32)"]
+           "(local $nt i32) (local $hw i32) (local $hp i32) (local $inw i32) (local $hasp i32) (local $by i32)"]
     loc.append(" ".join(f"(local $s{r} f64)" for r in range(H2)))
     if simd:
         loc.append("(local $xx v128) (local $hv v128) " + " ".join(f"(local $v{j} v128)" for j in range(H2 // 2)))
@@ -102,6 +147,7 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
             "(local.set $buf (global.get $scratch))",
             "(local.set $len (call $frame))"]
     body += hash_loops(spec, L, simd)
+    body += word_loop(spec, L)
     body += [
         # the touched list now matches the counts: publish it for the next call's $clear
         "(global.set $nt (local.get $nt))",

@@ -31,7 +31,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 
 from auto.canonical import canonical_json
 from auto.errors import CompileError
-from auto.models.specialist.train import DEFAULT_BUCKETS, DEFAULT_GRID, CompiledModel, DistillResult, distill
+from auto.models.specialist.train import CompiledModel, DistillResult, default_specs, distill
 from auto.models.specialist.features import FeatureSpec
 
 DEFAULT_FOLDS = 5
@@ -93,14 +93,14 @@ class CrossFit:
 
 def choose_config(items: Sequence[tuple[dict[str, Any], Any, float]], seed: int,
                   selection_fraction: float = 0.25, field: str | None = None) -> tuple[Config, DistillResult]:
-    """Select the candidate (linear estimator × n-gram range, :data:`SELECTIVE_MODELS`) by
-    agreement on a stratified selection split (:func:`auto.models.specialist.train.distill`); ``field`` names the
+    """Select the candidate (linear estimator × feature spec: :data:`SELECTIVE_MODELS` ×
+    :func:`auto.models.specialist.train.default_specs`) by the selective coverage, then agreement, on a stratified selection split (:func:`auto.models.specialist.train.distill`); ``field`` names the
     input field to featurize (default: the one string field).
 
     Raises:
         CompileError: as :func:`auto.models.specialist.train.distill`.
     """
-    specs = None if field is None else [FeatureSpec(field, a, b, DEFAULT_BUCKETS) for a, b in DEFAULT_GRID]
+    specs = None if field is None else default_specs(field)
     res = distill(list(items), specs, heldout_fraction=selection_fraction, seed=seed, models=SELECTIVE_MODELS)
     return Config(res.selected.model, res.selected.features), res
 

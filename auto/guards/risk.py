@@ -26,32 +26,39 @@ Procedure (statistics through ``mapie.risk_control``, MAPIE 1.6):
    label "correct"); its effective sample size is the number of calibration points that proceed.
    Conditional on that number, those points' errors are i.i.d. Bernoulli(R(tau)), so the p-value is
    valid.
-3. Family-wise error control by fixed-sequence testing with ``m`` starts (Bauer, "Multiple
-   testing in clinical trials", Statistics in Medicine 10(6), 1991; ``mapie.risk_control.
-   control_fwer`` with ``FWERFixedSequenceTesting(n_starts=m)``) in that fixed order: ``m``
-   equally spaced starting thresholds, each chain tested at ``delta / m`` (a Bonferroni split of
-   ``delta`` over the chains), each chain rejecting a prefix of its segment; every rejected
-   threshold is certified, and the chosen threshold is the lowest rejected one, which lets the
-   most inputs through. ``BinaryClassificationController`` is not used because its
-   fixed-sequence path reorders the thresholds by the direction of the *observed* risk curve,
-   which makes the order depend on the labels.
+3. Family-wise error control by fixed-sequence testing from several starts (Bauer, "Multiple
+   testing in clinical trials", Statistics in Medicine 10(6), 1991), with a Bonferroni split of
+   ``delta`` over the ``m`` chains: every chain walks the thresholds in that fixed order from its
+   start towards lower thresholds (more coverage) and rejects while its p-value is at most
+   ``delta / m``; it stops at its first non-rejection. Every rejected threshold is certified, and
+   the chosen threshold is the lowest certified one, which lets the most inputs through.
+   ``BinaryClassificationController`` is not used because its fixed-sequence path reorders the
+   thresholds by the direction of the *observed* risk curve, which makes the order depend on the
+   labels.
 
-   Why several starts: with one start, the sequence begins at the ``n_min`` most confident
-   calibration points and stops at the first hypothesis it cannot reject, so a handful of the
-   reference's own confident mistakes among them (a wrong witnessed answer the model learns with
-   a large margin) stop the whole test, and more witnesses do not help: the certifiable level got
-   worse as the calibration set grew. A chain that starts at a quarter, a half… of the
-   thresholds averages those mistakes over many points. ``m = clip(n // (START_SPACING *
-   n_min), 1, MAX_STARTS)`` grows with the calibration size ``n`` only (label-free): below
-   ``START_SPACING * n_min`` points (180 at epsilon 0.05, delta 0.1) the procedure is the
-   single-start one, which is the most powerful where data are scarce.
+   The starts are anchored at coverage, not at threshold positions: chain 0 starts at the most
+   conservative testable threshold (``n_min(epsilon, delta / m)`` points), and one chain starts
+   at the first threshold letting through ``ceil(f * n)`` of the ``n`` points for each start
+   fraction ``f`` of :data:`START_FRACTIONS` with ``f * n >= START_MIN_POINTS``. ``m`` depends on
+   ``n`` only (label-free, the same at every epsilon).
+
+   Why: a single chain begins at the ``n_min`` most confident calibration points and stops at the
+   first hypothesis it cannot reject, so a handful of the reference's own confident mistakes among
+   them (a wrong witnessed answer the model learns with a large margin) stop the whole test, and
+   more witnesses do not help. A chain that starts at an eighth, a quarter or half of the inputs
+   averages those mistakes over many points; because its start is a fixed share of the inputs,
+   its first hypothesis gets more points as the calibration set grows, so (unlike starts spaced
+   over the distinct thresholds) the coverage it certifies grows with the witnesses. Below
+   ``START_MIN_POINTS / max(START_FRACTIONS)`` points (360) the procedure is the single-start
+   one, the most powerful where data are scarce.
 
 Guarantee: on calibration and test inputs that are exchangeable, with probability at least
 ``1 - delta`` over the calibration draw, *every* threshold the procedure certifies (so the chosen
-one) has selective risk at most ``epsilon`` (family-wise error control of the tested nulls
-``R(tau) > epsilon``; Angelopoulos et al., Learn then Test, Theorem 1). The data-dependent start
-in step 1 (the ``n_min``-th highest confidence at level ``delta / m``) and ``m`` are label-free
-choices; the test suite checks the resulting guarantee by simulation (tests/test_guards_stats.py).
+one) has selective risk at most ``epsilon``: each chain is a fixed-sequence test of the nulls
+``R(tau) > epsilon`` in an order fixed before the labels are read, which controls its family-wise
+error at ``delta / m`` (Angelopoulos et al., Learn then Test, Theorem 1 with fixed-sequence
+testing), and the union bound over the ``m`` chains gives ``delta``; chains may overlap. The
+test suite checks the guarantee by simulation (tests/test_guards_stats.py).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ import numpy as np
 from auto.errors import ArgumentError
 from auto.gate import clopper_pearson
 
-PROCEDURE = "fixed-sequence (LTT, mapie.risk_control)"
+PROCEDURE = "fixed-sequence from coverage-anchored starts, Bonferroni over the chains (LTT, mapie.risk_control p-values)"
 PROCEDURE_HOLM = "Bonferroni-Holm (LTT, mapie.risk_control)"
 """The family-wise procedure for confidences that need not rank the risk monotonically (a program's
 event precision): every threshold is tested, Holm's step-down controls the family-wise error
@@ -73,20 +80,31 @@ without an order (S. Holm, "A simple sequentially rejective multiple test proced
 the lowest certified threshold is kept."""
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
 
-START_SPACING = 4
-"""A fixed-sequence chain starts per ``START_SPACING * n_min`` calibration points (see the module
-docstring): each chain's first hypothesis then has at least a quarter of its share of the points."""
+START_MIN_POINTS = 180
+"""A chain starts at a share ``f`` of the ``n`` inputs only where ``f * n`` is at least this many points:
+four times the 45 that certify epsilon 0.05 at delta 0.1 without an error, so its first hypothesis has
+four times the points the top chain's has. A count, not a function of epsilon: the chains (and so
+``delta / m``) are the same at every epsilon, and a level certifiable at epsilon stays certifiable
+above it (a rule that grew the chains with epsilon certified 0.045 and not 0.05 on one HWU64 draw)."""
 
-MAX_STARTS = 8
-"""At most this many chains: ``delta / 8`` per chain costs about ``log(8) / epsilon`` more points
-at the first hypothesis (41 at epsilon 0.05), a price paid only from ``START_SPACING * n_min * 8``
-calibration points on."""
+START_FRACTIONS = (0.5, 0.25, 0.125)
+"""Coverage shares at which the extra chains start (see the module docstring). With all three in use
+(from 1,440 calibration points) ``delta / 4`` per chain costs about
+``log(4) / epsilon`` (28) more points at the first hypothesis. Chosen on HWU64 out-of-fold margins
+(``python -m bench.intents.specialist_study coverage``): chains spaced over the distinct thresholds
+certified 0.113 of 600 inputs and 0 of 800; anchored at these shares, 0 and 0.316."""
 
 
-def n_starts(n: int, epsilon: float, delta: float) -> int:
-    """The number of fixed-sequence chains for ``n`` calibration points (label-free; see the
-    module docstring): ``clip(n // (START_SPACING * min_points(epsilon, delta)), 1, MAX_STARTS)``."""
-    return max(1, min(MAX_STARTS, n // (START_SPACING * min_points(epsilon, delta))))
+def start_fractions(n: int) -> tuple[float, ...]:
+    """The coverage shares at which chains start besides the top one, for ``n`` calibration points
+    (label-free, the same at every level): the :data:`START_FRACTIONS` ``f`` with ``f * n >= START_MIN_POINTS``."""
+    return tuple(f for f in START_FRACTIONS if f * n >= START_MIN_POINTS)
+
+
+def n_starts(n: int) -> int:
+    """The number of fixed-sequence chains ``m`` for ``n`` calibration points: one plus
+    :func:`start_fractions` (label-free; see the module docstring)."""
+    return 1 + len(start_fractions(n))
 
 
 def _check_level(name: str, x: Any) -> float:
@@ -161,21 +179,49 @@ def _thresholds(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return thr, len(conf) - counts
 
 
-def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, holm: bool = False) -> dict[str, Any]:
-    from mapie.risk_control import FWERBonferroniHolm, FWERFixedSequenceTesting, control_fwer
+def _chain_starts(counts: np.ndarray, n: int, epsilon: float, delta: float) -> tuple[list[int], int]:
+    """Indices into the descending thresholds (``counts``: points at or above each, ascending) where
+    the chains start at ``epsilon``, and the number of chains ``m`` (the Bonferroni divisor). A
+    start past the last threshold is dropped (its chain tests nothing); duplicates are kept once."""
+    fr = start_fractions(n)
+    m = 1 + len(fr)
+    need = [min_points(epsilon, delta / m)] + [max(min_points(epsilon, delta / m), int(math.ceil(f * n))) for f in fr]
+    starts = sorted({int(np.searchsorted(counts, k, side="left")) for k in need})
+    return [i for i in starts if i < len(counts)], m
 
+
+def _walk(p: np.ndarray, starts: Sequence[int], level: float) -> list[int]:
+    """Every index a chain rejects: from each start, the run of consecutive indices with ``p <= level``."""
+    out: set[int] = set()
+    for i in starts:
+        while i < len(p) and p[i] <= level:
+            out.add(i)
+            i += 1
+    return sorted(out)
+
+
+def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, holm: bool = False) -> dict[str, Any]:
     thr, counts = _thresholds(conf)
-    m = 1 if holm else n_starts(len(conf), epsilon, delta)
-    keep = counts >= min_points(epsilon, delta / m)
-    thr = thr[keep]
-    if len(thr) == 0:
-        return {"threshold": None, "tested": 0, "starts": m}
-    m = min(m, len(thr))
-    risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
-    method = FWERBonferroniHolm() if holm else FWERFixedSequenceTesting(n_starts=m)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        rejected = control_fwer(p[:, 0], delta, fwer_method=method)
+    if holm:
+        from mapie.risk_control import FWERBonferroniHolm, control_fwer
+
+        keep = counts >= min_points(epsilon, delta)
+        thr = thr[keep]
+        if len(thr) == 0:
+            return {"threshold": None, "tested": 0, "starts": 1}
+        risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            rejected = list(control_fwer(p[:, 0], delta, fwer_method=FWERBonferroniHolm()))
+        m = 1
+    else:
+        starts, m = _chain_starts(counts, len(conf), epsilon, delta)
+        if not starts:
+            return {"threshold": None, "tested": 0, "starts": m}
+        lo = starts[0]  # thresholds above the top chain's start are never tested
+        thr = thr[lo:]
+        risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
+        rejected = _walk(p[:, 0], [s - lo for s in starts], delta / m)
     if len(rejected) == 0:
         return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0]), "starts": m}
     k = int(np.max(rejected))
@@ -183,24 +229,8 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, ho
             "calibration_selective_risk": float(risk[k]), "calibration_coverage": float(n_eff[k] / len(conf))}
 
 
-def _chain_starts(counts: np.ndarray, n: int, epsilon: float, delta: float) -> tuple[list[int], int]:
-    """Indices (into the descending thresholds) where :func:`_fst`'s chains start at
-    ``epsilon``, and the number of chains ``m`` (MAPIE's equally spaced positions over the
-    thresholds with at least ``min_points(epsilon, delta / m)`` points)."""
-    m = n_starts(n, epsilon, delta)
-    first = int(np.searchsorted(counts, min_points(epsilon, delta / m), side="left"))
-    left = len(counts) - first
-    if left <= 0:
-        return [], m
-    m = min(m, left)
-    branch = left // m
-    return [first + i * branch for i in range(m)], m
-
-
 def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
     thr, counts = _thresholds(conf)
-    order = np.argsort(counts, kind="stable")  # ascending counts = descending thresholds already
-    thr, counts = thr[order], counts[order]
     grid = np.round(np.arange(1, int(round(1 / _EPS_GRID_STEP))) * _EPS_GRID_STEP, 6)
     for chunk in np.array_split(grid, 10):
         plan = [_chain_starts(counts, len(conf), float(e), delta) for e in chunk]

@@ -37,7 +37,7 @@ def _statement(novelty: dict[str, Any] | None, risk: dict[str, Any] | None, fall
             f"selective risk: tier-1 only when {risk['confidence_field']} >= {risk['threshold']:.9g}; on inputs exchangeable "
             f"with the {risk['n']} calibration inputs, P(tier-1 answer != reference answer | tier-1 answers) <= "
             f"{risk['epsilon']:g}, with probability >= {1 - risk['delta']:g} over the calibration draw (Learn-then-Test, "
-            f"fixed-sequence testing); the smallest level this calibration size certifies is "
+            f"fixed-sequence testing from {risk.get('starts', 1)} coverage-anchored start(s), delta split evenly over them); the smallest level this calibration size certifies is "
             f"{_fmt(risk.get('smallest_certifiable_epsilon'), 'g')}")
         if risk.get("heldout_n"):
             parts.append(

@@ -46,14 +46,20 @@ def _metered(inp: dict[str, Any]) -> Any:
 
 def role_figures(rows: list[Any], roles: list[str]) -> dict[str, Any]:
     """Per role: items, tier-1 share, and tier-1 answers that differ from the control leg's answer
-    (count and share of the role's items)."""
+    (count and share of the role's items). Beside them, on the same tier-1 items, how often the
+    reference's second answer differs from the control's (``reference_self_disagreeing``: the share
+    a fresh reference call would disagree anyway, its per-call noise) and the excess
+    (``admitted_disagreeing_excess_share``: the difference of the two counts over the role's items)."""
     out: dict[str, Any] = {}
     for role in sorted(set(roles)):
         rs = [r for r, k in zip(rows, roles) if k == role]
         t1 = [r for r in rs if r.tier == "tier-1"]
         bad = sum(1 for r in t1 if canonical_json(r.answer) != canonical_json(r.reference_answer))
+        own = sum(1 for r in t1 if canonical_json(r.reference_answer_2) != canonical_json(r.reference_answer))
         out[role] = {"items": len(rs), "tier1": len(t1), "tier1_share": len(t1) / len(rs) if rs else None,
-                     "admitted_disagreeing": bad, "admitted_disagreeing_share": bad / len(rs) if rs else None}
+                     "admitted_disagreeing": bad, "admitted_disagreeing_share": bad / len(rs) if rs else None,
+                     "reference_self_disagreeing": own,
+                     "admitted_disagreeing_excess_share": (bad - own) / len(rs) if rs else None}
     return out
 
 
@@ -118,6 +124,7 @@ def run_intents(*, out_dir: Path, items: int = 3000, seed: int = 0, generator: s
         "steady_state": steady_state(run.rows),
         "roles": roles_f,
         "out_of_scope_admitted_disagreeing": oos.get("admitted_disagreeing_share"),
+        "out_of_scope_admitted_disagreeing_excess": oos.get("admitted_disagreeing_excess_share"),
         "shift_at": shift_at, "shifts": [shift_at],
         "generations": run.generations, "generation_count": len(run.generations),
         "compiled_as": [g.get("compiled_as") for g in run.generations],
@@ -154,7 +161,8 @@ def render(results: dict[str, Any]) -> str:
              f"({f(results.get('cost_ratio_without_audit'), '.2f')}x without), tier-1 {f(results['tier1_share'])}, "
              f"excess silent-wrong {f(results['excess_silent_wrong'], '+.4f')} (95% upper "
              f"{f(results['excess_silent_wrong_ci95_high'], '.4f')}), out-of-scope admitted and disagreeing "
-             f"{f(results.get('out_of_scope_admitted_disagreeing'), '.4f')}",
+             f"{f(results.get('out_of_scope_admitted_disagreeing'), '.4f')} (excess over the reference's own "
+             f"{f(results.get('out_of_scope_admitted_disagreeing_excess'), '+.4f')})",
              f"  compiles: {results['recompiles']} ({results['compile_verdicts']}), generations "
              f"{results['generation_count']}: {', '.join(str(c) for c in results['compiled_as'])}"]
     p = results.get("peers")

@@ -26,6 +26,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "bytes3-5+idf": {"n_min": 3, "n_max": 5, "buckets": 8192, "idf": True},
     "bytes2-5+idf": {"n_min": 2, "n_max": 5, "buckets": 16384, "idf": True},
     "bytes3-6+idf@16k": {"n_min": 3, "n_max": 6, "buckets": 16384, "idf": True},
+    "bytes3-5+words1-2x2": {"n_min": 3, "n_max": 5, "buckets": 8192, "idf": False, "word_max": 2, "word_weight": 2},
 }
 
 
@@ -51,7 +52,8 @@ def out_of_fold(items: Sequence[tuple[dict, str, float]], cand: dict[str, Any], 
 
     labels = [it[1] for it in items]
     k = max(2, min(folds, max(Counter(labels).values())))
-    spec = FeatureSpec("utterance", cand["n_min"], cand["n_max"], cand["buckets"])
+    spec = FeatureSpec("utterance", cand["n_min"], cand["n_max"], cand["buckets"], word_max=cand.get("word_max", 0),
+                       word_weight=cand.get("word_weight", 1))
     margins: list[float] = [0.0] * len(items)
     correct: list[bool] = [False] * len(items)
     import warnings
@@ -187,7 +189,8 @@ def coverage_point(n: int, seed: int = 0, epsilon: float = 0.05, delta: float = 
     thr = risk.get("threshold")
     keep = leave_one_out_pass([float(x) for x in cf.scores], alpha)
     cov = 0.0 if thr is None else float(np.mean([kp and m >= thr for kp, m in zip(keep, cf.margins)]))
-    return {"n": n, "candidate": f"{config.model} {config.features.n_min}-{config.features.n_max}-byte grams",
+    words = f" + word 1-{config.features.word_max}-grams x{config.features.word_weight}" if config.features.word_max else ""
+    return {"n": n, "candidate": f"{config.model} {config.features.n_min}-{config.features.n_max}-byte grams{words}",
             "model": "rung", "folds": k, "agreement": cf.agreement, "certified_coverage": cov, "threshold": thr,
             "smallest_certifiable_epsilon": risk.get("smallest_certifiable_epsilon"),
             "seconds": round(time.perf_counter() - t0, 2)}

@@ -94,3 +94,26 @@ def test_cold_run_end_to_end(tmp_path):
     assert saved["peers"]["exact_dict"]["items"] == 12 and saved["memo_ceiling"] >= 1.0
     assert set(saved["roles"]) <= {"in-scope", "shift", "out-of-scope"}
     assert (tmp_path / "ratchet.csv").is_file() and (tmp_path / "cost.png").is_file()
+    # the peers replayed from the finished run's ratchet.csv are the run's own peers
+    from bench.peers import exact_dict, items_from_csv
+
+    replayed = items_from_csv(tmp_path / "ratchet.csv", lambda inp: inp["utterance"])
+    assert exact_dict(replayed) == saved["peers"]["exact_dict"]
+
+
+def test_role_figures_count_the_references_own_noise_beside_the_disagreements():
+    from bench.intents.run import role_figures
+    from bench.stream import StreamRow
+
+    def row(tier, answer, ref, ref2):
+        return StreamRow(position=0, tier=tier, reason="", score=None, p_value=None, latency_us=0.0, cost_usd_micros=0.0,
+                         generation=None, answer=answer, reference_answer=ref, reference_answer_2=ref2,
+                         control_cost_usd_micros=1.0, reference_latency_ms=1.0)
+
+    rows = [row("tier-1", "oos", "x", "oos"),   # the control call was the noisy one
+            row("tier-1", "oos", "oos", "oos"), row("tier-0", "oos", "y", "oos"), row("tier-1", "a", "b", "b")]
+    f = role_figures(rows, ["out-of-scope"] * 3 + ["in-scope"])
+    o = f["out-of-scope"]
+    assert (o["items"], o["tier1"], o["admitted_disagreeing"], o["reference_self_disagreeing"]) == (3, 2, 1, 1)
+    assert o["admitted_disagreeing_share"] == pytest.approx(1 / 3) and o["admitted_disagreeing_excess_share"] == 0.0
+    assert f["in-scope"]["admitted_disagreeing_excess_share"] == 1.0

@@ -45,8 +45,7 @@ from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
 from auto.compile.witnesses import WitnessSet, input_schema, main_text_field, split_three, text_fields
-from auto.models.specialist.train import DEFAULT_BUCKETS, DEFAULT_GRID, distill
-from auto.models.specialist.features import FeatureSpec
+from auto.models.specialist.train import default_specs, distill
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
 from auto.guards.stack import calibrate_stack, without_scores
@@ -260,7 +259,9 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
     final = fit(items, config, contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: {config.model} over "
-            f"{config.features.n_min}-{config.features.n_max}-grams, {cf.folds}-fold cross-fit agreement "
+            f"{config.features.n_min}-{config.features.n_max}-grams"
+            f"{f' + word 1-{config.features.word_max}-grams x{config.features.word_weight}' if config.features.word_max else ''}, "
+            f"{cf.folds}-fold cross-fit agreement "
             f"{cf.agreement:.3f}")
 
     def guard(_art: Any) -> dict[str, Any]:
@@ -288,7 +289,7 @@ def _split_calibrated(items: list[Any], label_keys: list[str], labels: list[str]
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: train {len(train_idx)}, calibration {len(cal_idx)}, "
             f"held-out {len(held_idx)}")
     t0 = time.perf_counter()
-    dres = distill([items[i] for i in train_idx], [FeatureSpec(field, a, b, DEFAULT_BUCKETS) for a, b in DEFAULT_GRID],
+    dres = distill([items[i] for i in train_idx], default_specs(field),
                    heldout=[items[i] for i in cal_idx], seed=contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  distilled: {dres.selected.model} over {dres.model.features.n_min}-{dres.model.features.n_max}-grams, "

@@ -10,7 +10,19 @@ steps to WebAssembly:
    hash the byte ``n`` followed by the n-gram's bytes with 32-bit FNV-1a (Fowler-Noll-Vo; Fowler,
    Noll, Vo and Eastlake, IETF draft-eastlake-fnv: offset basis 2166136261, prime 16777619,
    arithmetic mod 2**32); the bucket is ``h & (buckets - 1)``;
-5. count per bucket; the vector is the counts divided by their L2 norm (all zeros if empty).
+5. word n-grams (only when ``spec.word_max >= 1``): a *word* is a maximal run of framed bytes that
+   are ASCII digits, ASCII lower-case letters or non-ASCII bytes (``>= 0x80``). Words are taken
+   left to right; at the end of each word its unigram hash is FNV-1a 32 over the word's bytes from
+   the start state ``(offset basis ^ WORD_TAG) * prime`` (so no byte n-gram shares its start), and,
+   when ``word_max >= 2`` and a word came before, the bigram hash is
+   ``((h_previous * prime) ^ h_word) * prime`` (mod 2**32); unigram first, then bigram. Each
+   word n-gram adds ``spec.word_weight`` (an integer) to its bucket, after all byte n-grams;
+6. count per bucket; the vector is the counts divided by their L2 norm (all zeros if empty).
+
+Word n-grams are what a person reads ("set", "alarm", "set alarm"); byte n-grams carry typos and
+inflections. On HWU64 (real utterances, 59 intents; 5-fold out-of-fold, LinearSVC) words 1-2 at
+weight 2 beside 3-5-byte grams raised the coverage certified at selective risk 0.05 from 0.490 to
+0.513 at 1,200 distinct inputs and from 0.571 to 0.629 at 1,600 (level at 800: 0.319 / 0.316).
 
 The *first-touch order* (buckets in the order in which step 4 first reaches them) is the order in
 which the artifact accumulates dot products; :func:`featurize` returns buckets in that order so the
@@ -34,6 +46,10 @@ MAX_N = 8
 """Largest n-gram length a :class:`FeatureSpec` may ask for."""
 MAX_BUCKETS = 1 << 20
 """Largest number of buckets (the artifact keeps a counts array of this many i32)."""
+WORD_TAG = 0x81
+"""Mixed into the word hashes' start state (byte n-grams use ``n`` in 1..8)."""
+MAX_WORD_WEIGHT = 16
+"""Largest count a word n-gram may add (the counts stay small integers, the norm exact)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,8 @@ class FeatureSpec:
         n_min: shortest n-gram length in bytes, ``1 <= n_min <= n_max``.
         n_max: longest n-gram length in bytes, ``n_max <= 8``.
         buckets: vector dimension ``B``, a power of two in ``[2, 2**20]``.
+        word_max: word n-grams up to this length (0: none, 1: words, 2: words and word pairs).
+        word_weight: the count each word n-gram adds, an integer in ``[1, MAX_WORD_WEIGHT]``.
 
     Raises:
         ValueError: a bound or the bucket count is out of range, or ``field`` is not a string.
@@ -54,11 +72,13 @@ class FeatureSpec:
     n_min: int
     n_max: int
     buckets: int
+    word_max: int = 0
+    word_weight: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.field, str) or not self.field:
             raise ValueError(f"FeatureSpec.field must be a non-empty string, got {self.field!r}")
-        for name in ("n_min", "n_max", "buckets"):
+        for name in ("n_min", "n_max", "buckets", "word_max", "word_weight"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ValueError(f"FeatureSpec.{name} must be an int, got {v!r}")
@@ -66,20 +86,30 @@ class FeatureSpec:
             raise ValueError(
                 f"FeatureSpec needs 1 <= n_min <= n_max <= {MAX_N}, got n_min={self.n_min}, "
                 f"n_max={self.n_max}")
+        if not 0 <= self.word_max <= 2:
+            raise ValueError(f"FeatureSpec.word_max must be 0, 1 or 2, got {self.word_max}")
+        if not 1 <= self.word_weight <= MAX_WORD_WEIGHT:
+            raise ValueError(f"FeatureSpec.word_weight must be in [1, {MAX_WORD_WEIGHT}], got {self.word_weight}")
         b = self.buckets
         if b < 2 or b > MAX_BUCKETS or b & (b - 1):
             raise ValueError(
                 f"FeatureSpec.buckets must be a power of two in [2, {MAX_BUCKETS}], got {b}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as a JSON-ready dict (the manifest's ``model.features``)."""
-        return asdict(self)
+        """The spec as a JSON-ready dict (the manifest's ``model.features``); the word keys only when
+        ``word_max > 0`` (a byte-only spec reads as it always did)."""
+        d = asdict(self)
+        if not self.word_max:
+            d.pop("word_max")
+            d.pop("word_weight")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "FeatureSpec":
         """Inverse of :meth:`to_dict`. Raises ValueError on a bad or incomplete dict."""
         try:
-            return cls(field=d["field"], n_min=d["n_min"], n_max=d["n_max"], buckets=d["buckets"])
+            return cls(field=d["field"], n_min=d["n_min"], n_max=d["n_max"], buckets=d["buckets"],
+                       word_max=d.get("word_max", 0), word_weight=d.get("word_weight", 1))
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a FeatureSpec dict: {d!r}") from e
 
@@ -126,19 +156,61 @@ def bucket_sequence(text: str, spec: FeatureSpec) -> np.ndarray:
     return np.concatenate(parts).astype(np.int64)
 
 
+_WORD_BYTE = np.zeros(256, bool)
+_WORD_BYTE[48:58] = True
+_WORD_BYTE[97:123] = True
+_WORD_BYTE[128:] = True
+
+
+def word_sequence(text: str, spec: FeatureSpec) -> np.ndarray:
+    """Step 5: the bucket of every word n-gram, in order (empty when ``spec.word_max == 0``).
+
+    Returns an int64 array: per word, its unigram bucket, then (``word_max >= 2``, not the first
+    word) its bigram bucket.
+    """
+    if not spec.word_max:
+        return np.zeros(0, np.int64)
+    framed = frame(text)
+    isw = _WORD_BYTE[np.frombuffer(framed, dtype=np.uint8)]
+    mask = spec.buckets - 1
+    start = ((FNV_OFFSET_BASIS ^ WORD_TAG) * FNV_PRIME) & 0xFFFFFFFF
+    out: list[int] = []
+    prev = None
+    i, L = 0, len(framed)
+    while i < L:
+        if not isw[i]:
+            i += 1
+            continue
+        h = start
+        while i < L and isw[i]:
+            h = ((h ^ framed[i]) * FNV_PRIME) & 0xFFFFFFFF
+            i += 1
+        out.append(h & mask)
+        if spec.word_max >= 2 and prev is not None:
+            out.append(((((prev * FNV_PRIME) & 0xFFFFFFFF) ^ h) * FNV_PRIME) & 0xFFFFFFFF & mask)
+        prev = h
+    return np.asarray(out, dtype=np.int64)
+
+
 def featurize_counts(text: str, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Steps 1-4 plus counting: ``(buckets, counts)`` in first-touch order.
+    """Steps 1-6 up to counting: ``(buckets, counts)`` in first-touch order.
 
     Returns:
         ``idx``: int64 array ``[m]`` of distinct bucket indices, ordered by first touch;
-        ``counts``: int64 array ``[m]``, the number of n-grams that fell in each (all >= 1).
+        ``counts``: int64 array ``[m]``, the number of byte n-grams that fell in each plus
+        ``word_weight`` per word n-gram (all >= 1).
     """
-    seq = bucket_sequence(text, spec)
+    chars = bucket_sequence(text, spec)
+    words = word_sequence(text, spec)
+    seq = np.concatenate([chars, words]) if words.size else chars
     if seq.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    uniq, first, counts = np.unique(seq, return_index=True, return_counts=True)
+    uniq, first, inv = np.unique(seq, return_index=True, return_inverse=True)
+    w = np.ones(seq.size, np.int64)
+    w[chars.size:] = spec.word_weight
+    counts = np.bincount(inv.ravel(), weights=w, minlength=uniq.size).astype(np.int64)
     order = np.argsort(first, kind="stable")
-    return uniq[order], counts[order].astype(np.int64)
+    return uniq[order], counts[order]
 
 
 def l2_norm(counts: np.ndarray) -> float:
