@@ -51,6 +51,17 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
+def _message(e: BaseException) -> str:
+    """An error's message as a user reads it: its text, never its class name; an error raised
+    with no message gets the first line of its class's docstring (each class of
+    :mod:`auto.errors` has one, in plain words)."""
+    text = str(e).strip()
+    if text:
+        return text
+    doc = (type(e).__doc__ or "").strip()
+    return doc.splitlines()[0].rstrip(".") if doc else "failed"
+
+
 def _interrupted() -> None:
     """Say ``interrupted`` and exit 130. Objects that Ctrl-C left half-built (an HTTP client
     interrupted in its constructor) may fail in their finalizers at shutdown; those messages
@@ -130,8 +141,8 @@ class _AutoGroup(click.Group):
         except (UsageError, ArgumentError) as e:
             say(f"usage error: {e}")
             sys.exit(EXIT_USAGE)
-        except AutoError as e:
-            say(f"error: {type(e).__name__}: {e}")
+        except AutoError as e:  # the message in plain words; the class is for code, not for the user
+            say(f"error: {_message(e)}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             _interrupted()
@@ -441,7 +452,12 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
         check_no_extra_tools([art], tools)
     else:
         tt = TieredTask(art, reference=ref)
-    res = tt(obj)
+    from auto_runtime import InputSchemaError
+
+    try:
+        res = tt(obj)
+    except InputSchemaError as e:  # the user's input, not the artifact, is wrong: a usage error
+        raise UsageError(f"--input does not fit the artifact's input schema: {_message(e)}") from None
     _emit_json(
         {
             "answer": res.answer,
@@ -633,8 +649,9 @@ def receive(store_path: str, host: str, port: int) -> None:
 # ----------------------------------------------------------------------------------------- serve
 @main.command()
 @click.argument("artifacts", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--store", "store_path", default=None, type=StoreLocation(),
-              help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI (and capture deopts there).")
+@click.option("--store", "store_path", default=None, type=StoreLocation(exists=False),
+              help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI, and capture deopts "
+                   "there (created if missing, when artifact files or --registry give something to serve).")
 @click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
 @click.option("--reference", "references", multiple=True,
@@ -673,7 +690,45 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
                       trust_keys=paths, reference=plain[0] if plain else None, references=per_task, tools=tools_spec,
                       fuel=fuel, memory_bytes=memory_bytes, timeout_ms=timeout_ms, host=host, port=port, workers=workers,
                       cwd=str(Path.cwd()), token=token or None, allow_unauthenticated=allow_unauthenticated)
-    run_serve(cfg, announce=lambda: say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"))
+    created = _serve_store(store_path, bool(artifacts or registry_dir), host, port)
+    announced = []
+
+    def announce() -> None:
+        announced.append(True)
+        say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})")
+
+    try:
+        run_serve(cfg, announce=announce)
+    except BaseException:
+        if created is not None and not announced:  # failed before serving: the store it created goes too
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(created) + suffix).unlink(missing_ok=True)
+        raise
+
+
+def _serve_store(store_path: str | None, other_sources: bool, host: str, port: int) -> Path | None:
+    """Create ``auto serve``'s ``--store`` when it is an SQLite path that does not exist yet (as
+    ``record``, ``proxy`` and ``receive`` do), after the address was found free; the path created,
+    or None.
+
+    Raises:
+        UsageError: the store does not exist and nothing else is given to serve (a new store holds
+            no artifacts).
+        ListenError: the address cannot be listened on (checked first: nothing is created then).
+    """
+    from auto.store.postgres import is_dsn
+
+    if store_path is None or is_dsn(store_path) or Path(store_path).exists():
+        return None
+    if not other_sources:
+        raise UsageError(f"--store {store_path} does not exist yet, so it holds no artifacts to serve: compile into "
+                         "it first, or give artifact files or --registry (a new store is then created for the deopts)")
+    from auto.asgi import check_listen
+    from auto.store import Store
+
+    check_listen(host, port)  # a taken port is one line, and no store file is created
+    Store(store_path).close()
+    return Path(store_path)
 
 
 # -------------------------------------------------------------------------------------- registry

@@ -49,7 +49,8 @@ raises on purpose. ``tests/test_errors.py`` checks this drawing against the clas
         └── RungRefused               one rung of the compile ladder refused (the ladder may go on)
 
 The CLI converts these to messages and exit codes in one place (``auto.cli``): 1 for errors
-(``error: <ClassName>: <message>``), 2 for ``UsageError`` and ``ArgumentError``, 3 for
+(``error: <message>``: the message in plain words, never the class name), 2 for ``UsageError``,
+``ArgumentError`` and an ``auto run`` input that violates the artifact's input schema, 3 for
 ``GateRefused`` and ``GuardDeclined``.
 
 Not in the tree, on purpose: internal control-flow signals, each caught inside Auto and turned

@@ -19,6 +19,8 @@ OpenInference):
   request gives the same site however the instrumentation named the span;
 * ``tool`` — ``execute_tool`` or OpenInference ``TOOL`` (input ``{"name", "arguments"}``);
 * ``task`` — ``invoke_agent`` (task ``gen_ai.agent.name``), input ``{"messages": […]}``;
+* a span marked ``auto.tier = 1`` (a tier-1 answer Auto exported) is imported under
+  :data:`auto.store.TIER1_SPAN`, never as a model call: an artifact's answers are not its witnesses;
 * spans exported by Auto (:func:`export_otlp`) carry ``auto.*`` attributes and come back exactly
   (same content, same digests: the span digest travels as ``auto.span_digest`` and is checked);
 * any other span is skipped (counted). A file of which no span can be imported is refused.
@@ -28,7 +30,9 @@ The task of a model call is ``auto.task``, else ``gen_ai.agent.name``, else its 
 (:func:`load_otlp`, then :func:`write_otlp`); a bad record fails the import with one line naming
 it (file, line, path of the span, span id), and nothing is written.
 
-**Export** (:func:`export_otlp`): every span of the store, one ``ExportTraceServiceRequest`` per
+**Export** (:func:`export_otlp`): every span of the store (tier-1 answers the proxy recorded
+too: a ``chat {model}`` span like a forwarded call's, with ``auto.tier = 1``,
+``auto.generation`` and ``auto.artifact_id``, so an observability stack sees the compiled path), one ``ExportTraceServiceRequest`` per
 trace batch per line, with ``gen_ai.*`` attributes for other tools and ``auto.*`` attributes
 (``auto.kind``, ``auto.task``, ``auto.site``, ``auto.input``, ``auto.output``, ``auto.error``,
 ``auto.attributes`` as canonical JSON, ``auto.span_digest``) for a lossless round trip.
@@ -52,6 +56,7 @@ from auto.interchange import genai
 from auto.interchange.parquet import InterchangeError
 from auto.record.template import site as site_of_call
 from auto.record.template import template_digest
+from auto.store import TIER1_SPAN
 
 MODEL_CALL_SPAN = "chat.completions"
 """The span name a chat-completion span is imported under (the recorder's and the proxy's), so
@@ -338,7 +343,9 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
                 if anc is not None:
                     task_input = {"messages": genai.task_messages(anc["attributes"], anc["events"])}
                 name = r["name"]
-                if genai.is_chat(a) and body["messages"]:
+                if a.get("auto.tier") == 1:  # a tier-1 answer an artifact gave: never a witness
+                    name = TIER1_SPAN
+                elif genai.is_chat(a) and body["messages"]:
                     name = MODEL_CALL_SPAN  # the recorder's and the proxy's name: one site however named
                     attrs["auto.otlp.span_name"] = r["name"]
                 r = {**r, "name": name}

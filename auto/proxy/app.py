@@ -6,8 +6,8 @@ Every request is handled by :meth:`Proxy.handle`:
   sites, the proxy's counters per site and each ratchet's status (JSON);
 * ``POST …/chat/completions`` with a JSON object body — a model call: when the request belongs
   to a site whose installed generation's guard admits its input, answered at tier-1
-  (:mod:`auto.proxy.answer`, nothing sent upstream, nothing recorded: the artifact's answers are
-  never its own witnesses); otherwise forwarded, its answer passed back as it arrives (SSE chunk
+  (:mod:`auto.proxy.answer`, nothing sent upstream; recorded as a tier-1 span,
+  :func:`auto.proxy.recording.tier1_span`, which is never a witness); otherwise forwarded, its answer passed back as it arrives (SSE chunk
   by chunk), recorded as one ``llm`` span (:mod:`auto.proxy.recording`) and, for a site,
   captured by the site's ratchet (marked ``x-auto-tier: 0`` and ``x-auto-site``);
 * ``POST …/responses`` — forwarded and recorded (the Responses API; not answered);
@@ -69,6 +69,7 @@ from auto.proxy.recording import (
     Url,
     opaque_span,
     opaque_trace,
+    tier1_span,
 )
 from auto.proxy.sites import SiteService
 from auto.proxy.upstream import DEFAULT_TIMEOUT_S, HOP_BY_HOP, PathRefused, Upstream
@@ -325,6 +326,7 @@ class Proxy:
         return b"".join(chunks)
 
     async def handle(self, request: Request) -> Any:
+        started_ns = time.time_ns()
         try:
             self.upstream.url_for(request.url.path)
         except PathRefused as e:
@@ -368,7 +370,7 @@ class Proxy:
                 res = route.ratchet.decide(route.input)
                 if res.tier == TIER1:
                     sites.counters[route.site_id]["tier1"] += 1
-                    return self._tier1(body, res, route.site_id)
+                    return self._tier1(body, res, route.site_id, started_ns)
                 sites.counters[route.site_id]["deopt"] += 1
                 extra = {"auto.site": route.site_id, "auto.deopt.reason": res.reason,
                          "auto.deopt.generation": res.generation}
@@ -386,7 +388,9 @@ class Proxy:
                 marks = {"x-auto-tier": "0"}
         return await self._forward_call(request, raw, name, extra, done, marks, key)
 
-    def _tier1(self, body: dict, res: Any, site_id: str) -> RawResponse:
+    def _tier1(self, body: dict, res: Any, site_id: str, started_ns: int) -> RawResponse:
+        span, trace, complete = tier1_span(body, res.answer, site_id, res.generation, res.artifact_id, started_ns)
+        self.recorder.write([span], [trace], complete)  # queued; built and written off the request path
         headers = _h(tier1_headers(site_id, res.generation, res.artifact_id))
         if body.get("stream"):
             return RawResponse(200, [(b"content-type", b"text/event-stream; charset=utf-8"),

@@ -32,10 +32,10 @@ from auto.store.normalize import (
 from auto.store.records import StoredArtifact, VerifyReport, Witness
 from auto.store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_FORMAT
 from auto.store.postgres import is_dsn
-from auto.store.store import Store, local_path
+from auto.store.store import TIER1_SPAN, Store, local_path
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "MIGRATIONS", "SCHEMA_VERSION", "SPAN_FIELDS", "SPAN_KINDS", "STATUSES",
-    "STORE_FORMAT", "Store", "StoredArtifact", "TRACE_FIELDS", "VerifyReport", "Witness",
+    "STORE_FORMAT", "Store", "StoredArtifact", "TIER1_SPAN", "TRACE_FIELDS", "VerifyReport", "Witness",
     "is_dsn", "local_path", "new_span_id", "new_trace_id", "span_digest", "trace_digest",
 ]
