@@ -909,18 +909,35 @@ def store_export(store_path: str, fmt: str | None, otlp_path: str | None, out_di
 @store.command(name="import")
 @click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
               help="Store to import into (created if missing).")
-@click.option("--otlp", "otlp_path", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--otlp", "otlp_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="OpenTelemetry OTLP/JSON file (one request, or one per line) of GenAI spans.")
-def store_import(store_path: str, otlp_path: str) -> None:
-    """Import OpenTelemetry GenAI spans (OTLP/JSON) so other instrumentation's traces become witnesses."""
+@click.option("--format", "fmt", type=click.Choice(["otlp", "auto-v0"]), default=None,
+              help="The format of the FILES: otlp (as --otlp), or auto-v0 (the reference Auto SDK's JSONL trace files).")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+def store_import(store_path: str, otlp_path: str | None, fmt: str | None, files: tuple[str, ...]) -> None:
+    """Import traces made elsewhere so they become witnesses: OpenTelemetry GenAI spans (--otlp FILE), or the
+    reference Auto SDK's trace files (--format auto-v0 FILE...)."""
     from auto.interchange.otlp import load_otlp, write_otlp
     from auto.store import Store
 
-    batch = load_otlp(otlp_path)  # read and checked whole before the store is opened: a failure writes nothing
+    if otlp_path is not None and (fmt is not None or files):
+        raise UsageError("give --otlp FILE, or --format FORMAT with FILES, not both")
+    if otlp_path is None and (fmt is None or not files):
+        raise UsageError("give --otlp FILE, or --format otlp|auto-v0 with one or more FILES")
+    if otlp_path is not None or fmt == "otlp":
+        if fmt == "otlp" and len(files) != 1:
+            raise UsageError("--format otlp reads one FILE")
+        batch = load_otlp(otlp_path or files[0])  # read and checked whole before the store is opened
+        what = "non-GenAI spans"
+    else:
+        from auto.interchange.autov0 import load_auto_v0
+
+        batch = load_auto_v0(files)  # every file read and checked before the store is opened: a failure writes nothing
+        what = "structural spans"
     with Store(store_path) as st:
         res = write_otlp(st, batch, progress=say if len(batch.spans) > 2000 else None)  # a long write says how far
     _emit_json(res)
-    say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
+    say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} {what} skipped)")
     if res["without_messages"]:
         from auto.interchange.otlp import CONTENT_HINT
 

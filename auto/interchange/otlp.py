@@ -430,6 +430,17 @@ def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpB
         raise InterchangeError(
             f"{where}: nothing to import: {skipped} span(s), none a model call, tool call or agent span of the "
             "GenAI semantic conventions (gen_ai.operation.name), OpenInference (openinference.span.kind) or Auto")
+    return checked_batch(spans, skipped, where)
+
+
+def checked_batch(spans: list[dict], skipped: int, where: str) -> OtlpBatch:
+    """Auto spans mapped from another format (each with ``_where`` naming its record), redacted
+    as the recorder redacts and checked by the store's rules, with one trace row per trace id
+    (:func:`traces_of`) — nothing written yet (:func:`write_otlp` writes it).
+
+    Raises:
+        IngestError: a span does not pass the store's checks (named by its record).
+    """
     from auto.record.redact import Redactor
     from auto.store.normalize import normalize_span  # check every span before writing any
 
@@ -683,5 +694,5 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
-__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
+__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "checked_batch", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
            "load_otlp", "otlp_span", "prepare", "raw_spans", "to_auto_spans", "write_otlp"]
