@@ -29,7 +29,7 @@ raises on purpose. ``tests/test_errors.py`` checks this drawing against the clas
     │   ├── SchemaTooNew              the store was written by a newer Auto (schema version)
     │   ├── IntegrityError            a stored digest does not match its content
     │   ├── IngestError               a batch was rejected (nothing of it was written)
-    │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP file is unreadable or of another schema
+    │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP / auto-v0 file is unreadable or of another schema
     ├── ListenError                   a server cannot listen on its address
     ├── PathRefused                   (auto.proxy.upstream) a proxied request path would leave the upstream's base path (answered 400)
     ├── RecordError                   recording could not proceed (bad task output, ...)
