@@ -19,7 +19,8 @@ OpenInference):
   request gives the same site however the instrumentation named the span;
 * ``tool`` — ``execute_tool`` or OpenInference ``TOOL`` (input ``{"name", "arguments"}``);
 * ``task`` — ``invoke_agent`` (task ``gen_ai.agent.name``), input ``{"messages": […]}``;
-* a span marked ``auto.tier = 1`` (a tier-1 answer Auto exported) is imported under
+* a span marked ``auto.tier = 1``, or whose system fingerprint is ``auto-gen<N>`` (a tier-1
+  answer Auto exported, with or without its ``auto.*`` attributes) is imported under
   :data:`auto.store.TIER1_SPAN`, never as a model call: an artifact's answers are not its witnesses;
 * spans exported by Auto (:func:`export_otlp`) carry ``auto.*`` attributes and come back exactly
   (same content, same digests: the span digest travels as ``auto.span_digest`` and is checked);
@@ -343,7 +344,7 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
                 if anc is not None:
                     task_input = {"messages": genai.task_messages(anc["attributes"], anc["events"])}
                 name = r["name"]
-                if a.get("auto.tier") == 1:  # a tier-1 answer an artifact gave: never a witness
+                if genai.is_tier1(a):  # a tier-1 answer an artifact gave: never a witness
                     name = TIER1_SPAN
                 elif genai.is_chat(a) and body["messages"]:
                     name = MODEL_CALL_SPAN  # the recorder's and the proxy's name: one site however named

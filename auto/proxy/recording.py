@@ -16,7 +16,9 @@
   ``chat.completions``: site discovery and the census never read it, so an artifact's answers
   are never its own witnesses), site = the census site id, attributes ``auto.tier = 1``,
   ``auto.generation``, ``auto.artifact_id``, ``auto.cost_usd_micros = 0``, ``gen_ai.*`` as a
-  forwarded call's; input the request body, output the answer as a forwarded call's output.
+  forwarded call's (``gen_ai.openai.response.system_fingerprint`` ``auto-gen<N>``, as the answer
+  itself carries: a tier-1 answer is still known as one where a tool dropped the ``auto.*``
+  attributes); input the request body, output the answer as a forwarded call's output.
   Built on the sender thread, off the request path.
 * :class:`QueuedRecorder` queues finished spans; a sender thread gathers them into batches (one
   transaction per batch, at most :data:`BATCH_SPANS` spans), redacts them as the in-process
@@ -381,6 +383,7 @@ def tier1_span(body: dict, answer: Any, site_id: str, generation: int | None, ar
             if body.get(k) is not None:
                 attrs[a] = body[k]
         attrs.update({"gen_ai.response.finish_reasons": meta.get("finish_reasons") or [],
+                      "gen_ai.openai.response.system_fingerprint": f"auto-gen{generation}",
                       "gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 0,
                       "auto.proxy": True, "auto.tier": 1, "auto.site": site_id, "auto.generation": generation,
                       "auto.artifact_id": artifact_id, "auto.cost_usd_micros": 0})
