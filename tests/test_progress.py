@@ -54,3 +54,15 @@ def test_a_terminal_gets_one_bar_redrawn_in_place():
     out = tty.getvalue()
     assert lines == [] and out.endswith(f"[latency] rows [{'#' * BAR_WIDTH}] 4/4\n") and "\n" not in out[:-1]
     assert out.count("\r") == 5 and f"[{'#' * (BAR_WIDTH // 2)}{'.' * (BAR_WIDTH // 2)}] 2/4" in out
+
+
+def test_cross_fit_reports_each_fold():
+    from auto.compile.crossfit import choose_config, cross_fit
+
+    words = ["refund", "invoice", "charge", "crash", "error", "freeze"]
+    items = [({"ticket": f"my {w} number {i}"}, "billing" if w in ("refund", "invoice", "charge") else "bug", 1.0)
+             for w in words for i in range(4)]
+    config, _ = choose_config(items, 0)
+    seen: list[tuple[int, int]] = []
+    cf = cross_fit(items, config, folds=4, seed=0, progress=lambda done, k: seen.append((done, k)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)] and cf.folds == 4
