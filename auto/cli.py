@@ -579,9 +579,13 @@ def inspect(artifact: str, as_json: bool) -> None:
 @click.option("--audit-key", default=None, envvar="AUTO_PROXY_AUDIT_KEY",
               help="The key shadow audits send upstream (or AUTO_PROXY_AUDIT_KEY); without it audits carry no "
                    "credentials. A caller's key is never used.")
+@click.option("--no-tier1-spans", "no_tier1_spans", is_flag=True,
+              help="Do not record tier-1 answers as spans (they are recorded by default, for the OTLP export; never "
+                   "witnesses): about 0.1 ms less per tier-1 answer.")
 def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
           registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
-          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None) -> None:
+          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None,
+          no_tier1_spans: bool) -> None:
     """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
 
     \b
@@ -613,7 +617,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       sign_key=load_private_key(sign_key) if sign_key else None,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
                       contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
-                      audit_key=audit_key or None)
+                      audit_key=audit_key or None, record_tier1=not no_tier1_spans)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     run_proxy(cfg, announce=lambda: say(

@@ -455,6 +455,17 @@ def test_the_readme_agent_recorded_with_no_code_change_is_one_site_with_a_slot(s
     assert len(site.inputs) == 15 and site.spans == 30
 
 
+def test_tier1_spans_can_be_left_out(compiled, tmp_path):
+    """``record_tier1=False`` (``auto proxy --no-tier1-spans``): tier-1 answers as before, none recorded."""
+    store, sid, out = compiled
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,),
+                                                  record_tier1=False) as px:
+        raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(site_words()[0]))
+        assert raw.headers["x-auto-tier"] == "1" and len(up.requests) == 0
+        px.proxy.recorder.flush()
+    assert not [r for r in spans(store, kind="llm") if r["name"] == "auto.tier1"]
+
+
 def test_a_call_on_a_site_not_compiled_yet_is_marked_tier_0(tmp_path):
     with ScriptedUpstream("tickets") as up, proxy(up.base_url, tmp_path / "fresh.sqlite", client_keys=(KEY,)) as px:
         raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(site_words()[0]))
