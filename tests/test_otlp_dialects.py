@@ -407,6 +407,17 @@ def test_parquet_spans_carry_the_census_site_id(tmp_path):
         export_parquet(st, tmp_path / "pq")
     rows = pq.read_table(tmp_path / "pq" / "spans.parquet").to_pylist()
     assert [r["site_id"] for r in rows] == [_proxy_site()] * 10
+    # a tier-1 answer the proxy recorded carries the site it answered
+    from auto.proxy.recording import tier1_span
+
+    body = _tool_bodies()[0]
+    t1, tr, complete = tier1_span(body, "bug", _proxy_site(), 2, "sha256:" + "ef" * 32, 9)
+    complete()
+    with Store(tmp_path / "s.db") as st:
+        st.ingest([t1], [tr])
+        export_parquet(st, tmp_path / "pq2")
+    rows = pq.read_table(tmp_path / "pq2" / "spans.parquet").to_pylist()
+    assert [r["site_id"] for r in rows if r["name"] == "auto.tier1"] == [_proxy_site()]
 
 
 def test_spans_without_message_content_say_what_to_set(tmp_path):
