@@ -230,3 +230,13 @@ def test_a_path_that_cannot_be_written_is_one_line(sound_store, tmp_path):
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(f"error: cannot use {blocker / 'out'}"), p.stderr
+
+
+def test_an_error_without_a_message_is_said_in_its_class_s_words():
+    from auto.cli import _message
+    from auto.errors import IngestError, NotAStore
+
+    assert _message(NotAStore("x.sqlite is not an Auto store")) == "x.sqlite is not an Auto store"
+    said = _message(IngestError())  # no message: the first line of the class's docstring, no class name
+    assert said == "A batch could not be ingested; the transaction was rolled back, nothing was written"
+    assert "IngestError" not in said
