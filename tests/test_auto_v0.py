@@ -135,3 +135,13 @@ def test_import_options_are_checked(tmp_path):
         p = auto("store", "import", "--store", str(tmp_path / "s.sqlite"), *args, code=2)
         assert "usage error" in p.stderr or "Usage" in p.stderr
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_wrong_format_says_which_option_reads_it(tmp_path):
+    f = tmp_path / "run.jsonl"
+    f.write_text("\n".join(v0_trace(1, "refund 0")) + "\n")
+    p = auto("store", "import", "--store", str(tmp_path / "s.sqlite"), "--otlp", str(f), code=1)
+    assert "import it with --format auto-v0" in p.stderr and not (tmp_path / "s.sqlite").exists()
+    otlp = Path(__file__).parent / "dialects" / "otlp-openai-v2.json"
+    p = auto("store", "import", "--store", str(tmp_path / "s.sqlite"), "--format", "auto-v0", str(otlp), code=1)
+    assert "import it with --otlp" in p.stderr and not (tmp_path / "s.sqlite").exists()

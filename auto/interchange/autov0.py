@@ -100,7 +100,8 @@ def _lines(path: Path) -> Iterable[tuple[str, dict]]:
         if not isinstance(obj, dict):
             raise InterchangeError(f"{where}: not a JSON object")
         if obj.get("v") != FORMAT_VERSION:
-            raise InterchangeError(f"{where}: not an auto-v0 trace line (v is {obj.get('v')!r}, expected 0)")
+            hint = " (an OTLP/JSON file? import it with --otlp)" if "resourceSpans" in obj else ""
+            raise InterchangeError(f"{where}: not an auto-v0 trace line (v is {obj.get('v')!r:.20}, expected 0){hint}")
         yield where, obj
 
 

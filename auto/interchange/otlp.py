@@ -188,7 +188,9 @@ def read_requests(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
         docs = lines()
     for where, doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
-            raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
+            hint = (" (a trace file of the reference Auto SDK? import it with --format auto-v0)"
+                    if isinstance(doc, dict) and doc.get("v") == 0 and doc.get("t") in ("trace", "span") else "")
+            raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list){hint}")
         yield where, doc
 
 
