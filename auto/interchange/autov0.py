@@ -1,7 +1,7 @@
 """Trace files of the published reference system's SDK (``auto-sdk``, trace format v0) in.
 
-**The file** (the reference system's ``spec/trace.md``, emission format v0): UTF-8 JSON Lines,
-blank lines allowed. A trace starts with a header line ``{"v": 0, "t": "trace", "trace_id": <32
+**The file** (the reference system's published trace specification, emission format v0): UTF-8
+JSON Lines, blank lines allowed. A trace starts with a header line ``{"v": 0, "t": "trace", "trace_id": <32
 hex>, "task", "started_at_ms", "sdk", "attrs", "task_input"?}``; then span lines ``{"v": 0, "t":
 "span", "trace_id", "span_id": <u64>, "parent_span_id": <u64 or null>, "seq", "kind", "name",
 "input", "output", "error": <string or null>, "started_at_ms", "duration_ms", "attrs": {str: str}}``
