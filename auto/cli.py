@@ -50,6 +50,17 @@ def say(msg: str) -> None:
 
 
 
+def _message(e: BaseException) -> str:
+    """An error's message as a user reads it: its text, never its class name; an error raised
+    with no message gets the first line of its class's docstring (each class of
+    :mod:`auto.errors` has one, in plain words)."""
+    text = str(e).strip()
+    if text:
+        return text
+    doc = (type(e).__doc__ or "").strip()
+    return doc.splitlines()[0].rstrip(".") if doc else "failed"
+
+
 def _interrupted() -> None:
     """Say ``interrupted`` and exit 130. Objects that Ctrl-C left half-built (an HTTP client
     interrupted in its constructor) may fail in their finalizers at shutdown; those messages
@@ -129,8 +140,8 @@ class _AutoGroup(click.Group):
         except (UsageError, ArgumentError) as e:
             say(f"usage error: {e}")
             sys.exit(EXIT_USAGE)
-        except AutoError as e:
-            say(f"error: {type(e).__name__}: {e}")
+        except AutoError as e:  # the message in plain words; the class is for code, not for the user
+            say(f"error: {_message(e)}")
             sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             _interrupted()
@@ -440,7 +451,12 @@ def run(artifact: str, input_json: str, expected_id: str | None, reference: str 
         check_no_extra_tools([art], tools)
     else:
         tt = TieredTask(art, reference=ref)
-    res = tt(obj)
+    from auto_runtime import InputSchemaError
+
+    try:
+        res = tt(obj)
+    except InputSchemaError as e:  # the user's input, not the artifact, is wrong: a usage error
+        raise UsageError(f"--input does not fit the artifact's input schema: {_message(e)}") from None
     _emit_json(
         {
             "answer": res.answer,
@@ -515,9 +531,13 @@ def inspect(artifact: str, as_json: bool) -> None:
 @click.option("--audit-key", default=None, envvar="AUTO_PROXY_AUDIT_KEY",
               help="The key shadow audits send upstream (or AUTO_PROXY_AUDIT_KEY); without it audits carry no "
                    "credentials. A caller's key is never used.")
+@click.option("--no-tier1-spans", "no_tier1_spans", is_flag=True,
+              help="Do not record tier-1 answers as spans (they are recorded by default, for the OTLP export; never "
+                   "witnesses): about 0.1 ms less per tier-1 answer.")
 def proxy(upstream: str, store_path: str, host: str, port: int, record_only: bool, trust_keys: tuple[str, ...],
           registry_dir: str | None, sign_key: str | None, audit_rate: float | None, timeout_s: float,
-          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None) -> None:
+          contract_path: str | None, client_keys: tuple[str, ...], key_ttl_s: float, audit_key: str | None,
+          no_tier1_spans: bool) -> None:
     """An OpenAI-compatible proxy: record every call, answer compiled model-call sites at tier-1.
 
     \b
@@ -549,7 +569,7 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       sign_key=load_private_key(sign_key) if sign_key else None,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
                       contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
-                      audit_key=audit_key or None)
+                      audit_key=audit_key or None, record_tier1=not no_tier1_spans)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
     run_proxy(cfg, announce=lambda: say(
@@ -585,8 +605,9 @@ def receive(store_path: str, host: str, port: int) -> None:
 # ----------------------------------------------------------------------------------------- serve
 @main.command()
 @click.argument("artifacts", nargs=-1, type=click.Path(exists=True, dir_okay=False))
-@click.option("--store", "store_path", default=None, type=StoreLocation(),
-              help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI (and capture deopts there).")
+@click.option("--store", "store_path", default=None, type=StoreLocation(exists=False),
+              help="Also serve every artifact of this store, an SQLite file or a postgresql:// URI, and capture deopts "
+                   "there (created if missing, when artifact files or --registry give something to serve).")
 @click.option("--registry", "registry_dir", default=None, envvar="AUTO_REGISTRY", type=click.Path(file_okay=False), help="Also serve every artifact of this registry.")
 @click.option("--trust-key", "trust_keys", multiple=True, type=click.Path(exists=True, dir_okay=False), help=_TRUST_HELP)
 @click.option("--reference", "references", multiple=True,
@@ -625,7 +646,45 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
                       trust_keys=paths, reference=plain[0] if plain else None, references=per_task, tools=tools_spec,
                       fuel=fuel, memory_bytes=memory_bytes, timeout_ms=timeout_ms, host=host, port=port, workers=workers,
                       cwd=str(Path.cwd()), token=token or None, allow_unauthenticated=allow_unauthenticated)
-    run_serve(cfg, announce=lambda: say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})"))
+    created = _serve_store(store_path, bool(artifacts or registry_dir), host, port)
+    announced = []
+
+    def announce() -> None:
+        announced.append(True)
+        say(f"auto serve on http://{host}:{port} ({workers} worker{'s' if workers > 1 else ''})")
+
+    try:
+        run_serve(cfg, announce=announce)
+    except BaseException:
+        if created is not None and not announced:  # failed before serving: the store it created goes too
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(str(created) + suffix).unlink(missing_ok=True)
+        raise
+
+
+def _serve_store(store_path: str | None, other_sources: bool, host: str, port: int) -> Path | None:
+    """Create ``auto serve``'s ``--store`` when it is an SQLite path that does not exist yet (as
+    ``record``, ``proxy`` and ``receive`` do), after the address was found free; the path created,
+    or None.
+
+    Raises:
+        UsageError: the store does not exist and nothing else is given to serve (a new store holds
+            no artifacts).
+        ListenError: the address cannot be listened on (checked first: nothing is created then).
+    """
+    from auto.store.postgres import is_dsn
+
+    if store_path is None or is_dsn(store_path) or Path(store_path).exists():
+        return None
+    if not other_sources:
+        raise UsageError(f"--store {store_path} does not exist yet, so it holds no artifacts to serve: compile into "
+                         "it first, or give artifact files or --registry (a new store is then created for the deopts)")
+    from auto.asgi import check_listen
+    from auto.store import Store
+
+    check_listen(host, port)  # a taken port is one line, and no store file is created
+    Store(store_path).close()
+    return Path(store_path)
 
 
 # -------------------------------------------------------------------------------------- registry
@@ -806,18 +865,35 @@ def store_export(store_path: str, fmt: str | None, otlp_path: str | None, out_di
 @store.command(name="import")
 @click.option("--store", "store_path", required=True, type=StoreLocation(exists=False),
               help="Store to import into (created if missing).")
-@click.option("--otlp", "otlp_path", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--otlp", "otlp_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="OpenTelemetry OTLP/JSON file (one request, or one per line) of GenAI spans.")
-def store_import(store_path: str, otlp_path: str) -> None:
-    """Import OpenTelemetry GenAI spans (OTLP/JSON) so other instrumentation's traces become witnesses."""
+@click.option("--format", "fmt", type=click.Choice(["otlp", "auto-v0"]), default=None,
+              help="The format of the FILES: otlp (as --otlp), or auto-v0 (the reference Auto SDK's JSONL trace files).")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+def store_import(store_path: str, otlp_path: str | None, fmt: str | None, files: tuple[str, ...]) -> None:
+    """Import traces made elsewhere so they become witnesses: OpenTelemetry GenAI spans (--otlp FILE), or the
+    reference Auto SDK's trace files (--format auto-v0 FILE...)."""
     from auto.interchange.otlp import load_otlp, write_otlp
     from auto.store import Store
 
-    batch = load_otlp(otlp_path)  # read and checked whole before the store is opened: a failure writes nothing
+    if otlp_path is not None and (fmt is not None or files):
+        raise UsageError("give --otlp FILE, or --format FORMAT with FILES, not both")
+    if otlp_path is None and (fmt is None or not files):
+        raise UsageError("give --otlp FILE, or --format otlp|auto-v0 with one or more FILES")
+    if otlp_path is not None or fmt == "otlp":
+        if fmt == "otlp" and len(files) != 1:
+            raise UsageError("--format otlp reads one FILE")
+        batch = load_otlp(otlp_path or files[0])  # read and checked whole before the store is opened
+        what = "non-GenAI spans"
+    else:
+        from auto.interchange.autov0 import load_auto_v0
+
+        batch = load_auto_v0(files)  # every file read and checked before the store is opened: a failure writes nothing
+        what = "structural spans"
     with Store(store_path) as st:
         res = write_otlp(st, batch, progress=say if len(batch.spans) > 2000 else None)  # a long write says how far
     _emit_json(res)
-    say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} non-GenAI spans skipped)")
+    say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} {what} skipped)")
     if res["without_messages"]:
         from auto.interchange.otlp import CONTENT_HINT
 

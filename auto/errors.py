@@ -29,7 +29,7 @@ raises on purpose. ``tests/test_errors.py`` checks this drawing against the clas
     │   ├── SchemaTooNew              the store was written by a newer Auto (schema version)
     │   ├── IntegrityError            a stored digest does not match its content
     │   ├── IngestError               a batch was rejected (nothing of it was written)
-    │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP file is unreadable or of another schema
+    │   └── InterchangeError          (auto.interchange.parquet) a Parquet / OTLP / auto-v0 file is unreadable or of another schema
     ├── ListenError                   a server cannot listen on its address
     ├── PathRefused                   (auto.proxy.upstream) a proxied request path would leave the upstream's base path (answered 400)
     ├── RecordError                   recording could not proceed (bad task output, ...)
@@ -49,7 +49,8 @@ raises on purpose. ``tests/test_errors.py`` checks this drawing against the clas
         └── RungRefused               one rung of the compile ladder refused (the ladder may go on)
 
 The CLI converts these to messages and exit codes in one place (``auto.cli``): 1 for errors
-(``error: <ClassName>: <message>``), 2 for ``UsageError`` and ``ArgumentError``, 3 for
+(``error: <message>``: the message in plain words, never the class name), 2 for ``UsageError``,
+``ArgumentError`` and an ``auto run`` input that violates the artifact's input schema, 3 for
 ``GateRefused`` and ``GuardDeclined``.
 
 Not in the tree, on purpose: internal control-flow signals, each caught inside Auto and turned

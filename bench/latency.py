@@ -76,10 +76,21 @@ def _timeit(fn: Callable[[Any], Any], inputs: Sequence[Any], n: int, warmup: int
             "timeouts": failures.get("timeout", 0), "failures": dict(sorted(failures.items()))}
 
 
+LATENCY_ROWS = ("tier1_single", "tier1_batch_per_item", "artifact_call", "python_reference", "sklearn_predict",
+                "bare_wasmtime_call")
+"""The rows :func:`latency_benchmark` measures, in order (a row without its model is skipped)."""
+
+RATCHET_STEPS = ("side_by_side", "during_compile", "idle")
+"""The steps :func:`ratchet_latency` measures, in order."""
+
+
 def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: Any = None,
                       sklearn_predict: Callable[[dict[str, Any]], Any] | None = None, n: int = 3000,
-                      batch: int = 256) -> dict[str, Any]:
+                      batch: int = 256, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure every row of the module docstring on ``inputs``; returns ``{row: {p50, p95, n}}``.
+
+    ``progress(row)`` is called after each row of :data:`LATENCY_ROWS` is measured (or skipped),
+    between the timed loops, never inside one.
 
     Raises:
         ValueError: ``inputs`` is empty.
@@ -92,7 +103,9 @@ def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: A
     art = Artifact.load(wasm)
     tt = TieredTask(art, reference=None)
     out: dict[str, Any] = {"inputs": len(inputs), "call_path": getattr(art, "call_path", None)}
+    done = progress or (lambda _row: None)
     out["tier1_single"] = _timeit(tt, inputs, n)
+    done("tier1_single")
     chunks = [list(inputs[i:i + batch]) for i in range(0, len(inputs), batch)] or [list(inputs)]
     per_item: list[float] = []
     for _ in range(3):
@@ -110,20 +123,25 @@ def latency_benchmark(wasm: bytes, inputs: Sequence[dict[str, Any]], *, model: A
     q = statistics.quantiles(per_item, n=100, method="inclusive") if len(per_item) > 1 else [per_item[0]] * 99
     out["tier1_batch_per_item"] = {"p50": round(q[49], 3), "p95": round(q[94], 3), "n": len(per_item), "batch": len(chunks[0]),
                                    "timeouts": batch_failures.get("timeout", 0), "failures": dict(sorted(batch_failures.items()))}
+    done("tier1_batch_per_item")
     out["artifact_call"] = _timeit(art.call, inputs, n)
+    done("artifact_call")
     if model is not None:
         out["python_reference"] = _timeit(model.predict, inputs, min(n, 1000))
+    done("python_reference")
     if sklearn_predict is not None:
         out["sklearn_predict"] = _timeit(sklearn_predict, inputs, min(n, 1000))
+    done("sklearn_predict")
     store = wasmtime.Store(wasmtime.Engine())
     inst = wasmtime.Instance(store, wasmtime.Module(store.engine, wasm), [])
     alloc = inst.exports(store)["alloc"]
     out["bare_wasmtime_call"] = _timeit(lambda _x: alloc(store, 0), inputs, n)
+    done("bare_wasmtime_call")
     return out
 
 
 def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: Any, *, n: int = 3000,
-                    worker: str = "process") -> dict[str, Any]:
+                    worker: str = "process", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What the ratchet adds to a tier-1 call, and what a background compile does to its tail.
 
     Side by side in one process, on the same artifact and inputs (all tier-1: the artifact's
@@ -138,6 +156,7 @@ def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: A
         wasm: an artifact of the task ``triage`` whose guard admits ``inputs``.
         inputs: task inputs.
         store_path: a store holding the task's witnesses (the background compile reads them).
+        progress: ``progress(step)`` after each step of :data:`RATCHET_STEPS`, between the timed loops.
 
     Returns:
         ``{"tiered": {p50, p99}, "ratchet": {p50, p99}, "overhead_us_p50", "idle": {p50, p99, n},
@@ -169,6 +188,8 @@ def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: A
             t2 = clock()
             a_s.append((t1 - t0) / 1000.0)
             b_s.append((t2 - t1) / 1000.0)
+        done = progress or (lambda _step: None)
+        done("side_by_side")
 
         def q(v: list[float]) -> dict[str, float]:
             qs = statistics.quantiles(v, n=100, method="inclusive")
@@ -191,8 +212,10 @@ def ratchet_latency(wasm: bytes, inputs: Sequence[dict[str, Any]], store_path: A
         r.compile_now("latency benchmark")
         busy = stream(None, lambda: r._compiling is not None and r._compiling.is_alive())
         compile_s = time.perf_counter() - started
+        done("during_compile")
         r.wait_idle(60)
         idle = stream(max(len(busy), n))  # the same stream, as many calls, with nothing compiling
+        done("idle")
         out = {"tiered": q(a_s), "ratchet": q(b_s),
                "overhead_us_p50": round(statistics.median(b) - statistics.median(a), 2) if (a := a_s) and (b := b_s) else None,
                "idle": q(idle), "during_compile": {**(q(busy) if len(busy) > 1 else {"p50": None, "p99": None, "n": len(busy)}),

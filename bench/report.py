@@ -166,7 +166,7 @@ ROLLING_WINDOW = 50
 
 
 def plot_stream(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: Path, title: str,
-                shifts: Sequence[int] = (), window: int = ROLLING_WINDOW) -> None:
+                shifts: Sequence[int] = (), window: int = ROLLING_WINDOW) -> dict[str, Any]:
     """PNG of a stream run, three panels over stream position:
 
     1. µ$ per item over a rolling window of ``window`` items: the tiered leg (reference and audit
@@ -174,7 +174,13 @@ def plot_stream(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: P
     2. tier-1 share over the same window;
     3. cumulative cost (µ$) of both legs.
 
-    Installed generations are green lines, refused compiles red dotted lines, shifts dashed.
+    The title carries the headline: the run's ``cost_ratio`` (:func:`stream_figures`: control ÷
+    (tiered + audit) spend, the figure ``results.json`` reports), or ``n/a`` with no spend.
+    Installed generations are green lines, refused compiles red dotted lines, shifts dashed; the
+    legend names each kind that occurs (a shift with its stream position).
+
+    Returns:
+        ``{"headline": cost ratio or None, "legend": [the legend's labels, top panel]}``.
     """
     import matplotlib
 
@@ -224,14 +230,28 @@ def plot_stream(rows: Sequence[Any], compiles: Sequence[dict[str, Any]], path: P
                 ax.axvline(pos, color="#cf222e", alpha=0.25, lw=1, ls=":")
         for sh in shifts:
             ax.axvline(sh, color="#bf8700", lw=1.2, ls="--")
-    axes[0].legend(loc="upper right", fontsize=8)
+    from matplotlib.lines import Line2D
+
+    handles, labels = axes[0].get_legend_handles_labels()
+    if any(c.get("position") is not None and c.get("verdict") == "pass" for c in compiles):
+        handles.append(Line2D([], [], color="#2da44e", alpha=0.5, lw=1))
+        labels.append("generation installed")
+    if any(c.get("position") is not None and c.get("verdict") != "pass" for c in compiles):
+        handles.append(Line2D([], [], color="#cf222e", alpha=0.5, lw=1, ls=":"))
+        labels.append("compile refused")
+    if shifts:
+        handles.append(Line2D([], [], color="#bf8700", lw=1.2, ls="--"))
+        labels.append("input shift at item " + ", ".join(str(sh) for sh in shifts))
+    axes[0].legend(handles, labels, loc="upper right", fontsize=8)
     axes[2].legend(loc="upper left", fontsize=8)
-    axes[0].set_title(title, fontsize=10)
-    axes[2].text(0.99, 0.02, "green: generation installed · red dotted: compile refused · dashed: shift",
-                 transform=axes[2].transAxes, ha="right", va="bottom", fontsize=7, color="#555555")
+    ratio = stream_figures(rows)["cost_ratio"] if rows else None
+    headline = (f"cost ratio {ratio:.2f}x (control ÷ Auto with audits)" if ratio is not None
+                else "cost ratio n/a (no spend)")
+    axes[0].set_title(f"{title}\n{headline}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+    return {"headline": ratio, "legend": labels}
 
 
 def render_summary(results: dict[str, Any]) -> str:

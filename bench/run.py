@@ -22,12 +22,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from auto.errors import ArgumentError, GateRefused, ReferenceModelError
 
+from auto.progress import Progress
 from bench.jsonl import read_objects
 from bench.peers import items_from_rows, peer_figures
 from bench.report import plot_stream, steady_state, stream_figures, write_ratchet_csv
@@ -177,10 +179,12 @@ def offline_generation(data: dict[str, Any], *, out_dir: Path, contract: Any, re
     offline = _fresh_store(out_dir / "offline.sqlite")
     train = data["train"]
     say(f"[offline] recording the reference agent twice over {len(train)} training tickets")
-    with auto.recording(offline):
+    with auto.recording(offline), Progress("[offline] recorded", 2 * len(train), say,
+                                           stream=sys.stderr if progress is not None else None) as done:
         for _ in range(2):
             for t in train:
                 agent.triage(t.ticket)
+                done.advance()
     cen = census(offline.spans())
     task_site = next((s for s in cen.sites if s.kind == "task"), None)
     say(f"[offline] census: {cen.deterministic_spans}/{cen.spans} spans witnessed-deterministic"
@@ -352,21 +356,28 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
     # time the specialist path of the offline generation (the stream's generations are compiled in
     # a child process; their Python models are not in this one)
     if outcome is not None:
-        from bench.latency import latency_benchmark, ratchet_latency
+        from bench.latency import LATENCY_ROWS, RATCHET_STEPS, latency_benchmark, ratchet_latency
 
         say("[latency] measuring tier-1 in-process latency side by side (warm loop)")
+        rows = Progress("[latency] rows measured", len(LATENCY_ROWS), say,
+                        stream=sys.stderr if progress is not None else None, every_s=0.0)
         # never-witnessed tickets: they miss any exact-match table, so this times the specialist path
         fresh = [{"ticket": t.ticket} for t in corpus.generate(200, seed=seed + 1000)]
         results["latency_benchmark"] = {
             "artifact": f"generation {outcome.generation} (offline), compiled as {outcome.manifest['compiled_as']}",
             "inputs_note": "200 freshly generated, never-witnessed tickets",
-            **latency_benchmark(outcome.wasm, fresh, model=outcome.model, sklearn_predict=outcome.sklearn_predict),
+            **latency_benchmark(outcome.wasm, fresh, model=outcome.model, sklearn_predict=outcome.sklearn_predict,
+                                progress=lambda _row: rows.advance()),
         }
+        rows.close()
         say("[latency] the ratchet's request path beside TieredTask, idle and during a background compile")
         lat_store = out_dir / "latency.sqlite"
         with _open_store(out_dir / "offline.sqlite") as off, _fresh_store(lat_store) as ls:
             ls.ingest(off.spans(), off.traces())
-        results["latency_benchmark"]["ratchet"] = ratchet_latency(outcome.wasm, fresh, lat_store, worker=worker)
+        with Progress("[latency] ratchet steps done", len(RATCHET_STEPS), say,
+                      stream=sys.stderr if progress is not None else None, every_s=0.0) as steps:
+            results["latency_benchmark"]["ratchet"] = ratchet_latency(outcome.wasm, fresh, lat_store, worker=worker,
+                                                                      progress=lambda _step: steps.advance())
     else:
         results["latency_benchmark"] = None
     write_ratchet_csv(run.rows, out_dir / "ratchet.csv", simulated=results["reference_model"].startswith("simulated"))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from auto.errors import ArgumentError
+from auto.progress import Progress
 from auto.ratchet import CompilePolicy, Ratchet
 from auto.gate import Contract
 
@@ -161,7 +162,10 @@ def run_stream(
     try:
         if initial is not None:
             r.adopt(initial.wasm, generation=initial.generation)
+        done = Progress("  [stream] items", len(items), say, stream=None)  # lines: the ratchet's own lines interleave
         for pos, inp in enumerate(items):
+            if pos:
+                done.advance()
             last.clear()
             audit_before = run.audit_cost_usd_micros
             res = r.call_result(inp)
@@ -182,6 +186,9 @@ def run_stream(
                 margin=margin if isinstance(margin, (int, float)) and not isinstance(margin, bool) else None,
                 audit_cost_usd_micros=run.audit_cost_usd_micros - audit_before, input=inp,
             ))
+        if items:
+            done.advance()
+        done.close()
         r.wait_idle()
     finally:
         run.status = r.status()

@@ -29,11 +29,26 @@ def auto(*args: str, code: int, **kw) -> subprocess.CompletedProcess:
     return p
 
 
+def _error_classes() -> set[str]:
+    """The names of every class in Auto's error tree (:mod:`auto.errors` and its subclasses)."""
+    import auto.errors as errors
+
+    out, todo = set(), [errors.AutoError]
+    while todo:
+        c = todo.pop()
+        out.add(c.__name__)
+        todo += c.__subclasses__()
+    return out
+
+
 def one_clear_line(p: subprocess.CompletedProcess, *needles: str) -> str:
-    """The stderr of ``p`` is one ``error: …`` line (no traceback) containing every needle."""
+    """The stderr of ``p`` is one ``error: …`` line (no traceback, no class name of Auto's errors)
+    containing every needle."""
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr[-3000:]
     assert "Traceback" not in p.stderr
+    named = [c for c in _error_classes() if c in lines[0]]
+    assert not named, f"the line names classes {named}: {lines[0]}"
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
@@ -75,7 +90,7 @@ def test_a_corrupt_store_is_one_line_and_unchanged(sound_store, tmp_path, how, c
     bad = _damaged(sound_store, tmp_path / "bad.sqlite", how)
     before = bad.read_bytes()
     p = auto(*command, "--store", str(bad), *extra, code=1)
-    one_clear_line(p, "StoreError", "is corrupt", "restore it from a copy")
+    one_clear_line(p, "is corrupt", "restore it from a copy")
     assert bad.read_bytes() == before
 
 
@@ -85,7 +100,7 @@ def test_record_refuses_a_corrupt_store_before_starting_the_child(sound_store, t
     before = bad.read_bytes()
     marker = tmp_path / "child-ran"
     p = auto("record", "--store", str(bad), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", code=1)
-    one_clear_line(p, "StoreError", "is corrupt")
+    one_clear_line(p, "is corrupt")
     assert not marker.exists() and bad.read_bytes() == before
     assert "interpreter" not in p.stderr  # not the wrong fix
 
@@ -112,7 +127,7 @@ def test_reading_a_span_whose_json_was_changed_is_one_line(sound_store, tmp_path
     con.close()
     # the census groups by payload and never parses it; a command that reads the spans names the row
     line = one_clear_line(auto("store", "export", "--store", str(bad), "--otlp", str(tmp_path / "x.jsonl"), code=1),
-                          "IntegrityError", "'output'", "does not match its digest")
+                          "'output'", "does not match its digest")
     assert "auto store verify" in line
     # verify reports the payload and every span using it among its mismatches instead of stopping at it
     p = auto("store", "verify", "--store", str(bad), code=1)
@@ -147,7 +162,7 @@ def test_a_reference_that_answers_something_not_json_is_one_line(triage_artifact
     (tmp_path / "setref.py").write_text("def f(ticket):\n    return {'labels': {'billing'}}\n")
     p = auto("run", str(triage_artifact[0]), "--input", DECLINED, "--reference", "setref:f", code=1, cwd=tmp_path)
     line = one_clear_line(p, "the reference setref:f returned a value that is not JSON (dict")
-    assert line.startswith("error: ReferenceFailed: ")  # printed by its own name (a ReferenceModelError)
+    assert line.startswith("error: the reference setref:f ")  # plain words, no class name
     assert p.stdout == ""
 
 
@@ -215,3 +230,13 @@ def test_a_path_that_cannot_be_written_is_one_line(sound_store, tmp_path):
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(f"error: cannot use {blocker / 'out'}"), p.stderr
+
+
+def test_an_error_without_a_message_is_said_in_its_class_s_words():
+    from auto.cli import _message
+    from auto.errors import IngestError, NotAStore
+
+    assert _message(NotAStore("x.sqlite is not an Auto store")) == "x.sqlite is not an Auto store"
+    said = _message(IngestError())  # no message: the first line of the class's docstring, no class name
+    assert said == "A batch could not be ingested; the transaction was rolled back, nothing was written"
+    assert "IngestError" not in said

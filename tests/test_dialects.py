@@ -1,7 +1,7 @@
 """One site per request, however a client writes it (the request's canonical form).
 
-``tests/dialects/requests.json`` holds the request bodies that the real ``openai`` client and
-LangChain's ``ChatOpenAI`` sent to a loopback upstream for the same calls
+``tests/dialects/requests.json`` holds the request bodies that the real ``openai`` client,
+LangChain's ``ChatOpenAI`` and LiteLLM's ``completion`` sent to a loopback upstream for the same calls
 (``tests/dialects/make_fixtures.py`` made it). The property test renders random requests the way
 those clients and a client that writes every documented default do, and checks that they give
 one site, one template and the same slot values.
@@ -13,6 +13,7 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,11 +39,17 @@ def _sites(bodies: list[dict]) -> dict:
     return {sid: (site.describe()["template"], [d.inputs[i] for i in d.members[sid]]) for sid, site in d.sites.items()}
 
 
-def test_real_openai_and_langchain_requests_give_one_site():
+@pytest.mark.parametrize("other", ["langchain", "litellm"])
+def test_real_client_requests_give_the_openai_client_s_sites(other):
+    """LangChain's ``ChatOpenAI`` and LiteLLM's ``completion`` (request bodies recorded from the real
+    packages, ``make_fixtures.py``) give the sites, templates and slot values of the ``openai``
+    client's requests for the same calls."""
     rec = json.loads((FIXTURES / "requests.json").read_text())
+    # the clients do write them differently: LangChain temperature 0.0, stream false, its key order;
+    # LiteLLM an assistant tool-call message without a content key (its plain requests are the openai client's)
+    assert rec["openai"]["tools"] != rec[other]["tools"]
     for scenario in ("tickets", "tools"):
-        a, b = rec["openai"][scenario], rec["langchain"][scenario]
-        assert a != b  # the clients do write them differently (temperature 0 vs 0.0, stream, key order)
+        a, b = rec["openai"][scenario], rec[other][scenario]
         sa, sb = _sites(a), _sites(b)
         assert sa and sa == sb, scenario
         # and the two clients' calls together are still those sites, each call once
@@ -137,6 +144,21 @@ def _langchain(req: dict) -> dict:
     return body
 
 
+def _litellm(req: dict) -> dict:
+    """As LiteLLM's ``completion`` sends it (seen in ``requests.json``): the caller's values as
+    written, and an assistant tool-call message passed back as LiteLLM returned it: no
+    ``content`` key, ``function`` before ``id`` and ``type`` in each call."""
+    body = _openai(req)
+    msgs = []
+    for m in body["messages"]:
+        if m.get("tool_calls"):
+            m = {"role": m["role"], "tool_calls": [{"function": dict(sorted(c["function"].items())), "id": c["id"],
+                                                    "type": c["type"]} for c in m["tool_calls"]]}
+        msgs.append(m)
+    body["messages"] = msgs
+    return body
+
+
 def _explicit(req: dict) -> dict:
     """A client that writes every documented default and ``null`` for what it was not given,
     sends text as one text part, pads roles, and orders keys its own way (hand-written: the
@@ -189,10 +211,10 @@ def _requests(draw: st.DrawFn) -> list[dict]:
 @given(_requests())
 def test_every_client_rendering_gives_one_site_and_template(reqs):
     renderings = {name: [f(r) for r in reqs] for name, f in
-                  (("openai", _openai), ("langchain", _langchain), ("explicit", _explicit))}
+                  (("openai", _openai), ("langchain", _langchain), ("litellm", _litellm), ("explicit", _explicit))}
     got = {name: _sites(bodies) for name, bodies in renderings.items()}
     assert len(got["openai"]) == 1
-    assert got["openai"] == got["langchain"] == got["explicit"]
+    assert got["openai"] == got["langchain"] == got["litellm"] == got["explicit"]
     for name, bodies in renderings.items():  # the canonical form is a fixed point
         for b in bodies:
             assert canonical_request(canonical_request(b)) == canonical_request(b), name

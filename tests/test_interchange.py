@@ -59,7 +59,7 @@ def test_truncated_or_foreign_parquet_is_one_line_naming_the_file(export_dir, tm
         check_layout(bad)
     (bad / "payloads.parquet").unlink()
     p = auto("census", "--parquet", str(bad), code=1)
-    assert p.stderr.count("\n") == 1 and "InterchangeError" in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1 and "error: " in p.stderr and "InterchangeError" not in p.stderr and "Traceback" not in p.stderr
 
 
 def test_otlp_round_trip_keeps_every_digest(triage_store, tmp_path):

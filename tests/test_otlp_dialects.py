@@ -301,6 +301,11 @@ def _export_store(tmp_path: Path) -> Path:
                   "kind": "llm", "task": None, "site": "opaque/GET /v1/models", "started_ns": 5, "ended_ns": 6,
                   "status": "ok", "input": {"method": "GET", "path": "/v1/models"}, "output": None, "error": None,
                   "attributes": {"auto.opaque": True, "gen_ai.operation.name": "chat"}})
+    from auto.proxy.recording import tier1_span  # a tier-1 answer as the proxy records it
+
+    t1, t1_trace, complete = tier1_span(bodies[1], "refund: pro plan", "site:" + "ab" * 8, 3, "sha256:" + "cd" * 32, 7)
+    complete()
+    spans.append(t1)
     path = tmp_path / "src.db"
     with Store(path) as st:
         st.ingest(spans)
@@ -338,6 +343,12 @@ def test_export_uses_current_conventions_and_validates_against_opentelemetry_pro
     for name, attrs in spans:
         by_name.setdefault(name, []).append(attrs)
     assert sorted(by_name) == ["chat gpt-4o-mini", "opaque"]
+    tier1 = [a for a in by_name["chat gpt-4o-mini"] if "auto.tier" in a]  # the tier-1 answer: a chat span, marked
+    assert len(tier1) == 1 and tier1[0]["auto.tier"] == {"intValue": "1"} and tier1[0]["auto.generation"] == {"intValue": "3"}
+    assert tier1[0]["auto.artifact_id"] == {"stringValue": "sha256:" + "cd" * 32}
+    assert tier1[0]["gen_ai.usage.output_tokens"] == {"intValue": "0"}
+    assert json.loads(tier1[0]["gen_ai.output.messages"]["stringValue"])[0]["parts"][0]["content"] == "refund: pro plan"
+    by_name["chat gpt-4o-mini"] = [a for a in by_name["chat gpt-4o-mini"] if "auto.tier" not in a]
     opaque = by_name["opaque"][0]
     assert "gen_ai.operation.name" not in opaque  # GET /v1/models is no chat
     for attrs in by_name["chat gpt-4o-mini"]:
@@ -379,6 +390,10 @@ def test_what_auto_exports_reads_back_as_the_same_sites_through_the_conventions_
     batch = load_otlp(plain)
     assert batch.skipped == 1  # the opaque span: no convention names it
     assert set(discover(batch.spans).sites) == want
+    # the tier-1 answer is still known as one by its system fingerprint: never a witness
+    (t1,) = [s for s in batch.spans if s["name"] == "auto.tier1"]
+    assert t1["attributes"]["gen_ai.openai.response.system_fingerprint"] == "auto-gen3"
+    assert sum(s["name"] == "chat.completions" for s in batch.spans) == 2
 
 
 def test_parquet_spans_carry_the_census_site_id(tmp_path):
@@ -392,6 +407,17 @@ def test_parquet_spans_carry_the_census_site_id(tmp_path):
         export_parquet(st, tmp_path / "pq")
     rows = pq.read_table(tmp_path / "pq" / "spans.parquet").to_pylist()
     assert [r["site_id"] for r in rows] == [_proxy_site()] * 10
+    # a tier-1 answer the proxy recorded carries the site it answered
+    from auto.proxy.recording import tier1_span
+
+    body = _tool_bodies()[0]
+    t1, tr, complete = tier1_span(body, "bug", _proxy_site(), 2, "sha256:" + "ef" * 32, 9)
+    complete()
+    with Store(tmp_path / "s.db") as st:
+        st.ingest([t1], [tr])
+        export_parquet(st, tmp_path / "pq2")
+    rows = pq.read_table(tmp_path / "pq2" / "spans.parquet").to_pylist()
+    assert [r["site_id"] for r in rows if r["name"] == "auto.tier1"] == [_proxy_site()]
 
 
 def test_spans_without_message_content_say_what_to_set(tmp_path):

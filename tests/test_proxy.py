@@ -313,10 +313,28 @@ def test_compiled_site_answers_at_tier1_and_deopts_go_upstream(compiled, tmp_pat
         assert st["ratchet"]["evidence"]["deopts"] == 1
         health = httpx2.get(px.url + "/auto/health").json()
         assert health["ok"] and health["answering"]
-    deopt = [r for r in spans(store, kind="llm") if r["attributes"].get("auto.proxy")]
+    deopt = [r for r in spans(store, kind="llm") if r["attributes"].get("auto.proxy") and r["name"] == "chat.completions"]
     assert len(deopt) == 1 and deopt[0]["attributes"]["auto.site"] == sid
     assert spans(store, kind="task") == []  # the recorded call is the witness; no task span is added
     assert deopt[0]["attributes"]["auto.deopt.reason"].startswith("unseen input")
+    # the two tier-1 answers are recorded too, marked, never witnesses of the site
+    tier1 = [r for r in spans(store, kind="llm") if r["name"] == "auto.tier1"]
+    assert len(tier1) == 2 and all(r["site"] == sid for r in tier1)
+    for r in tier1:
+        a = r["attributes"]
+        assert a["auto.tier"] == 1 and a["auto.generation"] == 1 and a["auto.artifact_id"] == out.artifact_id
+        assert a["auto.cost_usd_micros"] == 0 and a["gen_ai.usage.output_tokens"] == 0
+        assert r["output"]["content"] == label_of(w) and r["input"]["messages"] == ticket_messages(w)
+    from auto.sites import store_sites
+
+    with Store(store) as st:
+        (found,) = store_sites(st).values()  # one site, and its witnesses are the recorded calls only
+        assert found.id == sid
+        from auto.census import census_store
+
+        (row,) = [x for x in census_store(st).sites if x.site == sid]
+        calls = [r for r in st.spans(kind="llm") if r["name"] == "chat.completions"]
+        assert row.spans == len(calls)  # the recorded calls only, no tier-1 answer
 
 
 def test_a_site_answers_every_client_s_rendering_of_its_request(compiled):
@@ -435,6 +453,17 @@ def test_the_readme_agent_recorded_with_no_code_change_is_one_site_with_a_slot(s
     (site,) = census(spans(store)).sites
     assert site.model_call is not None and [s["name"] for s in site.model_call["slots"]] == ["user"]
     assert len(site.inputs) == 15 and site.spans == 30
+
+
+def test_tier1_spans_can_be_left_out(compiled, tmp_path):
+    """``record_tier1=False`` (``auto proxy --no-tier1-spans``): tier-1 answers as before, none recorded."""
+    store, sid, out = compiled
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,),
+                                                  record_tier1=False) as px:
+        raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(site_words()[0]))
+        assert raw.headers["x-auto-tier"] == "1" and len(up.requests) == 0
+        px.proxy.recorder.flush()
+    assert not [r for r in spans(store, kind="llm") if r["name"] == "auto.tier1"]
 
 
 def test_a_call_on_a_site_not_compiled_yet_is_marked_tier_0(tmp_path):

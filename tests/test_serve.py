@@ -159,7 +159,7 @@ def test_cli_workers_and_trust(site, tmp_path):
     _, pub, _ = generate_keypair(tmp_path / "k")
     p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", str(out.artifact_path), "--port", str(_free_port()),
                         "--trust-key", str(pub)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 1 and "UntrustedArtifact" in p.stderr and "unsigned" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 1 and "refused: unsigned" in p.stderr and "UntrustedArtifact" not in p.stderr and "Traceback" not in p.stderr
     reg = Registry(tmp_path / "reg")
     reg.add(out.wasm, key=load_private_key(tmp_path / "k.key"))
     with Served(ServeConfig(registry=str(reg.root), trust_keys=[str(pub)])) as s:
@@ -184,4 +184,43 @@ def test_a_busy_port_is_one_line_before_anything_is_announced(command, tmp_path)
                            text=True, timeout=120)
     assert p.returncode == 1, (p.returncode, p.stderr)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert lines == [f"error: ListenError: cannot listen on 127.0.0.1:{port}: Address already in use"], p.stderr
+    assert lines == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"], p.stderr
+
+
+def test_serve_creates_a_store_that_does_not_exist_yet(site, tmp_path):
+    """``auto serve ART --store NEW`` creates the store (as record, proxy and receive do) and serves;
+    a store that does not exist with nothing else to serve is one usage line and creates nothing;
+    a serve that fails before listening leaves no store behind."""
+    store, sid, out, inp, label, _ = site
+    new = tmp_path / "new" / "deopts.sqlite"
+    new.parent.mkdir()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "auto.cli", "serve", str(out.artifact_path), "--store", str(new),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        url, deadline, answer = f"http://127.0.0.1:{port}", time.time() + 60, None
+        while time.time() < deadline and answer is None:
+            try:
+                answer = httpx2.post(url + f"/v1/artifacts/{out.artifact_id}/run", json=inp).json()["answer"]
+            except httpx2.TransportError:
+                time.sleep(0.1)
+        assert answer == label and new.is_file()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(30)
+    from auto.store import Store
+
+    with Store(new, create=False) as st:  # a real store, not an empty file
+        assert st.counts()["spans"] == 0
+    alone = tmp_path / "alone.sqlite"
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", "--store", str(alone), "--port", str(_free_port())],
+                       capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "does not exist yet" in lines[0] and not alone.exists(), p.stderr
+    _, pub, _ = generate_keypair(tmp_path / "k2")
+    failed = tmp_path / "failed.sqlite"
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", str(out.artifact_path), "--store", str(failed),
+                        "--port", str(_free_port()), "--trust-key", str(pub)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "refused: unsigned" in p.stderr and not failed.exists(), p.stderr
+    assert not list(tmp_path.glob("failed.sqlite*"))

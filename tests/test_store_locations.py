@@ -321,7 +321,7 @@ def test_a_server_that_cannot_be_reached_is_one_line(command, tmp_path):
     p = subprocess.run([*AUTO, *COMMANDS[command](DEAD)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 1 and len(lines) == 1, p.stderr
-    assert lines[0].startswith("error: StoreError: cannot connect to the PostgreSQL store postgresql://auto@127.0.0.1:1/")
+    assert lines[0].startswith("error: cannot connect to the PostgreSQL store postgresql://auto@127.0.0.1:1/")
     assert "hunter2pw" not in p.stderr and "Traceback" not in p.stderr
 
 

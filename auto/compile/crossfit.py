@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sklearn.model_selection import KFold, StratifiedKFold
 
@@ -155,7 +155,7 @@ def fold_assignment(labels: Sequence[str], folds: int, seed: int) -> list[int]:
 
 
 def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config, *, folds: int = DEFAULT_FOLDS,
-              seed: int = 0) -> CrossFit:
+              seed: int = 0, progress: Callable[[int, int], None] | None = None) -> CrossFit:
     """Out-of-fold predictions of ``config`` for every item.
 
     Args:
@@ -163,6 +163,7 @@ def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config
         config: the candidate to fit in every fold.
         folds: K (2 <= K <= len(items)).
         seed: fold assignment and estimator seed.
+        progress: ``progress(folds done, K)`` after each fold is fitted and predicted.
 
     Raises:
         CompileError: a fold's training set cannot be fitted (e.g. a single label in it), or
@@ -176,10 +177,14 @@ def cross_fit(items: Sequence[tuple[dict[str, Any], Any, float]], config: Config
         train = [items[i] for i in range(len(items)) if fold[i] != k]
         test = [i for i in range(len(items)) if fold[i] == k]
         if not test:
+            if progress is not None:
+                progress(k + 1, folds)
             continue
         model: CompiledModel = fit(train, config, seed).model
         for i in test:
             preds[i] = model.predict(items[i][0])
+        if progress is not None:
+            progress(k + 1, folds)
     return CrossFit(folds=folds, config=config,
                     answers=tuple(p.answer for p in preds), margins=tuple(float(p.margin) for p in preds),
                     scores=tuple(float(p.nonconformity) for p in preds),

@@ -37,6 +37,7 @@ as far as the instrumentation recorded the request (parameters it leaves out are
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
@@ -398,5 +399,21 @@ def task_messages(attrs: dict, events: list[dict]) -> list[dict]:
     return msgs or []
 
 
-__all__ = ["LLM_OPERATIONS", "REQUEST_PARAMS", "is_chat", "loads_maybe", "request_body", "response", "span_kind",
+TIER1_FINGERPRINT = re.compile(r"auto-gen(\d+|None)")
+"""The ``system_fingerprint`` of a tier-1 answer Auto gave (``auto-gen<N>``, N the generation:
+:mod:`auto.proxy.answer`)."""
+
+FINGERPRINT_ATTRS = ("openai.response.system_fingerprint", "gen_ai.openai.response.system_fingerprint")
+"""Where the conventions put a response's system fingerprint (current and previous names)."""
+
+
+def is_tier1(attrs: dict) -> bool:
+    """Whether a model-call span is a tier-1 answer Auto gave: marked ``auto.tier = 1``, or its
+    system fingerprint is ``auto-gen<N>`` (what survives a tool that drops ``auto.*`` attributes)."""
+    if attrs.get("auto.tier") == 1:
+        return True
+    return any(isinstance(attrs.get(k), str) and TIER1_FINGERPRINT.fullmatch(attrs[k]) for k in FINGERPRINT_ATTRS)
+
+
+__all__ = ["LLM_OPERATIONS", "REQUEST_PARAMS", "is_chat", "is_tier1", "loads_maybe", "request_body", "response", "span_kind",
            "task_messages", "tool_call", "unflatten"]

@@ -19,6 +19,9 @@ OpenInference):
   request gives the same site however the instrumentation named the span;
 * ``tool`` — ``execute_tool`` or OpenInference ``TOOL`` (input ``{"name", "arguments"}``);
 * ``task`` — ``invoke_agent`` (task ``gen_ai.agent.name``), input ``{"messages": […]}``;
+* a span marked ``auto.tier = 1``, or whose system fingerprint is ``auto-gen<N>`` (a tier-1
+  answer Auto exported, with or without its ``auto.*`` attributes) is imported under
+  :data:`auto.store.TIER1_SPAN`, never as a model call: an artifact's answers are not its witnesses;
 * spans exported by Auto (:func:`export_otlp`) carry ``auto.*`` attributes and come back exactly
   (same content, same digests: the span digest travels as ``auto.span_digest`` and is checked);
 * any other span is skipped (counted). A file of which no span can be imported is refused.
@@ -28,7 +31,9 @@ The task of a model call is ``auto.task``, else ``gen_ai.agent.name``, else its 
 (:func:`load_otlp`, then :func:`write_otlp`); a bad record fails the import with one line naming
 it (file, line, path of the span, span id), and nothing is written.
 
-**Export** (:func:`export_otlp`): every span of the store, one ``ExportTraceServiceRequest`` per
+**Export** (:func:`export_otlp`): every span of the store (tier-1 answers the proxy recorded
+too: a ``chat {model}`` span like a forwarded call's, with ``auto.tier = 1``,
+``auto.generation`` and ``auto.artifact_id``, so an observability stack sees the compiled path), one ``ExportTraceServiceRequest`` per
 trace batch per line, with ``gen_ai.*`` attributes for other tools and ``auto.*`` attributes
 (``auto.kind``, ``auto.task``, ``auto.site``, ``auto.input``, ``auto.output``, ``auto.error``,
 ``auto.attributes`` as canonical JSON, ``auto.span_digest``) for a lossless round trip.
@@ -52,6 +57,7 @@ from auto.interchange import genai
 from auto.interchange.parquet import InterchangeError
 from auto.record.template import site as site_of_call
 from auto.record.template import template_digest
+from auto.store import TIER1_SPAN
 
 MODEL_CALL_SPAN = "chat.completions"
 """The span name a chat-completion span is imported under (the recorder's and the proxy's), so
@@ -182,7 +188,9 @@ def read_requests(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
         docs = lines()
     for where, doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
-            raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
+            hint = (" (a trace file of the reference Auto SDK? import it with --format auto-v0)"
+                    if isinstance(doc, dict) and doc.get("v") == 0 and doc.get("t") in ("trace", "span") else "")
+            raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list){hint}")
         yield where, doc
 
 
@@ -338,7 +346,9 @@ def to_auto_spans(raws: list[dict]) -> tuple[list[dict], int]:
                 if anc is not None:
                     task_input = {"messages": genai.task_messages(anc["attributes"], anc["events"])}
                 name = r["name"]
-                if genai.is_chat(a) and body["messages"]:
+                if genai.is_tier1(a):  # a tier-1 answer an artifact gave: never a witness
+                    name = TIER1_SPAN
+                elif genai.is_chat(a) and body["messages"]:
                     name = MODEL_CALL_SPAN  # the recorder's and the proxy's name: one site however named
                     attrs["auto.otlp.span_name"] = r["name"]
                 r = {**r, "name": name}
@@ -423,6 +433,17 @@ def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpB
         raise InterchangeError(
             f"{where}: nothing to import: {skipped} span(s), none a model call, tool call or agent span of the "
             "GenAI semantic conventions (gen_ai.operation.name), OpenInference (openinference.span.kind) or Auto")
+    return checked_batch(spans, skipped, where)
+
+
+def checked_batch(spans: list[dict], skipped: int, where: str) -> OtlpBatch:
+    """Auto spans mapped from another format (each with ``_where`` naming its record), redacted
+    as the recorder redacts and checked by the store's rules, with one trace row per trace id
+    (:func:`traces_of`) — nothing written yet (:func:`write_otlp` writes it).
+
+    Raises:
+        IngestError: a span does not pass the store's checks (named by its record).
+    """
     from auto.record.redact import Redactor
     from auto.store.normalize import normalize_span  # check every span before writing any
 
@@ -676,5 +697,5 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
-__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
+__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "checked_batch", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
            "load_otlp", "otlp_span", "prepare", "raw_spans", "to_auto_spans", "write_otlp"]

@@ -28,8 +28,9 @@ logical_call_id    string    ``auto.logical_call_id`` (SDK retries of one model 
 attempt            int64     ``auto.attempt`` (0 when absent)
 digest             string    the span digest (over its content fields, as the store computes it)
 site_id            string    a model call's census site (``site:<16 hex>``, what ``auto census``
-                             lists and ``auto compile --site`` takes), or null (not a model call
-                             Auto understands, or not a model call)
+                             lists and ``auto compile --site`` takes; for a tier-1 answer the
+                             proxy recorded, name ``auto.tier1``, the site it answered), or null
+                             (not a model call Auto understands, or not a model call)
 =================  ========  ====================================================================
 
 ``payloads.parquet``: ``digest`` (string, ``sha256:<hex>``), ``json`` (string, canonical JSON) —
@@ -62,6 +63,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from auto.errors import StoreError
+from auto.store import TIER1_SPAN
 
 FORMAT = "auto.parquet/3"
 """The layout's name (file metadata ``auto.format``)."""
@@ -216,7 +218,8 @@ def export_parquet(store: Any, out_dir: str | os.PathLike, progress: Callable[[s
         for rows in store.iter_export_rows(batch=ROW_GROUP):
             cols = list(zip(*rows))
             say(f"  spans: {rows[-1][0]} (seq)")
-            cols.append([site_of.get((r[6] or "", r[4] or "", r[11])) for r in rows])  # task, name, input digest
+            cols.append([r[7] if r[4] == TIER1_SPAN else site_of.get((r[6] or "", r[4] or "", r[11]))
+                         for r in rows])  # a tier-1 answer: the site it answered; else by task, name, input digest
             spans.write({n: list(c) for (n, _), c in zip(SPAN_COLUMNS, cols)})
         inputs, outputs = store.span_payload_ids("llm")
         payloads = _Writer(pa, pq, out, "payloads.parquet")

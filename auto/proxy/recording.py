@@ -11,6 +11,15 @@
   recorded *opaque* (:func:`opaque_span`): kind ``llm``, name ``opaque``, site
   ``opaque/<METHOD> <path>``, attribute ``auto.opaque = true``; input and output are the method,
   path, status and the sha-256 and size of each body, never the bodies (they may hold anything).
+* A tier-1 answer is recorded too (:func:`tier1_span`), so an exported store (OTLP, Parquet)
+  shows the compiled path beside the forwarded one: kind ``llm``, name :data:`auto.store.TIER1_SPAN` (not
+  ``chat.completions``: site discovery and the census never read it, so an artifact's answers
+  are never its own witnesses), site = the census site id, attributes ``auto.tier = 1``,
+  ``auto.generation``, ``auto.artifact_id``, ``auto.cost_usd_micros = 0``, ``gen_ai.*`` as a
+  forwarded call's (``gen_ai.openai.response.system_fingerprint`` ``auto-gen<N>``, as the answer
+  itself carries: a tier-1 answer is still known as one where a tool dropped the ``auto.*``
+  attributes); input the request body, output the answer as a forwarded call's output.
+  Built on the sender thread, off the request path.
 * :class:`QueuedRecorder` queues finished spans; a sender thread gathers them into batches (one
   transaction per batch, at most :data:`BATCH_SPANS` spans), redacts them as the in-process
   recorder does (:class:`auto.record.redact.Redactor`: every forwarded call's credentials, and
@@ -50,7 +59,7 @@ from auto.canonical import digest_bytes
 from auto.proxy.writer import HEADER, WRITER_STORE_ENV
 from auto.record.core import Recorder
 from auto.record.redact import sanitize_headers
-from auto.store import Store, local_path, new_span_id, new_trace_id
+from auto.store import TIER1_SPAN, Store, local_path, new_span_id, new_trace_id
 from auto.store.journal import Journal, journal_dir
 
 log = logging.getLogger("auto.proxy")
@@ -346,3 +355,38 @@ def opaque_trace(span: dict[str, Any]) -> dict[str, Any]:
     """The trace row of an opaque span (its own trace)."""
     return {"trace_id": span["trace_id"], "name": "opaque", "started_ns": span["started_ns"],
             "ended_ns": span["ended_ns"], "status": span["status"], "attributes": {"auto.root_kind": "llm", "auto.opaque": True}}
+
+
+
+def tier1_span(body: dict, answer: Any, site_id: str, generation: int | None, artifact_id: str | None,
+               started_ns: int) -> tuple[dict[str, Any], dict[str, Any], Callable[[], None]]:
+    """``(span, trace, complete)`` of one tier-1 answer (see the module docstring): pass them to
+    :meth:`QueuedRecorder.write`; ``complete()`` fills in the input, the output and the
+    ``gen_ai.*`` attributes on the sender thread. ``started_ns``: when the request arrived (ns
+    since the epoch); the span ends when it is built (the answer is computed by then)."""
+    ended = time.time_ns()
+    span: dict[str, Any] = {
+        "trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": TIER1_SPAN,
+        "kind": "llm", "task": None, "site": site_id, "started_ns": started_ns, "ended_ns": ended, "status": "ok",
+        "input": None, "output": None, "error": None, "attributes": None}
+    trace = {"trace_id": span["trace_id"], "name": TIER1_SPAN, "started_ns": started_ns, "ended_ns": ended,
+             "status": "ok", "attributes": {"auto.root_kind": "llm", "auto.tier": 1}}
+
+    def complete() -> None:
+        from auto.proxy.answer import completion_body
+        from auto.record.completion import assemble_completion
+        from auto.record.model_call import REQUEST_ATTRS
+
+        output, meta = assemble_completion(completion_body(body, answer, generation))
+        attrs: dict[str, Any] = {"gen_ai.provider.name": "openai", "gen_ai.operation.name": "chat"}
+        for k, a in REQUEST_ATTRS.items():
+            if body.get(k) is not None:
+                attrs[a] = body[k]
+        attrs.update({"gen_ai.response.finish_reasons": meta.get("finish_reasons") or [],
+                      "gen_ai.openai.response.system_fingerprint": f"auto-gen{generation}",
+                      "gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 0,
+                      "auto.proxy": True, "auto.tier": 1, "auto.site": site_id, "auto.generation": generation,
+                      "auto.artifact_id": artifact_id, "auto.cost_usd_micros": 0})
+        span.update({"input": body, "output": output, "attributes": attrs})
+
+    return span, trace, complete

@@ -36,10 +36,11 @@ from auto.store.normalize import (
 from auto.store.records import EventKind, RatchetEvent, StoredArtifact, StoredEvalRun, VerifyReport, Witness
 from auto.store.schema import MIGRATIONS, SCHEMA_VERSION, STORE_FORMAT
 from auto.store.postgres import is_dsn
+from auto.store.census_sql import TIER1_SPAN
 from auto.store.store import Store, local_path
 
 __all__ = [
     "BUSY_TIMEOUT_MS", "EventKind", "MIGRATIONS", "RatchetEvent", "SCHEMA_VERSION", "SPAN_FIELDS", "SPAN_KINDS", "STATUSES",
-    "STORE_FORMAT", "Store", "StoredArtifact", "StoredEvalRun", "TRACE_FIELDS", "VerifyReport", "Witness",
+    "STORE_FORMAT", "Store", "StoredArtifact", "StoredEvalRun", "TIER1_SPAN", "TRACE_FIELDS", "VerifyReport", "Witness",
     "is_dsn", "local_path", "new_span_id", "new_trace_id", "span_digest", "trace_digest",
 ]

@@ -101,6 +101,14 @@ def census_site_sql(task: bool, exclude_kind: bool = False) -> str:
     return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=",\n" + site_aggregate_sql(cobs))
 
 
+TIER1_SPAN = "auto.tier1"
+"""The span name of a recorded tier-1 answer (``auto proxy`` records one per answer, kind
+``llm``, marked ``auto.tier = 1``). It is not an observation of its site: the census leaves it
+out (:func:`model_call_census_sql`) and site discovery reads only
+:data:`auto.sites.discover.MODEL_CALL_SPANS`, so an artifact's own answers are never its
+witnesses."""
+
+
 def model_call_census_sql(task: bool, ordered: bool = True) -> str:
     """The census's observations of one span kind (``kind = ?``; ``task = ?`` first when
     ``task``: :func:`census_params`), grouped by distinct request instead of by site: one row
@@ -108,8 +116,9 @@ def model_call_census_sql(task: bool, ordered: bool = True) -> str:
     task, span name, request, status and response (``spans``: the spans of those ``n`` logical
     observations, retried attempts included), ordered by task, name, then request (what
     :func:`auto.census.census_model_calls` folds into model-call sites); ``ordered=False``
-    leaves out the ``ORDER BY``."""
-    conds = ("AND task = ? " if task else "") + "AND kind = ?"
+    leaves out the ``ORDER BY``. Tier-1 answers (:data:`TIER1_SPAN`) are not observations and
+    are left out."""
+    conds = ("AND task = ? " if task else "") + f"AND kind = ? AND name <> '{TIER1_SPAN}'"
     final = _MODEL_CALL_FINAL + (_MODEL_CALL_ORDER if ordered else "")
     return _CENSUS_SQL.format(site=SITE_KEY_SQL, and_task=conds, final=final)
 

@@ -54,7 +54,7 @@ def store_error(exc: sqlite3.Error, path: Path) -> StoreError:
         return StoreError(f"{path} is corrupt ({msg}); nothing was changed: restore it from a copy or record into a new store")
     if "full" in low or "disk i/o" in low:
         return StoreError(f"{path}: {msg} (the disk is full or failing; nothing of this write was kept)")
-    return StoreError(f"{path}: {type(exc).__name__}: {msg}")
+    return StoreError(f"{path}: the database failed: {msg}")
 
 
 def retry_busy(fn: Callable[[], Any]) -> Any:

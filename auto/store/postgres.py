@@ -266,7 +266,7 @@ class PgConnection:
             return IngestError(f"batch rejected by the database: {_first_line(exc)}")
         if isinstance(exc, pg.errors.RaiseException):
             return StoreError(f"{self.label}: {_first_line(exc)}")
-        return StoreError(f"{self.label}: {type(exc).__name__}: {_first_line(exc)}")
+        return StoreError(f"{self.label}: the database failed: {_first_line(exc)}")
 
     def _retryable(self, exc: BaseException) -> bool:
         pg = self._pg

@@ -51,7 +51,7 @@ def test_a_base_url_without_a_key_is_refused_before_any_work(tmp_path, command):
     env = _env(OPENAI_BASE_URL="http://127.0.0.1:1/v1", OPENAI_API_KEY=None)
     p = _auto(*command, "--out", str(tmp_path / "out"), "--items", "10", code=1, env=env)
     line = _last_line(p)
-    assert line.startswith("error: ReferenceModelError: OPENAI_BASE_URL is set") and "OPENAI_API_KEY is not" in line
+    assert line.startswith("error: OPENAI_BASE_URL is set") and "OPENAI_API_KEY is not" in line
     assert "[offline]" not in p.stderr
 
 
@@ -61,7 +61,7 @@ def test_an_unreachable_endpoint_is_one_line(tmp_path, command):
     p = _auto(*command, "--out", str(tmp_path / "out"), "--items", "10", code=1,
               env=_env(OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-test-any"))
     line = _last_line(p)
-    assert line.startswith(f"error: ReferenceModelError: cannot reach the reference model at {url}")
+    assert line.startswith(f"error: cannot reach the reference model at {url}")
     assert "unset it to use the embedded simulator" in line
 
 
@@ -91,7 +91,7 @@ def test_an_endpoint_that_refuses_the_key_is_one_line(tmp_path):
         srv.shutdown()
         srv.server_close()
     line = _last_line(p)
-    assert line.startswith(f"error: ReferenceModelError: the reference model at {url} refused a call: HTTP 401")
+    assert line.startswith(f"error: the reference model at {url} refused a call: HTTP 401")
     assert "Incorrect API key provided" in line
 
 

@@ -65,6 +65,13 @@ def test_bench_run_generated_stream(tmp_path):
     assert peers["memo_ceiling"] == pytest.approx(300 / peers["distinct_inputs"])
     assert "summary" not in p.stdout and json.loads(p.stdout)["family"] == "triage"
     assert "reference model: simulated" in p.stderr
+    # the long phases say how far they are (plain lines: stderr is not a terminal here)
+    import re
+
+    done = re.findall(r"\[offline\] recorded: (\d+) of (\d+)", p.stderr)
+    assert done and done[-1][0] == done[-1][1] and int(done[-1][1]) > 0  # the last line: all recorded
+    assert "[latency] rows measured: 6 of 6" in p.stderr and "[latency] ratchet steps done: 3 of 3" in p.stderr
+    assert "[stream] items: 300 of 300" in p.stderr
     lb = res["latency_benchmark"]
     assert lb["tier1_single"]["p50"] > 0 and lb["bare_wasmtime_call"]["p50"] > 0
     rl = lb["ratchet"]  # idle and during-compile tails over windows of as many calls

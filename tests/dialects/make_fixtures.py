@@ -10,13 +10,16 @@ Run in an environment with the client packages (not needed by the tests, which r
 (``opentelemetry-instrumentation-openai-v2`` 2.4b0 imports ``opentelemetry.util.genai.instruments``,
 which ``opentelemetry-util-genai`` 1.3b0 no longer has: 1.1b0 does.) The fixtures were made with
 openai 3.57.0, langchain-openai 1.7.4, opentelemetry-instrumentation-openai 0.62.4 (OpenLLMetry),
-opentelemetry-instrumentation-openai-v2 2.4b0 and openinference-instrumentation-openai 0.1.66.
+opentelemetry-instrumentation-openai-v2 2.4b0 and openinference-instrumentation-openai 0.1.66;
+the LiteLLM bodies with litellm 1.110.2 (``pip install litellm``).
 
 A stdlib HTTP server on loopback plays the OpenAI API (it labels tickets: ``billing`` or ``bug``;
 with tools and no tool result yet it asks for the ``lookup`` tool). The same requests are made:
 
-* ``requests.json`` — the request bodies as the ``openai`` client and LangChain's ``ChatOpenAI``
-  sent them (``{"openai": {...}, "langchain": {...}}``, each ``{"tickets": [body…], "tools": [body…]}``);
+* ``requests.json`` — the request bodies as the ``openai`` client, LangChain's ``ChatOpenAI`` and
+  LiteLLM's ``completion`` sent them (``{"openai": {...}, "langchain": {...}, "litellm": {...}}``,
+  each ``{"tickets": [body…], "tools": [body…]}``; ``python tests/dialects/make_fixtures.py
+  --clients litellm`` records only the named clients' bodies into it);
 * ``otlp-openllmetry.json``, ``otlp-openai-v2.json``, ``otlp-openinference.json`` — the spans of
   the ``openai`` client's ticket calls (and ``otlp-<name>-tools.json``: its tool-calling rounds) under ``opentelemetry-instrumentation-openai``
   (OpenLLMetry), ``opentelemetry-instrumentation-openai-v2`` (the official one) and
@@ -140,10 +143,38 @@ def with_langchain_tools(base_url: str) -> None:
         llm.invoke(msgs)
 
 
-def record_clients() -> dict:
+def with_litellm(base_url: str) -> None:
+    import litellm
+
+    for w in WORDS:
+        litellm.completion(model=f"openai/{MODEL}", api_base=base_url, api_key="sk-fixture-not-a-key", temperature=0,
+                           num_retries=0, messages=[{"role": "system", "content": SYSTEM},
+                                                    {"role": "user", "content": ticket(w)}])
+
+
+def with_litellm_tools(base_url: str) -> None:
+    import litellm
+
+    for w in WORDS:
+        msgs: list = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Which plan has customer {w}"}]
+        r = litellm.completion(model=f"openai/{MODEL}", api_base=base_url, api_key="sk-fixture-not-a-key",
+                               temperature=0, num_retries=0, messages=msgs, tools=TOOLS)
+        msg = r.choices[0].message  # passed back as LiteLLM returns it (its own Message object)
+        msgs += [msg, {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": f"{w}: pro plan"}]
+        litellm.completion(model=f"openai/{MODEL}", api_base=base_url, api_key="sk-fixture-not-a-key", temperature=0,
+                           num_retries=0, messages=msgs, tools=TOOLS)
+
+
+CLIENTS = {"openai": (with_openai, with_openai_tools), "langchain": (with_langchain, with_langchain_tools),
+           "litellm": (with_litellm, with_litellm_tools)}
+"""The clients whose request bodies ``requests.json`` keeps."""
+
+
+def record_clients(names: list[str] | None = None) -> dict:
     out = {}
-    for name, plain, tools in (("openai", with_openai, with_openai_tools),
-                               ("langchain", with_langchain, with_langchain_tools)):
+    for name, (plain, tools) in CLIENTS.items():
+        if names is not None and name not in names:
+            continue
         up = Upstream()
         plain(up.base_url)
         n = len(up.bodies)
@@ -194,6 +225,12 @@ def instrumented(which: str, scenario: str = "tickets") -> None:
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         instrumented(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) >= 3 and sys.argv[1] == "--clients":  # only these clients' bodies, into requests.json
+        path = HERE / "requests.json"
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        kept.update(record_clients(sys.argv[2:]))
+        path.write_text(json.dumps(kept, indent=1, sort_keys=False) + "\n")
         return
     (HERE / "requests.json").write_text(json.dumps(record_clients(), indent=1, sort_keys=False) + "\n")
     for which in ("openllmetry", "openai-v2", "openinference"):

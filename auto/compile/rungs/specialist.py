@@ -41,6 +41,7 @@ from auto.codegen import TableModel, compile_model, compile_table
 from auto.codegen.table import HIT_MARGIN
 from auto.compile.context import RungContext
 from auto.compile.crossfit import choose_config, cross_fit, fit, folds_for
+from auto.progress import LINE_EVERY_S, Progress
 from auto.compile.generation import CompileOutcome, emit_generation
 from auto.compile.manifest import ManifestDraft
 from auto.compile.measure import call_latency_us
@@ -255,7 +256,8 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
     folds = min(folds_for(len(items), contract.folds), largest)
     t0 = time.perf_counter()
     config, selection = choose_config(items, contract.seed, field=field)
-    cf = cross_fit(items, config, folds=folds, seed=contract.seed)
+    with Progress("  cross-fit folds fitted", folds, ctx.say, every_s=LINE_EVERY_S) as fitted:
+        cf = cross_fit(items, config, folds=folds, seed=contract.seed, progress=lambda done, _k: fitted.advance())
     final = fit(items, config, contract.seed)
     timings = {"distill": time.perf_counter() - t0}
     ctx.say(f"  {len(items)} distinct inputs, {len(labels)} labels: {config.model} over "
