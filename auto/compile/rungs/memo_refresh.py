@@ -193,9 +193,6 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
                            latency=lat, timings=timings, model=table)
 
 
-__all__ = ["CARRIED_SAMPLE", "merge_input_schema", "refresh_table"]
-
-
 def _installed_table(installed: bytes | Artifact, task: str) -> tuple[Manifest, TableIndex, str]:
     """``(manifest, table, artifact id)`` of the installed table-only memo (an Artifact's table as
     verified at its load; from bytes, read and verified here).
@@ -277,3 +274,6 @@ def _fuel_inputs(table: TableModel, added_inputs: list[dict[str, Any]], carried:
     longest = sorted(table.keys, key=len)[-FUEL_LONGEST:]
     return ([json.loads(k) for k in longest] + _spread(added_inputs, FUEL_SPREAD)
             + [json.loads(k) for k, _ in _spread(carried, FUEL_SPREAD)])
+
+
+__all__ = ["CARRIED_SAMPLE", "merge_input_schema", "refresh_table"]
