@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from auto_runtime import Artifact
 from auto_runtime.digest import digest_bytes
-from auto_runtime.manifest import read_manifest
+from auto_runtime.manifest import Manifest
 from auto_runtime.table import TableIndex, read_table
 from auto_runtime.wasm_sections import parse
 
@@ -130,31 +130,8 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     contract = contract or Contract.default_for(task)
-    if isinstance(installed, Artifact):  # loaded already (the table read and verified at its load)
-        man, old, installed_id = installed.manifest, installed.table, installed.id
-    else:
-        man = read_manifest(installed)
-        old, installed_id = None, digest_bytes(installed)
-    if man.get("task") != task or man.get("compiled_as") != "memo":
-        raise CompileError(f"the installed artifact is not a table-only memo of task {task!r} "
-                           f"(task {man.get('task')!r}, compiled as {man.get('compiled_as')!r})")
-    if old is None and not isinstance(installed, Artifact):
-        old = read_table(installed, parse(installed), man, "installed artifact")
-    if old is None:
-        raise CompileError("the installed memo declares no model.table (or was loaded without the table fast path); "
-                           "refresh it with a full memo compile")
-    merged: dict[bytes, str] = {k: a.decode("utf-8") for k, a in old.items()}
-    new_pairs: list[tuple[dict[str, Any], str, str]] = []  # (input, key text, answer text)
-    conflicts: list[str] = []
-    for inp, ans in added:
-        key = canonical_key(inp)
-        a = canonical_json(ans)
-        have = merged.get(key)
-        if have is None:
-            merged[key] = a
-            new_pairs.append((inp, key.decode("utf-8"), a))
-        elif have != a:
-            conflicts.append(key.decode("utf-8")[:80])
+    man, old, installed_id = _installed_table(installed, task)
+    merged, new_pairs, conflicts = _merge(old, added)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task),
                       out_path=out_path, reference_model=reference_model)
     if conflicts:
@@ -172,12 +149,12 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
     code, decl = compile_table(table)
     assert decl is not None  # a merged table has entries
     decl = {**decl, "extends": {"artifact_id": installed_id, "digest": old.digest, "entries": old.entries,
-                                "generation": man.get("generation")}}
+                                "generation": man.generation}}
     added_inputs = [p[0] for p in new_pairs]
     answers = sorted(set(table.answers))
     draft = ManifestDraft(
         task=task, generation=ctx.generation, compiled_as="memo",
-        interface={"input": merge_input_schema(man["interface"]["input"], added_inputs),
+        interface={"input": merge_input_schema(man.interface.input, added_inputs),
                    "output": {"enum": [json.loads(a) for a in answers]}},
         model={**table.manifest_model(), "table": decl, "code_digest": digest_bytes(code)})
     # the gate runs the code, never the runtime's table fast path
@@ -195,9 +172,76 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
                            witnessed=checked, probes=probe_texts, candidate=draft.model,
                            generation=ctx.generation,
                            note=f"table refresh: {len(new_pairs)} entries added to the {old.entries} of generation "
-                                f"{man.get('generation')}; checked the added ones and {len(carried)} carried")
-    # the chain: every installed entry is in the merged table, whose bytes (the code's last data
-    # segment, digest in model.table) were laid out from it by compile_table
+                                f"{man.generation}; checked the added ones and {len(carried)} carried")
+    chain = _carried_check(old, table, decl, len(new_pairs))
+    record = eval_record(contract, ctx.generation, draft.model, [*record["checks"], chain],
+                         record["reason"] if chain["passed"] else
+                         f"table refresh refused: the new table lost {chain['missing']} and changed "
+                         f"{chain['changed']} of the {old.entries} installed entries")
+    record["guard"] = EXACT_MATCH_GUARD
+    lat = call_latency_us(art, added_inputs)
+    eval_id = store.put_eval_run(record)
+    timings["gate"] = time.perf_counter() - t0
+    if record["verdict"] != "pass":
+        raise RungRefused(NAME, record["reason"], eval_id)
+    parity = _parity(record, man, old, installed_id)
+    fuel_inputs = _fuel_inputs(table, added_inputs, carried)
+    prior_runs = [r for r in man.eval_runs if isinstance(r, str)]
+    return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,
+                           eval_runs=[*prior_runs[-1:], eval_id], reason=record["reason"], witnesses=list(witnesses),
+                           store_digest=store_digest, distinct_inputs=len(table), fuel_inputs=fuel_inputs,
+                           latency=lat, timings=timings, model=table)
+
+
+def _installed_table(installed: bytes | Artifact, task: str) -> tuple[Manifest, TableIndex, str]:
+    """``(manifest, table, artifact id)`` of the installed table-only memo (an Artifact's table as
+    verified at its load; from bytes, read and verified here).
+
+    Raises:
+        CompileError: not a table-only memo of ``task``, or it declares no table.
+        ManifestError: the table does not match its bytes.
+    """
+    old: TableIndex | None
+    if isinstance(installed, Artifact):  # loaded already (the table read and verified at its load)
+        man, old, installed_id = installed.typed_manifest, installed.table, installed.id
+    else:
+        man = Manifest.read(installed)
+        old, installed_id = None, digest_bytes(installed)
+    if man.task != task or man.compiled_as != "memo":
+        raise CompileError(f"the installed artifact is not a table-only memo of task {task!r} "
+                           f"(task {man.task!r}, compiled as {man.compiled_as!r})")
+    if old is None and not isinstance(installed, Artifact):
+        old = read_table(installed, parse(installed), man.to_dict(), "installed artifact")
+    if old is None:
+        raise CompileError("the installed memo declares no model.table (or was loaded without the table fast path); "
+                           "refresh it with a full memo compile")
+    return man, old, installed_id
+
+
+def _merge(old: TableIndex, added: Sequence[tuple[dict[str, Any], Any]]
+           ) -> tuple[dict[bytes, str], list[tuple[dict[str, Any], str, str]], list[str]]:
+    """``(merged table {key: answer text}, new (input, key text, answer text), conflicts)``: the
+    installed entries with the added ones that are new; an added input already there with another
+    answer is a conflict (its key text, cut at 80 characters)."""
+    merged: dict[bytes, str] = {k: a.decode("utf-8") for k, a in old.items()}
+    new_pairs: list[tuple[dict[str, Any], str, str]] = []
+    conflicts: list[str] = []
+    for inp, ans in added:
+        key = canonical_key(inp)
+        a = canonical_json(ans)
+        have = merged.get(key)
+        if have is None:
+            merged[key] = a
+            new_pairs.append((inp, key.decode("utf-8"), a))
+        elif have != a:
+            conflicts.append(key.decode("utf-8")[:80])
+    return merged, new_pairs, conflicts
+
+
+def _carried_check(old: TableIndex, table: TableModel, decl: dict[str, Any], added: int) -> dict[str, Any]:
+    """The ``installed-table-carried`` check (stored form): every installed entry is in the merged
+    table with its answer, whose bytes (the code's last data segment, digest in ``model.table``)
+    were laid out from it by ``compile_table``, and the table grew by exactly ``added``."""
     missing = changed = 0
     lookup = table.lookup
     for k, a in old.items():
@@ -206,36 +250,30 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
             missing += 1
         elif b.encode("utf-8") != a:
             changed += 1
-    chain = {"name": "installed-table-carried", "extends": decl["extends"], "n": old.entries, "missing": missing,
-             "changed": changed, "digest": decl["digest"], "entries": len(table),
-             "passed": missing == 0 and changed == 0 and len(table) == old.entries + len(new_pairs)}
-    record = eval_record(contract, ctx.generation, draft.model, [*record["checks"], chain],
-                         record["reason"] if chain["passed"] else
-                         f"table refresh refused: the new table lost {missing} and changed {changed} of the "
-                         f"{old.entries} installed entries")
-    record["guard"] = EXACT_MATCH_GUARD
-    lat = call_latency_us(art, added_inputs)
-    eval_id = store.put_eval_run(record)
-    timings["gate"] = time.perf_counter() - t0
-    if record["verdict"] != "pass":
-        raise RungRefused(NAME, record["reason"], eval_id)
+    return {"name": "installed-table-carried", "extends": decl["extends"], "n": old.entries, "missing": missing,
+            "changed": changed, "digest": decl["digest"], "entries": len(table),
+            "passed": missing == 0 and changed == 0 and len(table) == old.entries + added}
+
+
+def _parity(record: dict[str, Any], man: Manifest, old: TableIndex, installed_id: str) -> dict[str, Any]:
+    """The new generation's ``parity``: the gate's witnessed agreement and probe misses, the
+    installed generation's repetition figures, and what was carried from it."""
     checks = {c["name"]: c for c in record["checks"]}
     wa = checks["witnessed-agreement"]
-    parity = {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
-              "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
-              "repetition": (man.get("parity") or {}).get("repetition"),
-              "carried": {"n": old.entries, "from": installed_id}}
-    # fuel of a lookup grows with the key's length (hashed and compared byte by byte; the search
-    # depth is log2 of the entries): measured on the longest keys of the merged table, and on a
-    # spread of the added and the carried entries
+    installed = man.fields.get("parity")
+    return {"witnessed": {k: wa[k] for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
+            "probes": {"n": checks["unwitnessed-probes-miss"]["n"], "hits": checks["unwitnessed-probes-miss"]["hits"]},
+            "repetition": installed.get("repetition") if isinstance(installed, dict) else None,
+            "carried": {"n": old.entries, "from": installed_id}}
+
+
+def _fuel_inputs(table: TableModel, added_inputs: list[dict[str, Any]], carried: list[tuple[str, str]]) -> list[Any]:
+    """The inputs fuel is measured on. Fuel of a lookup grows with the key's length (hashed and
+    compared byte by byte; the search depth is log2 of the entries): the longest keys of the
+    merged table, and a spread of the added and the carried entries."""
     longest = sorted(table.keys, key=len)[-FUEL_LONGEST:]
-    fuel_inputs = ([json.loads(k) for k in longest] + _spread(added_inputs, FUEL_SPREAD)
-                   + [json.loads(k) for k, _ in _spread(carried, FUEL_SPREAD)])
-    prior_runs = [r for r in man.get("eval_runs", []) if isinstance(r, str)]
-    return emit_generation(ctx, contract, draft, code, art, guard=EXACT_MATCH_GUARD, parity=parity,
-                           eval_runs=[*prior_runs[-1:], eval_id], reason=record["reason"], witnesses=list(witnesses),
-                           store_digest=store_digest, distinct_inputs=len(table), fuel_inputs=fuel_inputs,
-                           latency=lat, timings=timings, model=table)
+    return ([json.loads(k) for k in longest] + _spread(added_inputs, FUEL_SPREAD)
+            + [json.loads(k) for k, _ in _spread(carried, FUEL_SPREAD)])
 
 
 __all__ = ["CARRIED_SAMPLE", "merge_input_schema", "refresh_table"]
