@@ -35,9 +35,14 @@ Per model (random bf16 weights at the real shapes, ``decoder.CONFIGS``):
 4. **HBM floor**: (weight bytes read per step + K/V bytes read) / the copy bandwidth measured in
    this process (``kernels.copy_bandwidth``: a 2 GiB device-to-device copy, bytes read plus bytes
    written counted).
-5. **Per-kernel breakdown** of the compiled step and of the best torch.compile leg
-   (:func:`kernel_breakdown`: profiler over 10 steps; device time per kernel, per category, and
-   the idle time between kernels).
+5. **Per-kernel breakdown** of the compiled step, of the best torch.compile leg and of every
+   fused leg (:func:`kernel_breakdown`: profiler over 10 steps; device time per kernel, per
+   category, and the idle time between kernels).
+6. **The fused decode step** (``fused_step``, presets ``--fused``, at the batches of
+   ``--fused-batches``): a step-level candidate, qualified by the batch-1 numerics (same rule as
+   the compiled step) and, per point, by a NaN-poisoned replay; timed as legs ``fused_<preset>``;
+   ``chosen`` is the fastest of ``compiled`` and those legs, with its floor ratio and its ratio to
+   the best torch.compile.
 
 Output ``DIR/<file>`` (``--file``, default ``e2e.json``; rewritten after every measurement, so a
 run cut short keeps what it measured), ``DIR/<stem>.log`` and ``DIR/<stem>_deopt.jsonl``. Exit 0
@@ -240,20 +245,9 @@ def numerics(cfg, weights, answers, wls, steps: int, seed: int = 3, fused: tuple
 
 
 def _capture(fn: Callable[[], Any], warmup: int = 2):
-    import torch
+    from .choice_step import capture_step
 
-    st = torch.cuda.Stream()
-    st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(st)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = fn()
-    torch.cuda.synchronize()
-    return g, out
+    return capture_step(fn, warmup)
 
 
 class Clocks:
@@ -836,7 +830,10 @@ def main(argv: list[str] | None = None) -> int:
             "eager": "torch eager step, plain launches",
             "eager_graph": "the same eager step captured in one CUDA graph",
             "tc_layer_<i>": f"fresh compile i of: {TC_CONFIGS['layer']}",
-            "tc_whole_<i>": f"fresh compile i of: {TC_CONFIGS['whole']}"},
+            "tc_whole_<i>": f"fresh compile i of: {TC_CONFIGS['whole']}",
+            "fused_<preset>": "fused_step.FusedStep with fused_configs preset <preset> (norm / SwiGLU prologues in the "
+                              "GEMVs, QK-norm in the rotary kernel), one CUDA graph; timed where it passed the "
+                              "numerics; 'chosen' = fastest of compiled and these"},
         "fresh_compile": "each compile in this process, no torch._dynamo.reset() between them: a new code object "
                          "(decoder.unique_entry), a new empty TORCHINDUCTOR_CACHE_DIR"
                          + (", fx_graph_cache and autotune_local_cache off" if args.caches_off else "")

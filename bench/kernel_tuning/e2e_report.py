@@ -335,6 +335,11 @@ def render(s: dict[str, Any], title: str = "e2e") -> str:
                          f"top-1 {n['eager_bf16']['top1_agreement']:.2f}")
     for p in s["not_measured"]:
         lines.append(f"  {p['model']:<13} B={p['batch']} L={p['context']:<5} not measured")
+    for fz in s.get("fused_candidate") or []:
+        best = ("no preset timed" if fz["best_over_compiled"] is None
+                else f"best {fz['best_over_compiled']:.3f}x the compiled step's time")
+        lines.append(f"  {fz['model']:<13} B={fz['batch']} L={fz['context']:<5} fused step ({fz['source']}): {best}, "
+                     f"chosen {fz['chosen_leg']}")
     for k, t in s["targets"].items():
         verdict = "met" if t["met"] else "NOT met" if t["met"] is False else "n/a"
         lines.append(f"  target {k}: {verdict}")

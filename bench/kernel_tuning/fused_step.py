@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from . import decode_kernels as DK
+from .choice_step import capture_step
 from .decoder import DecoderConfig, Weights
 from .fused_configs import Preset, site_config
 from .legality import cdiv
@@ -262,17 +263,7 @@ class FusedStep:
 
     def capture(self, warmup: int = 2) -> None:
         """Warm up on a side stream (compiles every kernel), then capture one step."""
-        st = torch.cuda.Stream()
-        st.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(st):
-            for _ in range(warmup):
-                self.forward()
-        torch.cuda.current_stream().wait_stream(st)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.logits = self.forward()
-        torch.cuda.synchronize()
+        self.graph, self.logits = capture_step(self.forward, warmup)
 
     def replay(self) -> torch.Tensor:
         self.graph.replay()
