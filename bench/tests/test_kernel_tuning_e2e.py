@@ -557,3 +557,32 @@ def test_e2e_unknown_fused_preset_is_one_clear_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: unknown fused preset(s) zzz (known: spec, spec_nopdl, a, a_nopdl)"]
     assert e2e.fused_presets("none") == () and [p.name for p in e2e.fused_presets("a, spec")] == ["a", "spec"]
+
+
+def test_plan_risk_names_exactly_the_recorded_points_that_failed():
+    from bench.kernel_tuning.e2e import parse_plan, plan_risk
+
+    # every recorded batch-1 point attempted after a batch > 1 point in the same process failed with an
+    # illegal memory access (in e2e_8 and e2e_10 the process ended before writing it: the log has it; the
+    # CUDA context was lost, so no later point was attempted), and no other point failed
+    failed = {}
+    for name, e in _parts():
+        failed[name] = {(m, r["batch"], r["context"]) for m, mv in e["models"].items() for r in mv["runs"] if r.get("error")}
+        log = (TRACES / name.replace(".json", ".log")).read_text()
+        attempted = set()
+        for m, pts in e["plan"]:
+            for b, c, _ in pts:
+                if f"{m} B={b} L={c} failed" in log:
+                    assert "illegal memory access" in log.split(f"{m} B={b} L={c} failed", 1)[1][:200]
+                    failed[name].add((m, b, c))
+                if f"{m} B={b} L={c} failed" in log or f"{m} B={b} L={c}: compiled" in log:
+                    attempted.add((m, b, c))
+        plan = [(m, [tuple(p) for p in pts]) for m, pts in e["plan"]]
+        assert set(plan_risk(plan)) & attempted == failed[name], name
+    # 4 runs; in e2e_2 the next point (Qwen3-1.7B 1x4096) failed too, on the lost context
+    assert sorted(n for n, v in failed.items() if v) == ["e2e_10.json", "e2e_2.json", "e2e_8.json", "e2e_9.json"]
+    assert sum(len(v) for v in failed.values()) == 5
+    assert plan_risk(parse_plan("Qwen3-4B=1x512,8x512;Llama-3.2-1B=4x512", "", "", 1)) == []
+    assert plan_risk(parse_plan("Qwen3-4B=8x512;Llama-3.2-1B=1x512,1x4096", "", "", 1)) == [
+        ("Llama-3.2-1B", 1, 512), ("Llama-3.2-1B", 1, 4096)]
+
