@@ -67,6 +67,23 @@ def _qk_triton(cfg: DecoderConfig, batch: int, conf: dict[str, int]):
     return run
 
 
+def capture_step(forward, warmup: int = 2) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """``forward()`` run ``warmup`` times on a side stream (compiles every kernel), then captured
+    in one CUDA graph: ``(graph, logits)``, the logits tensor the replays rewrite."""
+    st = torch.cuda.Stream()
+    st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        for _ in range(warmup):
+            forward()
+    torch.cuda.current_stream().wait_stream(st)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = forward()
+    torch.cuda.synchronize()
+    return graph, logits
+
+
 class ChoiceStep:
     """The compiled decode step for ``batch`` sequences over caches of ``lmax`` positions.
 
@@ -158,17 +175,7 @@ class ChoiceStep:
 
     def capture(self, warmup: int = 2) -> None:
         """Warm up on a side stream (compiles every kernel), then capture one step."""
-        st = torch.cuda.Stream()
-        st.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(st):
-            for _ in range(warmup):
-                self.forward()
-        torch.cuda.current_stream().wait_stream(st)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.logits = self.forward()
-        torch.cuda.synchronize()
+        self.graph, self.logits = capture_step(self.forward, warmup)
 
     def replay(self) -> torch.Tensor:
         self.graph.replay()

@@ -113,7 +113,10 @@ def rope_kv(q_src: torch.Tensor, k_src: torch.Tensor, v_src: torch.Tensor, cos: 
 @triton.jit
 def attn_split_kernel(q_ptr, k_cache, v_cache, pos_ptr, part_ptr, ml_ptr, KV, LMAX, CHUNK, S, scale,
                       G: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, HD: tl.constexpr,
-                      DOT_F32: tl.constexpr):
+                      DOT_F32: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # programmatic dependent launch: wait for the rotary kernel's q and K/V writes
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = pid // KV
@@ -156,7 +159,10 @@ def attn_split_kernel(q_ptr, k_cache, v_cache, pos_ptr, part_ptr, ml_ptr, KV, LM
 
 
 @triton.jit
-def attn_combine_kernel(part_ptr, ml_ptr, out_ptr, S, HD: tl.constexpr, BLOCK_S: tl.constexpr):
+def attn_combine_kernel(part_ptr, ml_ptr, out_ptr, S, HD: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)  # b * heads + h
     s = tl.arange(0, BLOCK_S)
     smask = s < S
@@ -174,10 +180,13 @@ def attn_combine_kernel(part_ptr, ml_ptr, out_ptr, S, HD: tl.constexpr, BLOCK_S:
 class DecodeAttention:
     """Split-KV decode attention over a (B, kv, LMAX, hd) cache; workspaces preallocated so the
     call can be graph-captured. ``__call__(q (B, heads, hd), k_cache, v_cache, pos (B,) int32)``
-    returns (B, heads·hd) in q's dtype (attention over positions 0..pos inclusive)."""
+    returns (B, heads·hd) in q's dtype (attention over positions 0..pos inclusive). ``pdl``
+    launches both kernels with programmatic dependent launch (each waits for its predecessor
+    before its first load; ``fused_step`` chains its launches so)."""
 
     def __init__(self, batch: int, heads: int, kv_heads: int, head_dim: int, lmax: int, dtype: torch.dtype,
-                 device: str = "cuda"):
+                 device: str = "cuda", pdl: bool = False):
+        self.pdl = pdl
         self.b, self.h, self.kv, self.hd, self.lmax = batch, heads, kv_heads, head_dim, lmax
         self.g = heads // kv_heads
         n_blocks = cdiv(lmax, ATTN_BLOCK_N)
@@ -191,10 +200,12 @@ class DecodeAttention:
         self.block_h = max(16, next_pow2(self.g))
 
     def __call__(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        extra = {"launch_pdl": True} if self.pdl else {}
         attn_split_kernel[(self.b * self.kv, self.splits)](
             q, k_cache, v_cache, pos, self.part, self.ml, self.kv, self.lmax, self.chunk, self.splits, self.scale,
-            G=self.g, BLOCK_H=self.block_h, BLOCK_N=ATTN_BLOCK_N, HD=self.hd, DOT_F32=INTERPRET,
-            num_warps=ATTN_WARPS, num_stages=ATTN_STAGES)
+            G=self.g, BLOCK_H=self.block_h, BLOCK_N=ATTN_BLOCK_N, HD=self.hd, DOT_F32=INTERPRET, PDL=self.pdl,
+            num_warps=ATTN_WARPS, num_stages=ATTN_STAGES, **extra)
         attn_combine_kernel[(self.b * self.h,)](self.part, self.ml, self.out, self.splits, HD=self.hd,
-                                                BLOCK_S=max(2, next_pow2(self.splits)), num_warps=4)
+                                                BLOCK_S=max(2, next_pow2(self.splits)), PDL=self.pdl, num_warps=4,
+                                                **extra)
         return self.out

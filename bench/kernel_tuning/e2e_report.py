@@ -140,7 +140,31 @@ def run_row(run: dict[str, Any], source: str | None = None) -> dict[str, Any]:
         "breakdown": {n: _breakdown(b, run["floor"]) for n, b in (run.get("breakdown") or {}).items()},
         "logits_rel_vs_eager_graph": {k: _r(v, 5) for k, v in (run.get("logits_rel_vs_eager_graph") or {}).items()},
         "errors": run.get("errors") or {},
+        "fused": fused_row(run),
     }
+
+
+def fused_row(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The fused-step candidate family at one point (``e2e.measure``'s ``fused`` and ``chosen``):
+    per preset its step time, ratio to the per-op compiled step (< 1 = faster), whether it passed
+    the point's checks, and its error; the chosen leg (fastest of compiled and the passing
+    presets), its floor ratio and its ratio to the best torch.compile. None where no preset ran."""
+    fz = run.get("fused") or {}
+    if not fz:
+        return None
+    legs = run.get("legs") or {}
+    c = legs.get("compiled", {}).get("step_ms")
+    presets = {}
+    for n, row in sorted(fz.items()):
+        ms = legs.get(n, {}).get("step_ms")
+        presets[n] = {"step_ms": _r(ms), "over_compiled": _r(ms / c) if ms and c else None, "ok": row.get("ok"),
+                      "logits_rel_vs_eager_graph": _r(row.get("logits_rel_vs_eager_graph"), 5),
+                      "error": (row.get("error") or "")[:160] or None}
+    ch = run.get("chosen") or {}
+    timed = [v["over_compiled"] for v in presets.values() if v["over_compiled"] is not None]
+    return {"presets": presets, "chosen_leg": ch.get("leg"), "chosen_step_ms": _r(ch.get("step_ms")),
+            "chosen_floor_ratio": _r(ch.get("floor_ratio")), "chosen_vs_best_torch_compile": _r(ch.get("vs_best_torch_compile")),
+            "best_over_compiled": min(timed) if timed else None}
 
 
 def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -153,6 +177,7 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     other: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     numerics: dict[str, Any] = {}
+    fused_numerics: dict[str, Any] = {}
     tiers: dict[str, dict[str, dict[str, int]]] = {}
     deopts: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
@@ -170,6 +195,10 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 numerics[m] = {k: {"max_rel_err": _r(n[k]["max_rel_err"], 5), "median_rel_err": _r(n[k]["median_rel_err"], 5),
                                    "top1_agreement": n[k]["top1_agreement"]} for k in ("compiled", "eager_bf16")}
                 numerics[m].update(steps=n["steps"], batch=n["batch"], source=name)
+            if n and n.get("fused"):
+                fused_numerics[f"{m}:{name}"] = {
+                    k: {"max_rel_err": _r(v.get("max_rel_err"), 5), "top1_agreement": v.get("top1_agreement"),
+                        "ok": v.get("ok"), "error": v.get("error")} for k, v in n["fused"].items()}
             t = tiers.setdefault(m, {})
             for b, rows in (mv.get("answers") or {}).items():
                 for row in rows.values():
@@ -188,11 +217,30 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                     other.append(row)
     for rows in models.values():
         rows.sort(key=lambda r: HEADLINE_POINTS.index((r["batch"], r["context"])))
+    # every measurement of a point (the headline keeps the first), and every fused-family row
+    repeats: dict[str, list[dict[str, Any]]] = {}
+    fused: list[dict[str, Any]] = []
+    for name, e in parts:
+        for m, mv in (e.get("models") or {}).items():
+            for run in mv.get("runs") or []:
+                if run.get("error"):
+                    continue
+                row = run_row(run, name)
+                repeats.setdefault(f"{m} {run['batch']}x{run['context']}", []).append(
+                    {"source": name, "compiled_ms": row["step_ms"]["compiled"],
+                     "best_torch_compile_ms": row["step_ms"]["best_torch_compile"],
+                     "vs_best_torch_compile": row["vs_best_torch_compile"], "floor_ratio": row["floor_ratio"],
+                     "compiles": {k: v["compiles"] for k, v in row["torch_compile_configs"].items()}})
+                if row["fused"]:
+                    fused.append(dict(row["fused"], model=m, batch=run["batch"], context=run["context"], source=name,
+                                      compiled_ms=row["step_ms"]["compiled"]))
     measured = {(m, r["batch"], r["context"]) for m, rows in models.items() for r in rows}
     missing = sorted({p for p in planned if (p[1], p[2]) in HEADLINE_POINTS} - measured)
     return {"runs": runs, "models": models, "other_points": other, "failed_points": failed,
             "not_measured": [{"model": m, "batch": b, "context": c} for m, b, c in missing],
-            "numerics": numerics, "answer_tiers": tiers, "deopts": deopts}
+            "numerics": numerics, "answer_tiers": tiers, "deopts": deopts,
+            "repeats": {k: v for k, v in repeats.items() if len(v) > 1}, "fused_candidate": fused,
+            "fused_numerics": fused_numerics}
 
 
 def summarize_runs(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -287,6 +335,11 @@ def render(s: dict[str, Any], title: str = "e2e") -> str:
                          f"top-1 {n['eager_bf16']['top1_agreement']:.2f}")
     for p in s["not_measured"]:
         lines.append(f"  {p['model']:<13} B={p['batch']} L={p['context']:<5} not measured")
+    for fz in s.get("fused_candidate") or []:
+        best = ("no preset timed" if fz["best_over_compiled"] is None
+                else f"best {fz['best_over_compiled']:.3f}x the compiled step's time")
+        lines.append(f"  {fz['model']:<13} B={fz['batch']} L={fz['context']:<5} fused step ({fz['source']}): {best}, "
+                     f"chosen {fz['chosen_leg']}")
     for k, t in s["targets"].items():
         verdict = "met" if t["met"] else "NOT met" if t["met"] is False else "n/a"
         lines.append(f"  target {k}: {verdict}")
