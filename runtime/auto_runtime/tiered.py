@@ -74,6 +74,7 @@ import logging
 import math
 import threading
 from dataclasses import dataclass
+from itertools import repeat
 from time import perf_counter_ns
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -155,6 +156,11 @@ class _Generation(NamedTuple):
     artifact_id: str | None
     task: str | None
     tightened: str | None = None
+    table: Callable[[Any], Any] | None = None
+    """The artifact's table answers whose schema check is known to pass
+    (:meth:`Artifact.table_answer`), or None."""
+    table_many: Callable[[list[Any]], list[Any]] | None = None
+    """The same for a list of inputs, or None."""
 
 
 def _no_validation(obj: Any) -> None:
@@ -273,8 +279,10 @@ class TieredTask:
                                       f"{missing_tools_line(missing, self._tools or {})}")
             assert self._tools is not None
             artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
+        tab = artifact.table if not artifact.tools else None
         return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
-                           artifact.id, self._task)
+                           artifact.id, self._task, None, tab.answer if tab is not None else None,
+                           tab.answers if tab is not None else None)
 
     def swap(self, artifact: Artifact | None) -> Artifact | None:
         """Install ``artifact`` (or ``None``) as the current generation, atomically.
@@ -368,7 +376,28 @@ class TieredTask:
             InputSchemaError: the input violates the schema and there is no reference.
             Exception: whatever the reference raises.
         """
-        return self._call(input_obj, False)
+        # the table-hit path inline (no further frame): overlay first, then the table, the guard,
+        # the audit's selection; anything else goes the whole way
+        t0 = perf_counter_ns()
+        g = self._gen
+        table = g.table
+        if table is None or self.overlay is not None:
+            return self._call(input_obj, False, t0, None, g)
+        out = table(input_obj)
+        if out is None:
+            return self._call(input_obj, False, t0, False, g)
+        try:
+            passed, p = g.guard.decide_output(out)
+        except Exception:  # noqa: BLE001 - decided again in _call, where a failure deopts
+            passed = False
+        if not passed:
+            return self._call(input_obj, False, t0, out, g)
+        score = out["nonconformity"]
+        if self._audit.active:
+            self._audit.offer(input_obj, out["answer"], task=g.task, artifact_id=g.artifact_id,
+                              generation=g.generation, score=score)
+        return CallResult(out["answer"], TIER_1, "guard-pass", score, p, (perf_counter_ns() - t0) / 1000.0,
+                          g.generation, g.artifact_id, out)
 
     def decide(self, input_obj: Any) -> CallResult:
         """Like calling, but the reference is never called here: an input the artifact does not
@@ -399,20 +428,44 @@ class TieredTask:
         except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
             log.exception("capture hook failed for task %s (answer kept)", self._task)
 
-    def _call(self, input_obj: Any, defer: bool) -> CallResult:
-        t0 = perf_counter_ns()
-        g = self._gen
+    def _call(self, input_obj: Any, defer: bool, t0: int | None = None, table_out: Any = None,
+              g: _Generation | None = None) -> CallResult:
+        """One call on generation ``g`` (default: the installed one). ``table_out``: what its
+        table answered for this input when the caller asked it already (``False``: nothing;
+        None: not asked), the overlay not consulted then (none is set)."""
+        if t0 is None:
+            t0 = perf_counter_ns()
+        if g is None:
+            g = self._gen
+        if table_out is None:
+            ov = self.overlay
+            if ov is not None:
+                hit, answer = ov.lookup(input_obj)
+                if hit:
+                    return self._overlay_answer(input_obj, answer, g, t0)
+            # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
+            table = g.table
+            out = table(input_obj) if table is not None else None
+        else:
+            out = table_out or None
+        if out is not None:
+            guard = g.guard
+            try:
+                passed, p = guard.decide_output(out)
+            except Exception:  # noqa: BLE001 - decided again below, where a failure deopts
+                passed = False
+            if passed:
+                audit = self._audit
+                score = out["nonconformity"]
+                if audit.active:
+                    audit.offer(input_obj, out["answer"], task=g.task, artifact_id=g.artifact_id,
+                                generation=g.generation, score=score)
+                return CallResult(out["answer"], TIER_1, "guard-pass", score, p,
+                                  (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         art = g.artifact
-        ov = self.overlay
-        if ov is not None:
-            hit, answer = ov.lookup(input_obj)
-            if hit:
-                return self._overlay_answer(input_obj, answer, g, t0)
         answers = defer or self._reference is not None
         if art is None:
             return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0, None, defer)
-        # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
-        out = art.table_answer(input_obj) if g.validate is art.validate_input else None
         if out is None:
             try:
                 g.validate(input_obj)
@@ -574,44 +627,48 @@ class TieredTask:
         if art is None:
             deopts = [(i, "no-artifact", None, None, None) for i in range(n)]
         else:
-            ok: list[int] = []
             validate = g.validate
-            # table hits whose schema check is known to pass (Artifact.table_answer), answered here
-            pre: dict[int, Any] = {}
-            known = art.table_answer if art.table is not None and validate is art.validate_input else None
-            for i, x in enumerate(items):
-                if known is not None:
-                    o = known(x)
-                    if o is not None:
-                        pre[i] = o
-                        ok.append(i)
-                        continue
-                try:
-                    validate(x)
-                except InputSchemaError as e:
-                    if self._reference is None:
-                        raise
-                    deopts.append((i, f"input-schema: {e}", None, None, None))
-                else:
-                    ok.append(i)
+            # table hits whose schema check is known to pass (Artifact.table_answer), answered here;
+            # the rest are validated and run through run_batch, chunk by chunk
+            many = g.table_many
+            outs_all: list[Any] = many(items) if many is not None else [None] * n
+            ok: list[int] | range = range(n)
+            miss = [i for i, o in enumerate(outs_all) if o is None] if None in outs_all else []
+            run: list[int] = []
+            if miss:
+                for i in miss:
+                    try:
+                        validate(items[i])
+                    except InputSchemaError as e:
+                        if self._reference is None:
+                            raise
+                        deopts.append((i, f"input-schema: {e}", None, None, None))
+                    else:
+                        run.append(i)
+                if deopts:
+                    bad = {d[0] for d in deopts}
+                    ok = [i for i in range(n) if i not in bad]
             chunk = self.batch_chunk
+            for start in range(0, len(run), chunk):
+                idx = run[start:start + chunk]
+                for i, o in zip(idx, self._run_chunk(art, [items[i] for i in idx])):
+                    outs_all[i] = o
             gen, aid = g.generation, g.artifact_id
             for start in range(0, len(ok), chunk):
                 idx = ok[start:start + chunk]
-                if pre:
-                    rest = [i for i in idx if i not in pre]
-                    ran = iter(self._run_chunk(art, [items[i] for i in rest]) if rest else ())
-                    outs = [pre[i] if i in pre else next(ran) for i in idx]
-                else:
-                    outs = self._run_chunk(art, [items[i] for i in idx])
+                outs = outs_all[start:start + chunk] if ok.__class__ is range else [outs_all[i] for i in idx]
                 passed, pvals, failed = self._decide_chunk(g, outs)
+                if not miss and False not in passed:  # all table hits (dicts with an answer), all passed
+                    results[start:start + len(outs)] = map(
+                        CallResult, [o["answer"] for o in outs], repeat(TIER_1), repeat("guard-pass"),
+                        [o["nonconformity"] for o in outs], [None if p != p else p for p in pvals], repeat(0.0),
+                        repeat(gen), repeat(aid), outs)
+                    continue
                 for i, o, ok_j, p in zip(idx, outs, passed, pvals):
-                    score = o.get("nonconformity") if o.__class__ is dict else None
-                    if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
-                        if "answer" in o:
-                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
-                                                    None if p != p else p, 0.0, gen, aid, o)
-                            continue
+                    if ok_j and o.__class__ is dict and "answer" in o:  # a guard passes only dict outputs
+                        results[i] = CallResult(o["answer"], TIER_1, "guard-pass", o.get("nonconformity"),
+                                                None if p != p else p, 0.0, gen, aid, o)
+                        continue
                     if o.__class__ is not dict:  # the AutoError of a per-item retry
                         if isinstance(o, InputSchemaError) and self._reference is None:
                             raise o
@@ -620,7 +677,7 @@ class TieredTask:
                         deopts.append((i, f"artifact-error: {o.get('error')}", None, None, None))
                     else:
                         p = None if p != p else p
-                        deopts.append((i, failed or self._reason(g, o, p), score, p, o))
+                        deopts.append((i, failed or self._reason(g, o, p), o.get("nonconformity"), p, o))
             audit = self._audit
             if audit.active:
                 for i, r in enumerate(results):
