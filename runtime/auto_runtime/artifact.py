@@ -496,6 +496,23 @@ class Artifact:
         sess = session if session is not None else self.new_session()
         return self._invoke(data, False, 1, _check_one, sess)
 
+    def call_encoded(self, data: bytes, input_obj: Any) -> dict[str, Any]:
+        """:meth:`call` on ``input_obj`` whose canonical bytes ``data`` the caller has computed
+        (``canonical_text(input_obj).encode("utf-8")``, e.g. by
+        :attr:`auto_runtime.table.TableIndex.lookup`): the same answer, without encoding again.
+
+        Raises:
+            Same as :meth:`call`.
+        """
+        table = self.table
+        if table is not None:
+            out = table.hit(data, input_obj)
+            if out is not None:
+                return out
+        if not self.tools:
+            return self._invoke(data, False, 1, _check_one)
+        return self._invoke(data, False, 1, _check_one, self.new_session())
+
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.
 

@@ -16,8 +16,9 @@ hashes a byte position at a time.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -92,47 +93,42 @@ def fnv1a64(data: bytes) -> int:
 
 
 class _Hasher:
-    """The compiled hasher and one instance, reused (calls are serialized by a lock)."""
+    """The compiled hasher; each call runs in a fresh instance (its memory, grown to the input's
+    size, is freed after the call)."""
 
     def __init__(self) -> None:
         import wasmtime
 
         self._wasmtime = wasmtime
-        engine = wasmtime.Engine()
-        self._store = wasmtime.Store(engine)
-        inst = wasmtime.Instance(self._store, wasmtime.Module(engine, HASHER_WAT), [])
-        ex = inst.exports(self._store)
-        self._memory = ex["memory"]
-        self._hash = ex["hash"]
-        self._check = ex["check"]
-        self._lock = threading.Lock()
+        self._engine = wasmtime.Engine()
+        self._module = wasmtime.Module(self._engine, HASHER_WAT)
+
+    def _instance(self, need: int) -> tuple[Any, Any, Any, int]:
+        wt = self._wasmtime
+        store = wt.Store(self._engine)
+        ex = wt.Instance(store, self._module, []).exports(store)
+        mem = ex["memory"]
+        have = mem.data_len(store)
+        if need > have:
+            mem.grow(store, (need - have + PAGE - 1) // PAGE)
+        return store, mem, ex, ctypes.addressof(mem.data_ptr(store).contents)
 
     def __call__(self, keys: Sequence[bytes], lens: np.ndarray) -> np.ndarray:
         n = len(keys)
         blob = b"".join(keys)
-        lens = lens.astype("<u4").tobytes()
-        need = len(blob) + 4 * n + 8 * n + 8
-        with self._lock:
-            st, mem = self._store, self._memory
-            have = mem.data_len(st)
-            if need > have:
-                mem.grow(st, (need - have + PAGE - 1) // PAGE)
-            lens_at = len(blob)
-            out_at = (lens_at + 4 * n + 7) // 8 * 8
-            mem.write(st, blob, 0)
-            mem.write(st, lens, lens_at)
-            self._hash(st, 0, lens_at, n, out_at)
-            out = np.frombuffer(bytes(mem.read(st, out_at, out_at + 8 * n)), dtype="<u8")
-        return out
+        lens_b = lens.astype("<u4").tobytes()
+        lens_at = len(blob)
+        out_at = (lens_at + 4 * n + 7) // 8 * 8
+        store, mem, ex, base = self._instance(out_at + 8 * n)
+        ctypes.memmove(base, blob, len(blob))
+        ctypes.memmove(base + lens_at, lens_b, len(lens_b))
+        ex["hash"](store, 0, lens_at, n, out_at)
+        return np.frombuffer(ctypes.string_at(base + out_at, 8 * n), dtype="<u8")
 
     def check(self, blob: bytes, n: int, address: int) -> int:
-        with self._lock:
-            st, mem = self._store, self._memory
-            have = mem.data_len(st)
-            if len(blob) > have:
-                mem.grow(st, (len(blob) - have + PAGE - 1) // PAGE)
-            mem.write(st, blob, 0)
-            return int(self._check(st, 0, n, -address))
+        store, mem, ex, base = self._instance(len(blob))
+        ctypes.memmove(base, blob, len(blob))
+        return int(ex["check"](store, 0, n, -address))
 
 
 _hasher: _Hasher | None = None

@@ -102,6 +102,9 @@ class TableIndex:
             before through ``hit`` (None: never seen, or not of the known shape); no encoding.
         answer: ``answer(obj) -> dict | None``: the hit output of an input whose schema check is
             known to pass (see :meth:`bind_schema`), else None; never raises.
+        lookup: ``lookup(obj) -> (dict | None, bytes | None)``: ``answer`` and the input's
+            canonical bytes where they were computed (None where not), so a miss is not encoded
+            again to run the code.
         answers: ``answers(objs: list) -> list[dict | None]``: ``answer`` of each, in order.
         dropped: keys whose declared answer the code did not give (removed; see :meth:`bind_code`).
 
@@ -123,7 +126,7 @@ class TableIndex:
     """
 
     __slots__ = ("entries", "digest", "address", "nbytes", "margin", "nonconformity", "fields", "hit", "recall",
-                 "answer", "answers", "value_key", "dropped", "_entries", "_validate", "_run_code", "_verified")
+                 "answer", "answers", "lookup", "value_key", "dropped", "_entries", "_validate", "_run_code", "_verified")
 
     def __init__(self, entries: dict[bytes, _Answer], *, digest: str, address: int, nbytes: int, margin: float,
                  nonconformity: float, fields: tuple[str, ...] | None, fresh: bool | None = None) -> None:
@@ -210,50 +213,53 @@ class TableIndex:
                 a = seen_get(vk) if vk is not None else None
                 return None if a is None else out(a)
 
-        def probe(obj: Any) -> bytes | None:
-            """The canonical bytes of a plain object that is a table key and passes the schema
-            check (remembered), else None."""
-            validate = self._validate
-            if validate is None or obj.__class__ is not dict:
+        def encode_plain(obj: Any) -> bytes | None:
+            """The canonical bytes of a plain object, else None."""
+            if obj.__class__ is not dict:
                 return None
             plain = _PLAIN
             for k, v in obj.items():
                 if k.__class__ is not str or v.__class__ not in plain:
                     return None
             try:
-                key = canonical_text(obj).encode("utf-8")
+                return canonical_text(obj).encode("utf-8")
             except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
                 return None
-            if key not in entries:
-                return None
+
+        def admissible(obj: Any, key: bytes | None) -> bool:
+            """Whether ``key`` (``obj``'s canonical bytes) is a table key whose input passes the
+            schema check (its first verdict remembered)."""
+            if key is None or key not in entries or self._validate is None:
+                return False
             if key not in admitted_keys:
                 try:  # the first hit of these bytes: their verdict, remembered when it passes
-                    validate(obj)
+                    self._validate(obj)
                 except InputSchemaError:
-                    return None  # the caller validates again and deopts
+                    return False  # the caller validates again and deopts
                 admitted_keys.add(key)
-            return key
+            return True
 
-        def admit(objs: list[Any], vks: list[Any]) -> list[dict[str, Any] | None]:
-            """``answer`` of inputs not in the admitted memory (value keys ``vks``, None where
-            there is none): probed, their first hits confirmed together, remembered."""
-            keys = [probe(o) for o in objs]
+        def admit(objs: list[Any], vks: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None]]:
+            """``lookup`` of inputs not in the admitted memory (value keys ``vks``, None where
+            there is none): encoded, their first hits confirmed together, remembered."""
+            keys = [encode_plain(o) for o in objs]
+            ok = [admissible(o, k) for o, k in zip(objs, keys)]
             bound = self._run_code is not None
             if bound:
-                confirm([k for k in keys if k is not None and k not in verified])
+                confirm([k for k, y in zip(keys, ok) if y and k not in verified])
             outs: list[dict[str, Any] | None] = []
-            for key, vk in zip(keys, vks):
-                a = get(key) if key is not None and (key in verified or not bound) else None
+            for key, y, vk in zip(keys, ok, vks):
+                a = get(key) if y and (key in verified or not bound) else None
                 if a is None:
                     outs.append(None)
                     continue
                 if vk is not None:
                     admitted[vk] = a
                 outs.append(out(a))
-            return outs
+            return outs, keys
 
         if one is not None:
-            def answer(obj: Any) -> dict[str, Any] | None:
+            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
                 vk = None
                 if obj.__class__ is dict and len(obj) == 1:
                     (k, v), = obj.items()
@@ -262,17 +268,22 @@ class TableIndex:
                         a = admitted_get(v)
                         if a is not None:
                             return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
-                                    "nonconformity": nonconformity}
+                                    "nonconformity": nonconformity}, None
                         vk = v
-                return admit([obj], [vk])[0]
+                outs, keys = admit([obj], [vk])
+                return outs[0], keys[0]
         else:
-            def answer(obj: Any) -> dict[str, Any] | None:
+            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
                 vk = value_key(obj)
                 if vk is not None:
                     a = admitted_get(vk)
                     if a is not None:
-                        return out(a)
-                return admit([obj], [vk])[0]
+                        return out(a), None
+                outs, keys = admit([obj], [vk])
+                return outs[0], keys[0]
+
+        def answer(obj: Any) -> dict[str, Any] | None:
+            return lookup(obj)[0]
 
         fresh_any = any(a.fresh for a in entries.values()) if fresh is None else fresh
         dict_set, one_set, str_set, value_types = {dict}, {1}, {str}, {str, int}
@@ -301,12 +312,13 @@ class TableIndex:
                 return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got]
             rest = [i for i, a in enumerate(got) if a is None]
             outs: list[Any] = [None if a is None else out(a) for a in got]
-            for i, o in zip(rest, admit([objs[i] for i in rest], [vals[i] for i in rest])):
+            for i, o in zip(rest, admit([objs[i] for i in rest], [vals[i] for i in rest])[0]):
                 outs[i] = o
             return outs
 
         self.hit = hit
         self.recall = recall
+        self.lookup = lookup
         self.answer = answer
         self.answers = answers
 

@@ -156,9 +156,9 @@ class _Generation(NamedTuple):
     artifact_id: str | None
     task: str | None
     tightened: str | None = None
-    table: Callable[[Any], Any] | None = None
-    """The artifact's table answers whose schema check is known to pass
-    (:meth:`Artifact.table_answer`), or None."""
+    table: Callable[[Any], tuple[Any, bytes | None]] | None = None
+    """The artifact's table answers whose schema check is known to pass, with the input's
+    canonical bytes where computed (:attr:`auto_runtime.table.TableIndex.lookup`), or None."""
     table_many: Callable[[list[Any]], list[Any]] | None = None
     """The same for a list of inputs, or None."""
 
@@ -281,7 +281,7 @@ class TieredTask:
             artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
         tab = artifact.table if not artifact.tools else None
         return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
-                           artifact.id, self._task, None, tab.answer if tab is not None else None,
+                           artifact.id, self._task, None, tab.lookup if tab is not None else None,
                            tab.answers if tab is not None else None)
 
     def swap(self, artifact: Artifact | None) -> Artifact | None:
@@ -383,15 +383,15 @@ class TieredTask:
         table = g.table
         if table is None or self.overlay is not None:
             return self._call(input_obj, False, t0, None, g)
-        out = table(input_obj)
+        out, key = table(input_obj)
         if out is None:
-            return self._call(input_obj, False, t0, False, g)
+            return self._call(input_obj, False, t0, (None, key), g)
         try:
             passed, p = g.guard.decide_output(out)
         except Exception:  # noqa: BLE001 - decided again in _call, where a failure deopts
             passed = False
         if not passed:
-            return self._call(input_obj, False, t0, out, g)
+            return self._call(input_obj, False, t0, (out, key), g)
         score = out["nonconformity"]
         if self._audit.active:
             self._audit.offer(input_obj, out["answer"], task=g.task, artifact_id=g.artifact_id,
@@ -428,11 +428,11 @@ class TieredTask:
         except Exception:  # noqa: BLE001 - a capture failure must not lose the answer
             log.exception("capture hook failed for task %s (answer kept)", self._task)
 
-    def _call(self, input_obj: Any, defer: bool, t0: int | None = None, table_out: Any = None,
-              g: _Generation | None = None) -> CallResult:
+    def _call(self, input_obj: Any, defer: bool, t0: int | None = None,
+              table_out: tuple[Any, bytes | None] | None = None, g: _Generation | None = None) -> CallResult:
         """One call on generation ``g`` (default: the installed one). ``table_out``: what its
-        table answered for this input when the caller asked it already (``False``: nothing;
-        None: not asked), the overlay not consulted then (none is set)."""
+        table's lookup gave for this input when the caller asked it already (None: not asked),
+        the overlay not consulted then (none is set)."""
         if t0 is None:
             t0 = perf_counter_ns()
         if g is None:
@@ -445,9 +445,9 @@ class TieredTask:
                     return self._overlay_answer(input_obj, answer, g, t0)
             # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
             table = g.table
-            out = table(input_obj) if table is not None else None
+            out, key = table(input_obj) if table is not None else (None, None)
         else:
-            out = table_out or None
+            out, key = table_out
         if out is not None:
             guard = g.guard
             try:
@@ -477,7 +477,7 @@ class TieredTask:
                 return self._call_capability(input_obj, g, t0, defer)
         try:
             if out is None:
-                out = art.call(input_obj)
+                out = art.call(input_obj) if key is None else art.call_encoded(key, input_obj)
         except AutoError as e:
             if isinstance(e, InputSchemaError) and not answers:
                 raise
