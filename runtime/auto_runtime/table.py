@@ -106,6 +106,9 @@ class TableIndex:
             canonical bytes where they were computed (None where not), so a miss is not encoded
             again to run the code.
         answers: ``answers(objs: list) -> list[dict | None]``: ``answer`` of each, in order.
+        lookup_many: ``lookup_many(objs) -> (outs, keys | None)``: ``answers`` and, where some
+            missed, each input's canonical bytes where computed (None: not; the whole list None
+            when every input hit).
         dropped: keys whose declared answer the code did not give (removed; see :meth:`bind_code`).
 
     Every answer is the code's: once :meth:`bind_code` gives the code, the first hit of each
@@ -126,7 +129,7 @@ class TableIndex:
     """
 
     __slots__ = ("entries", "digest", "address", "nbytes", "margin", "nonconformity", "fields", "hit", "recall",
-                 "answer", "answers", "lookup", "value_key", "dropped", "_entries", "_validate", "_run_code", "_verified")
+                 "answer", "answers", "lookup", "lookup_many", "value_key", "dropped", "_entries", "_validate", "_run_code", "_verified")
 
     def __init__(self, entries: dict[bytes, _Answer], *, digest: str, address: int, nbytes: int, margin: float,
                  nonconformity: float, fields: tuple[str, ...] | None, fresh: bool | None = None) -> None:
@@ -258,6 +261,24 @@ class TableIndex:
                 outs.append(out(a))
             return outs, keys
 
+        def admit_one(obj: Any, vk: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+            """``admit`` of one input (no lists on the way of a miss)."""
+            key = encode_plain(obj)
+            if key is None or key not in entries:
+                return None, key
+            if not admissible(obj, key):
+                return None, key
+            if key not in verified and self._run_code is not None:
+                confirm([key])
+                if key not in verified:
+                    return None, key
+            a = get(key)
+            if a is None:
+                return None, key
+            if vk is not None:
+                admitted[vk] = a
+            return out(a), key
+
         if one is not None:
             def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
                 vk = None
@@ -270,8 +291,7 @@ class TableIndex:
                             return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
                                     "nonconformity": nonconformity}, None
                         vk = v
-                outs, keys = admit([obj], [vk])
-                return outs[0], keys[0]
+                return admit_one(obj, vk)
         else:
             def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
                 vk = value_key(obj)
@@ -279,8 +299,7 @@ class TableIndex:
                     a = admitted_get(vk)
                     if a is not None:
                         return out(a), None
-                outs, keys = admit([obj], [vk])
-                return outs[0], keys[0]
+                return admit_one(obj, vk)
 
         def answer(obj: Any) -> dict[str, Any] | None:
             return lookup(obj)[0]
@@ -288,7 +307,7 @@ class TableIndex:
         fresh_any = any(a.fresh for a in entries.values()) if fresh is None else fresh
         dict_set, one_set, str_set, value_types = {dict}, {1}, {str}, {str, int}
 
-        def answers(objs: list[Any]) -> list[dict[str, Any] | None]:
+        def lookup_many(objs: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None] | None]:
             vals: list[Any] | None = None
             if (one is not None and objs and set(map(type, objs)) == dict_set and set(map(len, objs)) == one_set
                     and set(map(type, chain.from_iterable(objs))) == str_set):
@@ -308,17 +327,24 @@ class TableIndex:
                 got = list(map(admitted_get, vals))
             if None not in got:
                 if fresh_any:
-                    return [out(a) for a in got]
-                return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got]
+                    return [out(a) for a in got], None
+                return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got], None
             rest = [i for i, a in enumerate(got) if a is None]
             outs: list[Any] = [None if a is None else out(a) for a in got]
-            for i, o in zip(rest, admit([objs[i] for i in rest], [vals[i] for i in rest])[0]):
+            keys: list[bytes | None] = [None] * len(objs)
+            more, more_keys = admit([objs[i] for i in rest], [vals[i] for i in rest])
+            for i, o, k in zip(rest, more, more_keys):
                 outs[i] = o
-            return outs
+                keys[i] = k
+            return outs, keys
+
+        def answers(objs: list[Any]) -> list[dict[str, Any] | None]:
+            return lookup_many(objs)[0]
 
         self.hit = hit
         self.recall = recall
         self.lookup = lookup
+        self.lookup_many = lookup_many
         self.answer = answer
         self.answers = answers
 

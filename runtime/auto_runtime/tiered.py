@@ -159,8 +159,8 @@ class _Generation(NamedTuple):
     table: Callable[[Any], tuple[Any, bytes | None]] | None = None
     """The artifact's table answers whose schema check is known to pass, with the input's
     canonical bytes where computed (:attr:`auto_runtime.table.TableIndex.lookup`), or None."""
-    table_many: Callable[[list[Any]], list[Any]] | None = None
-    """The same for a list of inputs, or None."""
+    table_many: Callable[[list[Any]], tuple[list[Any], list[bytes | None] | None]] | None = None
+    """The same for a list of inputs (:attr:`auto_runtime.table.TableIndex.lookup_many`), or None."""
 
 
 def _no_validation(obj: Any) -> None:
@@ -282,7 +282,7 @@ class TieredTask:
         tab = artifact.table if not artifact.tools else None
         return _Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
                            artifact.id, self._task, None, tab.lookup if tab is not None else None,
-                           tab.answers if tab is not None else None)
+                           tab.lookup_many if tab is not None else None)
 
     def swap(self, artifact: Artifact | None) -> Artifact | None:
         """Install ``artifact`` (or ``None``) as the current generation, atomically.
@@ -631,7 +631,7 @@ class TieredTask:
             # table hits whose schema check is known to pass (Artifact.table_answer), answered here;
             # the rest are validated and run through run_batch, chunk by chunk
             many = g.table_many
-            outs_all: list[Any] = many(items) if many is not None else [None] * n
+            outs_all, keys = many(items) if many is not None else ([None] * n, None)
             ok: list[int] | range = range(n)
             miss = [i for i, o in enumerate(outs_all) if o is None] if None in outs_all else []
             run: list[int] = []
@@ -651,7 +651,11 @@ class TieredTask:
             chunk = self.batch_chunk
             for start in range(0, len(run), chunk):
                 idx = run[start:start + chunk]
-                for i, o in zip(idx, self._run_chunk(art, [items[i] for i in idx])):
+                texts = None
+                if keys is not None:
+                    ks = [keys[i] for i in idx]
+                    texts = None if None in ks else ks
+                for i, o in zip(idx, self._run_chunk(art, [items[i] for i in idx], texts)):
                     outs_all[i] = o
             gen, aid = g.generation, g.artifact_id
             for start in range(0, len(ok), chunk):
@@ -715,18 +719,21 @@ class TieredTask:
             return self._guard_failed(g, e)
 
     @staticmethod
-    def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:
-        """Outputs for ``chunk``: dicts, or the :class:`AutoError` an item failed with."""
+    def _run_chunk(art: Artifact, chunk: list[Any], keys: list[bytes] | None = None) -> list[Any]:
+        """Outputs for ``chunk`` (``keys``: their canonical bytes, when known): dicts, or the
+        :class:`AutoError` an item failed with."""
         try:
+            if keys is not None:
+                return art.call_batch_texts([k.decode("utf-8") for k in keys])
             return art.call_batch(chunk)
         except AutoError as e:
             if len(chunk) == 1:
                 return [e]
             log.warning("run_batch of %d items failed (%s); retrying item by item", len(chunk), e)
         outs: list[Any] = []
-        for x in chunk:
+        for i, x in enumerate(chunk):
             try:
-                outs.append(art.call(x))
+                outs.append(art.call(x) if keys is None else art.call_encoded(keys[i], x))
             except AutoError as e:
                 outs.append(e)
         return outs
