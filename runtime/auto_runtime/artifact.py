@@ -487,16 +487,9 @@ class Artifact:
             data = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-        if table is not None:
-            out = table.hit(data, input_obj)
-            if out is not None:
-                return out
-        if not self.tools:
-            return self._invoke(data, False, 1, _check_one)
-        sess = session if session is not None else self.new_session()
-        return self._invoke(data, False, 1, _check_one, sess)
+        return self.call_encoded(data, input_obj, session)
 
-    def call_encoded(self, data: bytes, input_obj: Any) -> dict[str, Any]:
+    def call_encoded(self, data: bytes, input_obj: Any, session: ToolSession | None = None) -> dict[str, Any]:
         """:meth:`call` on ``input_obj`` whose canonical bytes ``data`` the caller has computed
         (``canonical_text(input_obj).encode("utf-8")``, e.g. by
         :attr:`auto_runtime.table.TableIndex.lookup`): the same answer, without encoding again.
@@ -511,7 +504,7 @@ class Artifact:
                 return out
         if not self.tools:
             return self._invoke(data, False, 1, _check_one)
-        return self._invoke(data, False, 1, _check_one, self.new_session())
+        return self._invoke(data, False, 1, _check_one, session if session is not None else self.new_session())
 
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.

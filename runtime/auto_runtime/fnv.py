@@ -32,45 +32,44 @@ VECTOR_MIN_KEYS = 64
 HASHER_WAT = """
 (module
   (memory (export "memory") 1)
+  ;; fnv(p, end): FNV-1a 64 of the bytes [p, end)
+  (func $fnv (param $p i32) (param $end i32) (result i64)
+    (local $h i64)
+    (local.set $h (i64.const 0xcbf29ce484222325))
+    (block $last
+      (loop $byte
+        (br_if $last (i32.ge_u (local.get $p) (local.get $end)))
+        (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $p)))
+                               (i64.const 0x100000001b3)))
+        (local.set $p (i32.add (local.get $p) (i32.const 1)))
+        (br $byte)))
+    (local.get $h))
   ;; hash(keys, lens, n, out): keys = the keys' bytes back to back; lens = n u32 lengths;
   ;; out = n u64 hashes (little-endian)
   (func (export "hash") (param $p i32) (param $lens i32) (param $n i32) (param $out i32)
-    (local $i i32) (local $end i32) (local $h i64)
+    (local $i i32) (local $end i32)
     (block $done
       (loop $key
         (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
         (local.set $end (i32.add (local.get $p)
           (i32.load (i32.add (local.get $lens) (i32.shl (local.get $i) (i32.const 2))))))
-        (local.set $h (i64.const 0xcbf29ce484222325))
-        (block $last
-          (loop $byte
-            (br_if $last (i32.ge_u (local.get $p) (local.get $end)))
-            (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $p)))
-                                   (i64.const 0x100000001b3)))
-            (local.set $p (i32.add (local.get $p) (i32.const 1)))
-            (br $byte)))
-        (i64.store (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 3))) (local.get $h))
+        (i64.store (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 3)))
+                   (call $fnv (local.get $p) (local.get $end)))
+        (local.set $p (local.get $end))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $key))))
   ;; check(index, n, delta) -> the first entry whose hash is not its key's, or -1; index = n
   ;; entries of 24 bytes (hash u64 | key ptr u32 | key len u32 | ...), a key at its ptr + delta
   (func (export "check") (param $ix i32) (param $n i32) (param $delta i32) (result i32)
-    (local $i i32) (local $p i32) (local $end i32) (local $h i64) (local $e i32)
+    (local $i i32) (local $p i32) (local $e i32)
     (block $done
       (loop $key
         (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
         (local.set $e (i32.add (local.get $ix) (i32.mul (local.get $i) (i32.const 24))))
         (local.set $p (i32.add (i32.load offset=8 (local.get $e)) (local.get $delta)))
-        (local.set $end (i32.add (local.get $p) (i32.load offset=12 (local.get $e))))
-        (local.set $h (i64.const 0xcbf29ce484222325))
-        (block $last
-          (loop $byte
-            (br_if $last (i32.ge_u (local.get $p) (local.get $end)))
-            (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $p)))
-                                   (i64.const 0x100000001b3)))
-            (local.set $p (i32.add (local.get $p) (i32.const 1)))
-            (br $byte)))
-        (if (i64.ne (local.get $h) (i64.load (local.get $e))) (then (return (local.get $i))))
+        (if (i64.ne (call $fnv (local.get $p) (i32.add (local.get $p) (i32.load offset=12 (local.get $e))))
+                    (i64.load (local.get $e)))
+          (then (return (local.get $i))))
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $key)))
     (i32.const -1))
