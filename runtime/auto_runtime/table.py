@@ -109,7 +109,9 @@ class TableIndex:
         lookup_many: ``lookup_many(objs) -> (outs, keys | None)``: ``answers`` and, where some
             missed, each input's canonical bytes where computed (None: not; the whole list None
             when every input hit).
-        dropped: keys whose declared answer the code did not give (removed; see :meth:`bind_code`).
+        dropped: keys whose declared answer the code did not give (no longer answered from the
+            table; see :meth:`bind_code`). ``len``, ``in``, :meth:`items` and
+            :meth:`answer_bytes` still report the table as read from the bytes.
 
     Every answer is the code's: once :meth:`bind_code` gives the code, the first hit of each
     key runs the key through it and compares (a batch's first hits in one ``run_batch`` call);
@@ -180,6 +182,8 @@ class TableIndex:
                 if o == out(entries[k]):
                     verified.add(k)
                 else:
+                    if self._entries is entries:  # the table as read stays what items() reports
+                        self._entries = dict(entries)
                     entries.pop(k, None)
                     self.dropped.append(k)
                     log.warning("table %s: the code does not answer %r as the table declares (%.80s); the key is "
