@@ -27,6 +27,9 @@ Sections (``--only`` picks some):
   :class:`auto_runtime.Artifact` a ratchet serving it holds (its table verified at load, not read
   again) (seconds, and their stages), and a full compile of the same store with the added
   entries witnessed (``full_recompile_s``): the ratios are the figures.
+* ``load`` — loading a table-only memo of ``--load-entries`` entries with the table fast path
+  (the table read out of the bytes and verified) and with the code alone, in turn
+  ``--load-rounds`` times (seconds).
 
 Every row counts the calls that failed in the artifact (``timeouts``, ``failures``): a timeout on
 a loaded host is a deopt, reported, never fatal.
@@ -293,14 +296,44 @@ def refresh_section(entries: int, add: int, seed: int) -> dict[str, Any]:
             "same_table_as_full_recompile": same}
 
 
+def load_section(entries: int, rounds: int) -> dict[str, Any]:
+    """Seconds to load a table-only memo of ``entries`` entries with the table fast path (the
+    table read and verified) and without it (the code alone), taken in turn ``rounds`` times."""
+    from auto_runtime import Artifact
+
+    from auto.codegen import TableModel, compile_table
+    from auto.compile.witnesses import input_schema
+    from auto.emit import emit
+
+    pairs = [({"ticket": f"Ticket {i:07d}: my order arrived damaged and I want a refund please"}, LABELS[(i * 7) % 6])
+             for i in range(entries)]
+    model = TableModel(pairs)
+    code, decl = compile_table(model)
+    man = {"format": "auto.artifact/1", "task": "memo", "generation": 1, "compiled_as": "memo",
+           "interface": {"input": input_schema([p[0] for p in pairs[:100]]), "output": {"enum": list(LABELS)}},
+           "capabilities": [], "model": {**model.manifest_model(), "table": decl}, "guard": {"method": "exact-match"}}
+    wasm = emit(code, man)
+    times: dict[str, list[float]] = {"fast": [], "code": []}
+    for _ in range(rounds):
+        for name, fast in (("fast", True), ("code", False)):
+            t0 = time.perf_counter()
+            art = Artifact.load(wasm, table_fast_path=fast)
+            times[name].append(round(time.perf_counter() - t0, 3))
+            assert (art.table is not None) == fast
+    return {"entries": entries, "bytes": len(wasm), "load_s": times,
+            "fast/code_median": round(statistics.median(times["fast"]) / statistics.median(times["code"]), 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="table,specialist,refresh")
+    ap.add_argument("--only", default="table,specialist,refresh,load")
     ap.add_argument("--entries", type=int, default=843)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--refresh-entries", type=int, default=10_000)
     ap.add_argument("--refresh-add", type=int, default=100)
+    ap.add_argument("--load-entries", type=int, default=102_400)
+    ap.add_argument("--load-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
@@ -313,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"specialist": out["specialist"]}), file=sys.stderr, flush=True)
     if "refresh" in only:
         out["refresh"] = refresh_section(a.refresh_entries, a.refresh_add, a.seed)
+    if "load" in only:
+        out["load"] = load_section(a.load_entries, a.load_rounds)
     out["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out, indent=2))
     return 0

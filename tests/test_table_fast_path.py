@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from test_table import COLLISIONS, KT, MEMO_ENTRIES, MODELS, UNI
 
 from auto.codegen import compile_table
@@ -15,7 +16,7 @@ from auto.codegen.table_lower import table_blob
 from auto.emit import emit
 from auto_runtime import Artifact, TieredTask
 from auto_runtime.errors import ManifestError
-from auto_runtime.table import ENTRY
+from auto_runtime.table import ENTRY, self_check_sample
 
 from specialist_corpus import tickets
 
@@ -204,3 +205,147 @@ def test_no_fast_path_where_the_code_could_run_out_of_fuel():
         tiny.call(KT[0][0])  # as the code alone does: the fast path never answers where the code could not
     assert Artifact.load(wasm, limits=Limits(fuel=TABLE_FUEL_FACTOR * 1000 - 1)).table is None
     assert Artifact.load(wasm, limits=Limits(fuel=TABLE_FUEL_FACTOR * 1000)).table is not None
+
+
+class _Text(str):
+    pass
+
+
+class _LyingKey(str):
+    """A key that claims to equal every string (and hashes as "k"): it encodes as its own text."""
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return hash("k")
+
+
+def _value_key_tables():
+    from auto.codegen import TableModel
+
+    one = {b'{"k":1}': '"int 1"', b'{"k":"1"}': '"str 1"', b'{"k":' + str(10**30).encode() + b'}': '"big"',
+           b'{"k":"\xc3\xa9"}': '"e acute"', b'{"k":"\\ud800"}': '"lone surrogate"', b'{"k":-7}': '[1,{"x":2}]',
+           # not canonical: the code never answers them, so neither may the fast path
+           b'{"k": 2}': '"spaced"', b'{"k":"\\u0041"}': '"escaped A"'}
+    two = {b'{"a":1,"b":"x"}': '"1x"', b'{"a":"1","b":"x"}': '"s1x"', b'{"a":2,"b":3}': '"23"'}
+    out = {}
+    for name, texts in (("one", one), ("two", two)):
+        # fillers of the same shape, so the load's sample most likely misses ours
+        filler = {(f'{{"k":"filler {i}"}}' if name == "one" else f'{{"a":{i + 10},"b":"filler"}}').encode(): f'"f{i}"'
+                  for i in range(300)}
+        model = TableModel.from_texts({**texts, **filler})
+        code, decl = compile_table(model)
+        wasm = emit(code, manifest(model, decl))
+        fast = Artifact.load(wasm)
+        assert b'{"k":"\\ud800"}' not in self_check_sample(fast.table)  # else the load refuses the table
+        assert fast.table.fields == (("k",) if name == "one" else ("a", "b"))
+        out[name] = (fast, Artifact.load(wasm, table_fast_path=False))
+    return out
+
+
+def _outcome(fn, x):
+    """What ``fn(x)`` gives: its value, or the type of what it raises."""
+    try:
+        return fn(x)
+    except Exception as e:  # noqa: BLE001 - compared, not hidden
+        return type(e)
+
+
+def _probes():
+    lying = _LyingKey("zzz")
+    return [{"k": 1}, {"k": True}, {"k": 1.0}, {"k": "1"}, {"k": 10**30}, {"k": float(10**30)}, {"k": "é"},
+            {"k": "\ud800"}, {"k": -7}, {"k": 2}, {"k": "A"}, {"k": _Text("1")}, {_Text("k"): 1}, {lying: 1},
+            {"k": 1, "j": 2}, {"j": 1}, {}, [1], "k", None, {"k": None}, {"k": [1]},
+            {"a": 1, "b": "x"}, {"a": "1", "b": "x"}, {"b": "x", "a": 1}, {"a": True, "b": "x"}, {"a": 2, "b": 3},
+            {"a": 2.0, "b": 3}, {"a": 2, "b": 3, "c": 4}, {"a": 2, _Text("b"): 3}]
+
+
+def test_inputs_that_hit_before_answer_as_the_code_and_only_those():
+    """The fast path remembers a hit by its value key (no encoding on a repeat); every input,
+    first and repeated, alone and in batches, answers as the code: bool vs int, float vs int,
+    a str vs an int, str subclasses, a key that lies about equality, non-canonical table keys."""
+    for name, (fast, code) in _value_key_tables().items():
+        probes = _probes()
+        for rnd in range(3):  # the first round fills the memory, the others recall from it
+            for x in probes:
+                assert fast.call(x) == code.call(x), (rnd, x)
+                got = fast.table_answer(x)
+                assert got is None or got == code.call(x), (rnd, x)
+            for xs in (probes, list(reversed(probes)), [x for x in probes if x != {"k": "\ud800"}]):
+                assert _outcome(fast.call_batch, xs) == _outcome(code.call_batch, xs)
+        ref = lambda x: "tier-0"  # noqa: E731
+        a, b = TieredTask(fast, ref), TieredTask(code, ref)
+        objs = [x for x in probes if isinstance(x, dict)]
+        for rnd in range(2):
+            for x in objs:
+                r, s = a(x), b(x)
+                assert (r.tier, r.answer, r.reason, r.score, r.output) == (s.tier, s.answer, s.reason, s.score, s.output)
+            rb, sb = a.batch(objs), b.batch(objs)
+            assert [(r.tier, r.answer, r.reason, r.output) for r in rb] == [(s.tier, s.answer, s.reason, s.output)
+                                                                           for s in sb]
+        if name == "one":
+            same = [{"k": 1}, {"k": "1"}] * 40  # all hits: the batch's vectorized path
+            assert [r.output for r in a.batch(same)] == [r.output for r in b.batch(same)]
+            assert [r.answer for r in a.batch(same)] == ["int 1", "str 1"] * 40
+    fast, code = _value_key_tables()["one"]
+    assert b'{"k":"\\ud800"}' in fast.table and fast.table.dropped == []
+    assert fast.call({"k": "\ud800"}) == code.call({"k": "\ud800"}) == {"error": "bad_json"}
+    # the code does not answer that key as the table declares: dropped at its first hit
+    assert fast.table.dropped == [b'{"k":"\\ud800"}'] and fast.call({"k": "\ud800"}) == {"error": "bad_json"}
+    assert b'{"k":"\\ud800"}' in fast.table and dict(fast.table.items())[b'{"k":"\\ud800"}'] == b'"lone surrogate"'
+    assert fast.table_answer({"k": "\ud800"}) is None
+    first = fast.call({"k": -7})
+    first["answer"][1]["x"] = "changed"  # a list or object answer is decoded afresh on every hit
+    assert fast.call({"k": -7})["answer"] == [1, {"x": 2}] == fast.table_answer({"k": -7})["answer"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.dictionaries(st.sampled_from(["k", "j"]),
+                                st.one_of(st.integers(-2, 2), st.booleans(), st.sampled_from([1.0, 0.0, -1.0]),
+                                          st.text(alphabet="1é\ud800A", max_size=2), st.none()),
+                                max_size=2), min_size=1, max_size=12))
+def test_the_fast_path_equals_the_code_on_generated_inputs(xs):
+    from auto.codegen import TableModel
+
+    global _GEN
+    if _GEN is None:
+        entries = [({"k": v}, f"a{i}") for i, v in enumerate([-2, -1, 0, 1, 2, "1", "é", "A", "", "11", "1é"])]
+        entries += [({"k": 1, "j": "A"}, "two"), ({"j": 0}, "j0")]
+        model = TableModel(entries)
+        code, decl = compile_table(model)
+        wasm = emit(code, manifest(model, decl))
+        _GEN = Artifact.load(wasm), Artifact.load(wasm, table_fast_path=False)
+    fast, code = _GEN
+    for x in xs + xs:
+        assert fast.call(x) == code.call(x)
+        got = fast.table_answer(x)
+        assert got is None or got == code.call(x)
+    assert _outcome(fast.call_batch, xs) == _outcome(code.call_batch, xs)
+    assert [r.answer for r in TieredTask(fast, lambda x: None).batch(xs)] == \
+        [r.answer for r in TieredTask(code, lambda x: None).batch(xs)]
+
+
+_GEN = None
+
+
+def test_each_key_runs_the_code_once_then_the_table_answers():
+    fast, code = pair("kt")
+    ran = []
+
+    def run(texts):
+        ran.extend(texts)
+        return fast._code_batch_texts(texts)
+
+    fast.table.bind_code(run)
+    xs = [e[0] for e in KT[:60]]
+    tt = TieredTask(fast, lambda x: None)
+    for _ in range(3):
+        assert [fast.call(x) for x in xs[:20]] == [code.call(x) for x in xs[:20]]
+        assert [r.output for r in tt.batch(xs)] == code.call_batch(xs)
+        assert [tt(x).output for x in xs] == code.call_batch(xs)
+    # the first hit of each key ran it through the code (the batch's in one call), never again;
+    # the load compared its sample already
+    texts = {json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for x in xs}
+    sampled = {k.decode() for k in self_check_sample(fast.table)}
+    assert sorted(ran) == sorted(texts - sampled)

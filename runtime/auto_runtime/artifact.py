@@ -34,8 +34,10 @@ its tool calls); the wall time spent in the host is not charged to the call's co
 (the epoch deadline is re-armed after every host call), and fuel counts only the artifact's own
 instructions.
 An input whose canonical bytes are a key of the verified table is answered from it, without
-entering WebAssembly (the output the code gives for it, a new object each time); every other
-input runs the code (:meth:`Artifact.call_code` always does).
+entering WebAssembly (the output the code gives for it, a new object each time: each key's first
+hit runs the code once and compares, :meth:`auto_runtime.table.TableIndex.bind_code`; a repeated
+input is found without encoding it); every other input runs the code (:meth:`Artifact.call_code`
+always does).
 After any failed call (limit, trap, bad output) the instance is discarded and a fresh Store and
 instance are made before the next call, so no state leaks across a failure.
 """
@@ -204,8 +206,6 @@ class Artifact:
         self.instantiations = 1
         self.signed_by: str | None = None
         self.table: TableIndex | None = None
-        self._table_hit: Callable[[bytes], dict[str, Any] | None] | None = None
-        self._table_checked: set[bytes] = set()  # keys whose (plain) inputs passed validate_input
 
     @functools.cached_property
     def typed_manifest(self) -> Manifest:
@@ -306,8 +306,10 @@ class Artifact:
         if table_fast_path and not decls and _fuel_covers_table(limits, manifest):
             table = read_table(data, info, manifest, source)
             if table is not None:
-                check_against_code(table, art._code_batch_texts, source)
-                art.table, art._table_hit = table, table.hit
+                sample = check_against_code(table, art._code_batch_texts, source)
+                table.bind_code(art._code_batch_texts, confirmed=sample)
+                table.bind_schema(art.validate_input)
+                art.table = table
         return art
 
     # ------------------------------------------------------------------ tools
@@ -439,19 +441,33 @@ class Artifact:
             OutputError: the output region is out of bounds, or not a JSON object of the ABI's
                 shape.
         """
+        table = self.table
+        if table is not None:
+            out = table.recall(input_obj)  # an input that hit before: no encoding
+            if out is not None:
+                return out
         try:
             data = canonical_text(input_obj).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-        hit = self._table_hit
-        if hit is not None:
-            out = hit(data)
+        return self.call_encoded(data, input_obj, session)
+
+    def call_encoded(self, data: bytes, input_obj: Any, session: ToolSession | None = None) -> dict[str, Any]:
+        """:meth:`call` on ``input_obj`` whose canonical bytes ``data`` the caller has computed
+        (``canonical_text(input_obj).encode("utf-8")``, e.g. by
+        :attr:`auto_runtime.table.TableIndex.lookup`): the same answer, without encoding again.
+
+        Raises:
+            Same as :meth:`call`.
+        """
+        table = self.table
+        if table is not None:
+            out = table.hit(data, input_obj)
             if out is not None:
                 return out
         if not self.tools:
             return self._invoke(data, False, 1, _check_one)
-        sess = session if session is not None else self.new_session()
-        return self._invoke(data, False, 1, _check_one, sess)
+        return self._invoke(data, False, 1, _check_one, session if session is not None else self.new_session())
 
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.
@@ -470,12 +486,27 @@ class Artifact:
             return []
         if not self.has_run_batch or self.tools:
             return [self.call(x) for x in inputs]
-        if self._table_hit is not None:
-            try:
-                texts = [canonical_text(x) for x in inputs]
-            except (TypeError, ValueError, RecursionError) as e:
-                raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
-            return self._table_batch(texts)
+        table = self.table
+        if table is not None:
+            inputs = inputs if isinstance(inputs, list) else list(inputs)
+            recall = table.recall
+            outs = [recall(x) for x in inputs]
+            miss = [i for i, o in enumerate(outs) if o is None]
+            if miss:
+                hit = table.hit
+                try:
+                    texts = [canonical_text(inputs[i]) for i in miss]
+                except (TypeError, ValueError, RecursionError) as e:
+                    raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
+                run = []
+                for i, t in zip(miss, texts):
+                    o = outs[i] = hit(t.encode("utf-8"), inputs[i])
+                    if o is None:
+                        run.append((i, t))
+                if run:
+                    for (i, _), o in zip(run, self._code_batch_texts([t for _, t in run])):
+                        outs[i] = o
+            return outs
         try:
             data = canonical_text(inputs if isinstance(inputs, list) else list(inputs)).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
@@ -499,7 +530,7 @@ class Artifact:
         """
         if not texts:
             return []
-        if self._table_hit is not None and self.has_run_batch:
+        if self.table is not None and self.has_run_batch:
             return self._table_batch(texts)
         if not self.has_run_batch or self.tools:
             out = []
@@ -516,40 +547,20 @@ class Artifact:
         """The table fast path's output for ``input_obj`` when its schema check is known to pass
         without running it, else None (the caller validates and calls as usual).
 
-        Known: the input is a table hit and a plain object (a ``dict`` with ``str`` keys whose
-        values are exactly ``str``, ``int``, ``float``, ``bool`` or None), so every such input
-        with the same canonical JSON is an equal object of the same types, which
-        ``validate_input`` judges alike; and an input with this key passed ``validate_input``
-        before (checked on the first hit of each key, then remembered). Never raises.
+        Known: the input is a table hit and a plain object whose canonical JSON passed
+        ``validate_input`` before (checked on the first hit of each, then remembered):
+        :meth:`auto_runtime.table.TableIndex.bind_schema` says why the verdict carries over.
+        Never raises.
         """
-        hit = self._table_hit
-        if hit is None or input_obj.__class__ is not dict:
-            return None
-        plain = _PLAIN
-        for k, v in input_obj.items():
-            if k.__class__ is not str or v.__class__ not in plain:
-                return None
-        try:
-            key = canonical_text(input_obj).encode("utf-8")
-        except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
-            return None
-        out = hit(key)
-        if out is None:
-            return None
-        checked = self._table_checked
-        if key not in checked:  # the first hit of this key: its verdict, remembered when it passes
-            try:
-                self.validate_input(input_obj)
-            except InputSchemaError:
-                return None  # the caller validates again and deopts
-            checked.add(key)
-        return out
+        table = self.table
+        return None if table is None else table.answer(input_obj)
 
     def _table_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Outputs for canonical input ``texts``: hits from the verified table, the misses
         through one ``run_batch`` call of the code (in one buffer), in order."""
-        hit = self._table_hit
-        assert hit is not None
+        table = self.table
+        assert table is not None
+        hit = table.hit
         outs: list[Any] = [hit(t.encode("utf-8")) for t in texts]
         miss = [i for i, o in enumerate(outs) if o is None]
         if miss:
@@ -791,10 +802,6 @@ def _fuel_covers_table(limits: Limits, manifest: dict[str, Any]) -> bool:
 
     need = manifest_fuel_max(manifest)
     return limits.fuel >= (DEFAULT_FUEL if need is None else TABLE_FUEL_FACTOR * need)
-
-
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-"""Value types whose canonical JSON decodes back to the same type and value."""
 
 
 def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks

@@ -78,6 +78,11 @@ class Generation(NamedTuple):
     artifact_id: str | None
     task: str | None
     tightened: str | None = None
+    table: Callable[[Any], tuple[Any, bytes | None]] | None = None
+    """The artifact's table answers whose schema check is known to pass, with the input's
+    canonical bytes where computed (:attr:`auto_runtime.table.TableIndex.lookup`), or None."""
+    table_many: Callable[[list[Any]], tuple[list[Any], list[bytes | None] | None]] | None = None
+    """The same for a list of inputs (:attr:`auto_runtime.table.TableIndex.lookup_many`), or None."""
 
 
 

@@ -7,14 +7,20 @@ it (``model.table``), the loader (:func:`read_table`) finds that segment in the 
 checks its ``sha256:`` digest against the declaration, checks the index (every entry inside the
 segment, sorted by hash, each hash the FNV-1a 64 of its key, no key twice) and builds a
 :class:`TableIndex`: a dict from the canonical input bytes to the entry's answer. The artifact's
-bytes stay the contract: the dict is read from them, and :class:`~auto_runtime.Artifact` checks
-at load, on a sample of entries, that the code answers them exactly as the dict does
-(:func:`self_check_sample`). An input that misses the dict runs the code as before.
+bytes stay the contract: the dict is read from them, :class:`~auto_runtime.Artifact` checks at
+load, on a sample of entries, that the code answers them exactly as the dict does
+(:func:`self_check_sample`), and every other key is run through the code at its first hit and
+answered from the dict only if the code gave the same output (:meth:`TableIndex.bind_code`). An
+input that misses the dict runs the code as before. A repeated input is found again without
+encoding it (its *value key*, :class:`TableIndex`).
 
 Why a hit from the dict equals the code's answer: the code answers an input from the table iff
 its bytes equal, byte for byte, a key whose index entry its binary search reaches (hash equal,
-then a full comparison); with the index sorted by hash and each hash that of its key (checked
-here), every key is reached, and nothing else can hit. Its output is
+then a full comparison), and the input passes the code's own input rules (valid JSON without
+lone surrogate escapes, within its size limit, a memo-first specialist's field checks); with
+the index sorted by hash and each hash that of its key (checked here), every key is reached,
+and nothing else can hit; a key the input rules refuse is found out at its first hit, when the
+code runs it. The hit output is
 ``{"answer": <answer>, "margin": <hit margin>, "nonconformity": <hit nonconformity>}`` with the
 two numbers the declaration states (the code writes them as fixed decimals).
 
@@ -36,14 +42,21 @@ arithmetic mod 2**64): ``h = basis; for b in bytes: h = (h ^ b) * prime``.
 
 from __future__ import annotations
 
+import logging
+from itertools import chain, repeat
+from operator import getitem
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from auto_runtime.digest import PREFIX, digest_bytes
-from auto_runtime.errors import MalformedArtifact, ManifestError
-from auto_runtime.jsonio import strict_loads
+from auto_runtime.errors import InputSchemaError, MalformedArtifact, ManifestError, OutputError
+from auto_runtime.fnv import (FNV64_OFFSET_BASIS, FNV64_PRIME, VECTOR_MIN_KEYS, first_wrong_hash, fnv1a64,
+                              fnv1a64_many)
+from auto_runtime.jsonio import canonical_text, strict_loads
 from auto_runtime.wasm_sections import WasmModuleInfo, data_segments
+
+log = logging.getLogger("auto_runtime.table")
 
 LAYOUT = "fnv1a64-index/1"
 ENTRY = 24
@@ -52,72 +65,24 @@ ENTRY = 24
 INDEX_DTYPE = np.dtype([("hash", "<u8"), ("kptr", "<u4"), ("klen", "<u4"), ("aptr", "<u4"), ("alen", "<u4")])
 """One index entry as a numpy record (little-endian, 24 bytes)."""
 
-FNV64_OFFSET_BASIS = 14695981039346656037
-FNV64_PRIME = 1099511628211
-_M64 = (1 << 64) - 1
-
-VECTOR_MIN_KEYS = 64
-""":func:`fnv1a64_many` hashes byte positions in numpy while at least this many keys are that
-long; the few longer keys are finished one by one."""
-
 SELF_CHECK_SAMPLE = 8
 """Entries (evenly spaced, first and last included) the loader runs through the code to check
 that it answers them as the table does."""
 
-
-def fnv1a64(data: bytes) -> int:
-    """FNV-1a 64-bit hash of ``data`` (an unsigned int in ``[0, 2**64)``)."""
-    h = FNV64_OFFSET_BASIS
-    for b in data:
-        h = ((h ^ b) * FNV64_PRIME) & _M64
-    return h
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+"""Value types whose canonical JSON decodes back to the same type and value."""
 
 
-def fnv1a64_many(keys: Sequence[bytes]) -> list[int]:
-    """``[fnv1a64(k) for k in keys]``, computed a byte position at a time over all the keys at
-    once (numpy ``uint64`` arithmetic wraps mod 2**64, as FNV-1a needs): the Python-level work
-    grows with the longest keys' length, not with the number of keys.
+class _Answer:
+    """One distinct answer of the table: its canonical bytes, and its value (``fresh``: a list
+    or an object, decoded afresh on every hit so the caller may change it)."""
 
-    Returns:
-        The hashes, in the order of ``keys``.
-    """
-    n = len(keys)
-    if n < VECTOR_MIN_KEYS:
-        return [fnv1a64(k) for k in keys]
-    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    order = np.argsort(-lens, kind="stable")  # longest first: the keys still going form a prefix
-    slens = lens[order]
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(slens[:-1], out=starts[1:])
-    buf = np.frombuffer(b"".join(map(keys.__getitem__, order.tolist())), dtype=np.uint8)
-    h = np.full(n, FNV64_OFFSET_BASIS, dtype=np.uint64)
-    prime = np.uint64(FNV64_PRIME)
-    # going[j] = how many keys are longer than j bytes
-    going = np.searchsorted(-slens, -np.arange(int(slens[0]) if n else 0), side="left")
-    j = 0
-    while j < len(going) and going[j] >= VECTOR_MIN_KEYS:
-        k = int(going[j])
-        h[:k] ^= buf[starts[:k] + j]
-        h[:k] *= prime
-        j += 1
-    long_ = int(going[j]) if j < len(going) else 0
-    for r in range(long_):  # the few keys longer than that, one by one
-        v = int(h[r])
-        for b in buf[starts[r] + j:starts[r] + slens[r]].tobytes():
-            v = ((v ^ b) * FNV64_PRIME) & _M64
-        h[r] = v
-    res = np.empty(n, dtype=np.uint64)
-    res[order] = h
-    return res.tolist()
+    __slots__ = ("raw", "value", "fresh")
 
-
-class _Decode:
-    """An answer decoded afresh on every hit (a list or an object: the caller may change it)."""
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, value: Any) -> None:
         self.raw = raw
+        self.fresh = isinstance(value, (list, dict))
+        self.value = None if self.fresh else value
 
 
 class TableIndex:
@@ -127,55 +92,334 @@ class TableIndex:
         entries: number of entries. digest: the declared (and checked) ``sha256:`` of the
             segment. address, nbytes: where the segment lies in linear memory and its size.
         margin, nonconformity: the numbers every hit output carries.
-        hit: ``hit(key: bytes) -> dict | None``: the hit output (a new dict each call; a list or
-            object answer is decoded afresh, so changing it never changes the table) or None.
+        fields: the sorted field names of the table's first key when it is an object (the
+            shape :attr:`recall` and :attr:`answer` know without encoding), else None.
+        hit: ``hit(key: bytes, obj=None) -> dict | None``: the hit output of canonical input
+            bytes (a new dict each call; a list or object answer is decoded afresh, so changing
+            it never changes the table) or None. Given ``obj``, the input whose canonical bytes
+            ``key`` are, a hit is remembered for :attr:`recall`.
+        recall: ``recall(obj) -> dict | None``: the hit output of an input object that hit
+            before through ``hit`` (None: never seen, or not of the known shape); no encoding.
+        answer: ``answer(obj) -> dict | None``: the hit output of an input whose schema check is
+            known to pass (see :meth:`bind_schema`), else None; never raises.
+        lookup: ``lookup(obj) -> (dict | None, bytes | None)``: ``answer`` and the input's
+            canonical bytes where they were computed (None where not), so a miss is not encoded
+            again to run the code.
+        answers: ``answers(objs: list) -> list[dict | None]``: ``answer`` of each, in order.
+        lookup_many: ``lookup_many(objs) -> (outs, keys | None)``: ``answers`` and, where some
+            missed, each input's canonical bytes where computed (None: not; the whole list None
+            when every input hit).
+        dropped: keys whose declared answer the code did not give (no longer answered from the
+            table; see :meth:`bind_code`). ``len``, ``in``, :meth:`items` and
+            :meth:`answer_bytes` still report the table as read from the bytes.
+
+    Every answer is the code's: once :meth:`bind_code` gives the code, the first hit of each
+    key runs the key through it and compares (a batch's first hits in one ``run_batch`` call);
+    a key it answers as declared is answered from the table from then on, any other is dropped
+    from the table (the code answers it, as every miss). Unbound, a hit is the declared answer.
+
+    Why a remembered input answers as its bytes do: a *value key* exists only for a ``dict``
+    whose keys are exactly the :attr:`fields` (each of class ``str``) and whose values are
+    exactly ``str`` or ``int`` (never ``bool``, ``float`` or a subclass): the tuple of its
+    values in field order (the value itself for one field). Two such inputs have equal value
+    keys iff their canonical JSON is equal (same fields, each value's encoding equal; a ``str``
+    and an ``int`` never compare equal, and within each type equality is the encoding's), so a
+    value key remembered from one input's confirmed bytes answers every input with that key,
+    and only those. The memory holds at most one value key per entry (only hits are remembered).
 
     Build with :func:`read_table`.
     """
 
-    __slots__ = ("entries", "digest", "address", "nbytes", "margin", "nonconformity", "hit", "_answers", "_raw")
+    __slots__ = ("entries", "digest", "address", "nbytes", "margin", "nonconformity", "fields", "hit", "recall",
+                 "answer", "answers", "lookup", "lookup_many", "value_key", "dropped", "_entries", "_validate", "_run_code", "_verified")
 
-    def __init__(self, answers: dict[bytes, Any], raw: dict[bytes, bytes], *, digest: str, address: int,
-                 nbytes: int, margin: float, nonconformity: float) -> None:
-        self._answers = answers
-        self._raw = raw
-        self.entries = len(answers)
+    def __init__(self, entries: dict[bytes, _Answer], *, digest: str, address: int, nbytes: int, margin: float,
+                 nonconformity: float, fields: tuple[str, ...] | None, fresh: bool | None = None) -> None:
+        self._entries = entries
+        self.entries = len(entries)
         self.digest = digest
         self.address = address
         self.nbytes = nbytes
         self.margin = margin
         self.nonconformity = nonconformity
-        get = answers.get
-        miss = _MISS
-        decode = _Decode
+        self.fields = fields
+        self.dropped: list[bytes] = []
+        self._validate: Callable[[Any], None] | None = None
+        self._run_code: Callable[[list[str]], list[Any]] | None = None
+        get = entries.get
         loads = strict_loads
+        verified: set[bytes] = set()  # keys the code answered as declared
+        self._verified = verified
+        seen: dict[Any, _Answer] = {}  # value key -> answer, of inputs that hit through hit()
+        admitted: dict[Any, _Answer] = {}  # value key -> answer, of hits whose schema check passed
+        admitted_keys: set[bytes] = set()  # canonical bytes of the same, for plain inputs without a value key
+        seen_get, admitted_get = seen.get, admitted.get
+        value_key = _value_key_fn(fields)
+        self.value_key = value_key
+        one = fields[0] if fields is not None and len(fields) == 1 else None
+        miss = _MISS
 
-        def hit(key: bytes) -> dict[str, Any] | None:
-            a = get(key, miss)
-            if a is miss:
+        def out(a: _Answer) -> dict[str, Any]:
+            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin, "nonconformity": nonconformity}
+
+        def confirm(keys: list[bytes]) -> None:
+            """Run the keys not yet confirmed through the code (one batch): confirm or drop each."""
+            run = self._run_code
+            todo = [k for k in dict.fromkeys(keys) if k not in verified and k in entries]
+            if run is None or not todo:
+                return
+            try:
+                got = run([k.decode("utf-8") for k in todo])
+            except OutputError as e:  # one key the code cannot take spoils its batch: one at a time
+                if len(todo) > 1:
+                    for k in todo:
+                        confirm([k])
+                    return
+                got = [f"no output ({e})"]
+            except Exception:  # noqa: BLE001 - a limit or trap: unconfirmed, the caller runs the code
+                return
+            for k, o in zip(todo, got):
+                if o == out(entries[k]):
+                    verified.add(k)
+                else:
+                    if self._entries is entries:  # the table as read stays what items() reports
+                        self._entries = dict(entries)
+                    entries.pop(k, None)
+                    self.dropped.append(k)
+                    log.warning("table %s: the code does not answer %r as the table declares (%.80s); the key is "
+                                "dropped from the fast path", digest[:19], k[:60], o)
+
+        def hit(key: bytes, obj: Any = miss) -> dict[str, Any] | None:
+            a = get(key)
+            if a is None:
                 return None
-            if a.__class__ is decode:
-                a = loads(a.raw)
-            return {"answer": a, "margin": margin, "nonconformity": nonconformity}
+            if key not in verified and self._run_code is not None:
+                confirm([key])
+                if key not in verified:
+                    return None
+            if obj is not miss:
+                vk = value_key(obj)
+                if vk is not None:
+                    seen[vk] = a
+            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin, "nonconformity": nonconformity}
+
+        if one is not None:
+            def recall(obj: Any) -> dict[str, Any] | None:
+                if obj.__class__ is dict and len(obj) == 1:
+                    (k, v), = obj.items()
+                    c = v.__class__
+                    if (c is str or c is int) and k.__class__ is str and k == one:
+                        a = seen_get(v)
+                        if a is not None:
+                            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
+                                    "nonconformity": nonconformity}
+                return None
+        else:
+            def recall(obj: Any) -> dict[str, Any] | None:
+                vk = value_key(obj)
+                a = seen_get(vk) if vk is not None else None
+                return None if a is None else out(a)
+
+        def encode_plain(obj: Any) -> bytes | None:
+            """The canonical bytes of a plain object, else None."""
+            if obj.__class__ is not dict:
+                return None
+            plain = _PLAIN
+            for k, v in obj.items():
+                if k.__class__ is not str or v.__class__ not in plain:
+                    return None
+            try:
+                return canonical_text(obj).encode("utf-8")
+            except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
+                return None
+
+        def admissible(obj: Any, key: bytes | None) -> bool:
+            """Whether ``key`` (``obj``'s canonical bytes) is a table key whose input passes the
+            schema check (its first verdict remembered)."""
+            if key is None or key not in entries or self._validate is None:
+                return False
+            if key not in admitted_keys:
+                try:  # the first hit of these bytes: their verdict, remembered when it passes
+                    self._validate(obj)
+                except InputSchemaError:
+                    return False  # the caller validates again and deopts
+                admitted_keys.add(key)
+            return True
+
+        def admit(objs: list[Any], vks: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None]]:
+            """``lookup`` of inputs not in the admitted memory (value keys ``vks``, None where
+            there is none): encoded, their first hits confirmed together, remembered."""
+            keys = [encode_plain(o) for o in objs]
+            ok = [admissible(o, k) for o, k in zip(objs, keys)]
+            bound = self._run_code is not None
+            if bound:
+                confirm([k for k, y in zip(keys, ok) if y and k not in verified])
+            outs: list[dict[str, Any] | None] = []
+            for key, y, vk in zip(keys, ok, vks):
+                a = get(key) if y and (key in verified or not bound) else None
+                if a is None:
+                    outs.append(None)
+                    continue
+                if vk is not None:
+                    admitted[vk] = a
+                outs.append(out(a))
+            return outs, keys
+
+        def admit_one(obj: Any, vk: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+            """``admit`` of one input (no lists on the way of a miss)."""
+            key = encode_plain(obj)
+            if key is None or key not in entries:
+                return None, key
+            if not admissible(obj, key):
+                return None, key
+            if key not in verified and self._run_code is not None:
+                confirm([key])
+                if key not in verified:
+                    return None, key
+            a = get(key)
+            if a is None:
+                return None, key
+            if vk is not None:
+                admitted[vk] = a
+            return out(a), key
+
+        if one is not None:
+            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+                vk = None
+                if obj.__class__ is dict and len(obj) == 1:
+                    (k, v), = obj.items()
+                    c = v.__class__
+                    if (c is str or c is int) and k.__class__ is str and k == one:
+                        a = admitted_get(v)
+                        if a is not None:
+                            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
+                                    "nonconformity": nonconformity}, None
+                        vk = v
+                return admit_one(obj, vk)
+        else:
+            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+                vk = value_key(obj)
+                if vk is not None:
+                    a = admitted_get(vk)
+                    if a is not None:
+                        return out(a), None
+                return admit_one(obj, vk)
+
+        def answer(obj: Any) -> dict[str, Any] | None:
+            return lookup(obj)[0]
+
+        fresh_any = any(a.fresh for a in entries.values()) if fresh is None else fresh
+        dict_set, one_set, str_set, value_types = {dict}, {1}, {str}, {str, int}
+
+        def lookup_many(objs: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None] | None]:
+            vals: list[Any] | None = None
+            if (one is not None and objs and set(map(type, objs)) == dict_set and set(map(len, objs)) == one_set
+                    and set(map(type, chain.from_iterable(objs))) == str_set):
+                # one-field inputs tested a property at a time over the whole list (each test a C
+                # loop): exactly dicts of one key, each key exactly a str and the field (the
+                # lookup), each value exactly a str or an int
+                try:
+                    vals = list(map(getitem, objs, repeat(one)))
+                except KeyError:
+                    vals = None
+                if vals is not None and not set(map(type, vals)) <= value_types:
+                    vals = None
+            if vals is None:
+                vals = list(map(value_key, objs))
+                got = [None if v is None else admitted_get(v) for v in vals]
+            else:
+                got = list(map(admitted_get, vals))
+            if None not in got:
+                if fresh_any:
+                    return [out(a) for a in got], None
+                return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got], None
+            rest = [i for i, a in enumerate(got) if a is None]
+            outs: list[Any] = [None if a is None else out(a) for a in got]
+            keys: list[bytes | None] = [None] * len(objs)
+            more, more_keys = admit([objs[i] for i in rest], [vals[i] for i in rest])
+            for i, o, k in zip(rest, more, more_keys):
+                outs[i] = o
+                keys[i] = k
+            return outs, keys
+
+        def answers(objs: list[Any]) -> list[dict[str, Any] | None]:
+            return lookup_many(objs)[0]
 
         self.hit = hit
+        self.recall = recall
+        self.lookup = lookup
+        self.lookup_many = lookup_many
+        self.answer = answer
+        self.answers = answers
+
+    def bind_schema(self, validate: Callable[[Any], None]) -> None:
+        """Let :attr:`answer` skip ``validate`` (an input schema check raising
+        :class:`InputSchemaError`) where its verdict is known: the input is a table hit and a
+        plain object (a ``dict`` with ``str`` keys whose values are exactly ``str``, ``int``,
+        ``float``, ``bool`` or None), so every such input with the same canonical JSON is an
+        equal object of the same types, which ``validate`` judges alike; and an input with
+        these bytes passed ``validate`` before (checked on the first hit of each, then
+        remembered). Without it :attr:`answer` answers nothing."""
+        self._validate = validate
+
+    def bind_code(self, run_texts: Callable[[list[str]], list[Any]], confirmed: Sequence[bytes] = ()) -> None:
+        """Confirm every key against the code before it is answered: ``run_texts(texts)`` is the
+        code's outputs for canonical input texts (a failure leaves the keys unconfirmed, so the
+        caller runs the code); ``confirmed``: keys the caller has already compared."""
+        self._run_code = run_texts
+        self._verified.update(k for k in confirmed if k in self._entries)
 
     def __len__(self) -> int:
         return self.entries
 
     def __contains__(self, key: object) -> bool:
-        return key in self._answers
+        return key in self._entries
 
     def answer_bytes(self, key: bytes) -> bytes | None:
         """The canonical JSON bytes of ``key``'s answer, or None (not in the table)."""
-        return self._raw.get(key)
+        a = self._entries.get(key)
+        return None if a is None else a.raw
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """``(key bytes, answer bytes)`` of every entry, in index order (by hash, then key)."""
-        return iter(self._raw.items())
+        return ((k, a.raw) for k, a in self._entries.items())
 
 
 _MISS = object()
+
+
+def _value_key_fn(fields: tuple[str, ...] | None) -> Callable[[Any], Any]:
+    """``value_key(obj)``: the value key of ``obj`` for ``fields`` (see :class:`TableIndex`), or
+    None."""
+    if fields is None:
+        return lambda obj: None
+    miss = _MISS
+    if len(fields) == 1:
+        one = fields[0]
+
+        def value_key(obj: Any) -> Any:
+            if obj.__class__ is dict and len(obj) == 1:
+                (k, v), = obj.items()
+                c = v.__class__
+                if (c is str or c is int) and k.__class__ is str and k == one:
+                    return v
+            return None
+        return value_key
+    nf = len(fields)
+
+    def value_keys(obj: Any) -> Any:
+        if obj.__class__ is not dict or len(obj) != nf:
+            return None
+        for k in obj:
+            if k.__class__ is not str:
+                return None
+        vals = tuple([obj.get(f, miss) for f in fields])
+        for v in vals:
+            c = v.__class__
+            if c is not str and c is not int:
+                return None
+        return vals
+    return value_keys
 
 
 def _number(v: Any, what: str, source: str) -> float:
@@ -256,28 +500,39 @@ def read_table(data: bytes, info: WasmModuleInfo, manifest: Mapping[str, Any],
     unsorted = np.flatnonzero(hashes[1:] < hashes[:-1])
     if unsorted.size:
         raise ManifestError(f"{where}: the index is not sorted by hash (entry {int(unsorted[0]) + 1})")
-    kp_l, ke_l, ap_l, ae_l = kp.tolist(), (kp + kl).tolist(), ap.tolist(), (ap + al).tolist()
-    keys = [blob[a:b] for a, b in zip(kp_l, ke_l)]
-    raw: dict[bytes, bytes] = dict(zip(keys, [blob[a:b] for a, b in zip(ap_l, ae_l)]))
-    if len(raw) != n:
-        raise ManifestError(f"{where}: {n - len(raw)} key(s) appear twice in the index")
-    if n:
-        wrong = np.flatnonzero(np.array(fnv1a64_many(keys), dtype=np.uint64) != hashes)
-        if wrong.size:
-            raise ManifestError(f"{where}: index entry {int(wrong[0])}'s hash is not the FNV-1a 64 of its key")
-    answers: dict[bytes, Any] = {}
-    decoded: dict[bytes, Any] = {}  # each distinct answer decoded once
-    for k, ab in raw.items():
-        a = decoded.get(ab, _MISS)
-        if a is _MISS:
+    keys = [blob[i:j] for i, j in zip(kp.tolist(), (kp + kl).tolist())]
+    # each distinct answer (by its place in the segment) sliced and decoded once
+    places, which = np.unique(ap * (1 << 32) + al, return_inverse=True)
+    answers: list[_Answer] = []
+    by_bytes: dict[bytes, _Answer] = {}
+    for place in places.tolist():
+        i = place >> 32
+        ab = blob[i:i + (place & 0xFFFFFFFF)]
+        got = by_bytes.get(ab)
+        if got is None:
             try:
-                v = strict_loads(ab)
+                got = by_bytes[ab] = _Answer(ab, strict_loads(ab))
             except ValueError as e:
                 raise ManifestError(f"{where}: an answer is not JSON: {e}") from None
-            a = decoded[ab] = _Decode(ab) if isinstance(v, (list, dict)) else v
-        answers[k] = a
-    return TableIndex(answers, raw, digest=digest, address=address, nbytes=nbytes, margin=margin,
-                      nonconformity=nonconf)
+        answers.append(got)
+    entries: dict[bytes, _Answer] = dict(zip(keys, np.array(answers, dtype=object)[which].tolist() if n else []))
+    if len(entries) != n:
+        raise ManifestError(f"{where}: {n - len(entries)} key(s) appear twice in the index")
+    if n:
+        wrong = first_wrong_hash(blob, n, address)
+        if wrong >= 0:
+            raise ManifestError(f"{where}: index entry {wrong}'s hash is not the FNV-1a 64 of its key")
+    return TableIndex(entries, digest=digest, address=address, nbytes=nbytes, margin=margin, nonconformity=nonconf,
+                      fields=_fields_of(keys[0]) if n else None, fresh=any(a.fresh for a in by_bytes.values()))
+
+
+def _fields_of(key: bytes) -> tuple[str, ...] | None:
+    """The sorted field names of a table key that is a JSON object, else None."""
+    try:
+        obj = strict_loads(key)
+    except ValueError:
+        return None
+    return tuple(sorted(obj)) if obj.__class__ is dict and obj else None
 
 
 def self_check_sample(table: TableIndex, k: int = SELF_CHECK_SAMPLE) -> list[bytes]:
@@ -286,29 +541,36 @@ def self_check_sample(table: TableIndex, k: int = SELF_CHECK_SAMPLE) -> list[byt
     n = table.entries
     if n == 0:
         return []
-    keys = [key for key, _ in table.items()]
+    keys = list(table._entries)
     if n <= k:
         return keys
     return [keys[round(i * (n - 1) / (k - 1))] for i in range(k)]
 
 
-def check_against_code(table: TableIndex, run_text: Callable[[list[str]], list[Any]], source: str) -> None:
+def check_against_code(table: TableIndex, run_text: Callable[[list[str]], list[Any]], source: str) -> list[bytes]:
     """Refuse a table the code does not answer as declared: ``run_text(texts)`` (the code's
     outputs for canonical input texts, through ``run_batch``) must equal the table's hit output
     on every key of :func:`self_check_sample`.
+
+    Returns:
+        The keys compared (each answered as declared).
 
     Raises:
         ManifestError: an output differs (naming the first key).
     """
     keys = self_check_sample(table)
     if not keys:
-        return
-    outs = run_text([k.decode("utf-8") for k in keys])
+        return []
+    try:
+        outs = run_text([k.decode("utf-8") for k in keys])
+    except OutputError as e:
+        raise ManifestError(f"{source}: model.table declares keys the code does not answer ({e})") from None
     for key, out in zip(keys, outs):
         if out != table.hit(key):
             raise ManifestError(f"{source}: model.table declares an answer for {key[:60]!r} that the code does not "
                                 f"give ({str(out)[:80]})")
+    return keys
 
 
-__all__ = ["ENTRY", "LAYOUT", "TableIndex", "check_against_code", "fnv1a64", "fnv1a64_many", "read_table",
-           "self_check_sample", "table_declaration"]
+__all__ = ["ENTRY", "FNV64_OFFSET_BASIS", "FNV64_PRIME", "LAYOUT", "TableIndex", "VECTOR_MIN_KEYS", "check_against_code",
+           "fnv1a64", "fnv1a64_many", "read_table", "self_check_sample", "table_declaration"]

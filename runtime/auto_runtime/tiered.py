@@ -190,8 +190,10 @@ class TieredTask(BatchCalls, CapabilityCalls):
                                       f"{missing_tools_line(missing, self._tools or {})}")
             assert self._tools is not None
             artifact.bind_tools({n: self._tools[n] for n in artifact.tools})
+        tab = artifact.table if not artifact.tools else None
         return Generation(artifact, artifact.guard, artifact.validate_input, artifact.generation,
-                           artifact.id, self._task)
+                          artifact.id, self._task, None, tab.lookup if tab is not None else None,
+                          tab.lookup_many if tab is not None else None)
 
     def swap(self, artifact: Artifact | None) -> Artifact | None:
         """Install ``artifact`` (or ``None``) as the current generation, atomically.
@@ -269,7 +271,28 @@ class TieredTask(BatchCalls, CapabilityCalls):
             InputSchemaError: the input violates the schema and there is no reference.
             Exception: whatever the reference raises.
         """
-        return self._call(input_obj, False)
+        # the table-hit path inline (no further frame): overlay first, then the table, the guard,
+        # the audit's selection; anything else goes the whole way
+        t0 = perf_counter_ns()
+        g = self._gen
+        table = g.table
+        if table is None or self.overlay is not None:
+            return self._call(input_obj, False, t0, None, g)
+        out, key = table(input_obj)
+        if out is None:
+            return self._call(input_obj, False, t0, (None, key), g)
+        try:
+            passed, p = g.guard.decide_output(out)
+        except Exception:  # noqa: BLE001 - decided again in _call, where a failure deopts
+            passed = False
+        if not passed:
+            return self._call(input_obj, False, t0, (out, key), g)
+        score = out["nonconformity"]
+        if self._audit.active:
+            self._audit.offer(input_obj, out["answer"], task=g.task, artifact_id=g.artifact_id,
+                              generation=g.generation, score=score)
+        return CallResult(out["answer"], TIER_1, "guard-pass", score, p, (perf_counter_ns() - t0) / 1000.0,
+                          g.generation, g.artifact_id, out)
 
     def decide(self, input_obj: Any) -> CallResult:
         """Like calling, but the reference is never called here: an input the artifact does not
@@ -283,20 +306,44 @@ class TieredTask(BatchCalls, CapabilityCalls):
         """
         return self._call(input_obj, True)
 
-    def _call(self, input_obj: Any, defer: bool) -> CallResult:
-        t0 = perf_counter_ns()
-        g = self._gen
+    def _call(self, input_obj: Any, defer: bool, t0: int | None = None,
+              table_out: tuple[Any, bytes | None] | None = None, g: Generation | None = None) -> CallResult:
+        """One call on generation ``g`` (default: the installed one). ``table_out``: what its
+        table's lookup gave for this input when the caller asked it already (None: not asked),
+        the overlay not consulted then (none is set)."""
+        if t0 is None:
+            t0 = perf_counter_ns()
+        if g is None:
+            g = self._gen
+        if table_out is None:
+            ov = self.overlay
+            if ov is not None:
+                hit, answer = ov.lookup(input_obj)
+                if hit:
+                    return self._overlay_answer(input_obj, answer, g, t0)
+            # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
+            table = g.table
+            out, key = table(input_obj) if table is not None else (None, None)
+        else:
+            out, key = table_out
+        if out is not None:
+            guard = g.guard
+            try:
+                passed, p = guard.decide_output(out)
+            except Exception:  # noqa: BLE001 - decided again below, where a failure deopts
+                passed = False
+            if passed:
+                audit = self._audit
+                score = out["nonconformity"]
+                if audit.active:
+                    audit.offer(input_obj, out["answer"], task=g.task, artifact_id=g.artifact_id,
+                                generation=g.generation, score=score)
+                return CallResult(out["answer"], TIER_1, "guard-pass", score, p,
+                                  (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         art = g.artifact
-        ov = self.overlay
-        if ov is not None:
-            hit, answer = ov.lookup(input_obj)
-            if hit:
-                return self._overlay_answer(input_obj, answer, g, t0)
         answers = defer or self._reference is not None
         if art is None:
             return self._deopt(input_obj, g, "no-artifact", None, None, t0, 0.0, None, defer)
-        # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
-        out = art.table_answer(input_obj) if g.validate is art.validate_input else None
         if out is None:
             try:
                 g.validate(input_obj)
@@ -308,7 +355,7 @@ class TieredTask(BatchCalls, CapabilityCalls):
                 return self._call_capability(input_obj, g, t0, defer)
         try:
             if out is None:
-                out = art.call(input_obj)
+                out = art.call(input_obj) if key is None else art.call_encoded(key, input_obj)
         except AutoError as e:
             if isinstance(e, InputSchemaError) and not answers:
                 raise

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from itertools import repeat
 from time import perf_counter_ns
 from typing import Any, Iterable
 
@@ -57,44 +58,52 @@ class BatchCalls(Deopts):
         if art is None:
             deopts = [(i, "no-artifact", None, None, None) for i in range(n)]
         else:
-            ok: list[int] = []
             validate = g.validate
-            # table hits whose schema check is known to pass (Artifact.table_answer), answered here
-            pre: dict[int, Any] = {}
-            known = art.table_answer if art.table is not None and validate is art.validate_input else None
-            for i, x in enumerate(items):
-                if known is not None:
-                    o = known(x)
-                    if o is not None:
-                        pre[i] = o
-                        ok.append(i)
-                        continue
-                try:
-                    validate(x)
-                except InputSchemaError as e:
-                    if self._reference is None:
-                        raise
-                    deopts.append((i, f"input-schema: {e}", None, None, None))
-                else:
-                    ok.append(i)
+            # table hits whose schema check is known to pass (Artifact.table_answer), answered here;
+            # the rest are validated and run through run_batch, chunk by chunk
+            many = g.table_many
+            outs_all, keys = many(items) if many is not None else ([None] * n, None)
+            ok: list[int] | range = range(n)
+            miss = [i for i, o in enumerate(outs_all) if o is None] if None in outs_all else []
+            run: list[int] = []
+            if miss:
+                for i in miss:
+                    try:
+                        validate(items[i])
+                    except InputSchemaError as e:
+                        if self._reference is None:
+                            raise
+                        deopts.append((i, f"input-schema: {e}", None, None, None))
+                    else:
+                        run.append(i)
+                if deopts:
+                    bad = {d[0] for d in deopts}
+                    ok = [i for i in range(n) if i not in bad]
             chunk = self.batch_chunk
+            for start in range(0, len(run), chunk):
+                idx = run[start:start + chunk]
+                texts = None
+                if keys is not None:
+                    ks = [keys[i] for i in idx]
+                    texts = None if None in ks else ks
+                for i, o in zip(idx, self._run_chunk(art, [items[i] for i in idx], texts)):
+                    outs_all[i] = o
             gen, aid = g.generation, g.artifact_id
             for start in range(0, len(ok), chunk):
                 idx = ok[start:start + chunk]
-                if pre:
-                    rest = [i for i in idx if i not in pre]
-                    ran = iter(self._run_chunk(art, [items[i] for i in rest]) if rest else ())
-                    outs = [pre[i] if i in pre else next(ran) for i in idx]
-                else:
-                    outs = self._run_chunk(art, [items[i] for i in idx])
+                outs = outs_all[start:start + chunk] if ok.__class__ is range else [outs_all[i] for i in idx]
                 passed, pvals, failed = self._decide_chunk(g, outs)
+                if not miss and False not in passed:  # all table hits (dicts with an answer), all passed
+                    results[start:start + len(outs)] = map(
+                        CallResult, [o["answer"] for o in outs], repeat(TIER_1), repeat("guard-pass"),
+                        [o["nonconformity"] for o in outs], [None if p != p else p for p in pvals], repeat(0.0),
+                        repeat(gen), repeat(aid), outs)
+                    continue
                 for i, o, ok_j, p in zip(idx, outs, passed, pvals):
-                    score = o.get("nonconformity") if o.__class__ is dict else None
-                    if ok_j and o.__class__ is dict:  # a guard passes only dict outputs
-                        if "answer" in o:
-                            results[i] = CallResult(o["answer"], TIER_1, "guard-pass", score,
-                                                    None if p != p else p, 0.0, gen, aid, o)
-                            continue
+                    if ok_j and o.__class__ is dict and "answer" in o:  # a guard passes only dict outputs
+                        results[i] = CallResult(o["answer"], TIER_1, "guard-pass", o.get("nonconformity"),
+                                                None if p != p else p, 0.0, gen, aid, o)
+                        continue
                     if o.__class__ is not dict:  # the AutoError of a per-item retry
                         if isinstance(o, InputSchemaError) and self._reference is None:
                             raise o
@@ -103,7 +112,7 @@ class BatchCalls(Deopts):
                         deopts.append((i, f"artifact-error: {o.get('error')}", None, None, None))
                     else:
                         p = None if p != p else p
-                        deopts.append((i, failed or self._reason(g, o, p), score, p, o))
+                        deopts.append((i, failed or self._reason(g, o, p), o.get("nonconformity"), p, o))
             audit = self._audit
             if audit.active:
                 for i, r in enumerate(results):
@@ -141,18 +150,21 @@ class BatchCalls(Deopts):
             return self._guard_failed(g, e)
 
     @staticmethod
-    def _run_chunk(art: Artifact, chunk: list[Any]) -> list[Any]:
-        """Outputs for ``chunk``: dicts, or the :class:`AutoError` an item failed with."""
+    def _run_chunk(art: Artifact, chunk: list[Any], keys: list[bytes] | None = None) -> list[Any]:
+        """Outputs for ``chunk`` (``keys``: their canonical bytes, when known): dicts, or the
+        :class:`AutoError` an item failed with."""
         try:
+            if keys is not None:
+                return art.call_batch_texts([k.decode("utf-8") for k in keys])
             return art.call_batch(chunk)
         except AutoError as e:
             if len(chunk) == 1:
                 return [e]
             log.warning("run_batch of %d items failed (%s); retrying item by item", len(chunk), e)
         outs: list[Any] = []
-        for x in chunk:
+        for i, x in enumerate(chunk):
             try:
-                outs.append(art.call(x))
+                outs.append(art.call(x) if keys is None else art.call_encoded(keys[i], x))
             except AutoError as e:
                 outs.append(e)
         return outs

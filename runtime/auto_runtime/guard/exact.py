@@ -65,10 +65,10 @@ class ExactMatch(Guard):
 
     def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         try:
-            scores = [score_of(o) for o in outs]
+            scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
             n = len(scores)
-            if all(x.__class__ is float for x in scores):  # the runtime's parsed outputs
-                passed = np.fromiter(scores, dtype=np.float64, count=n) == 0.0
+            if n and set(map(type, scores)) == {float}:  # the runtime's parsed outputs
+                passed = np.array(scores, dtype=np.float64) == 0.0
             else:
                 passed = np.fromiter((_exact_code(x) == 0 for x in scores), dtype=bool, count=n)
             return passed, np.full(n, math.nan)
