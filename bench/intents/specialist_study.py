@@ -204,7 +204,7 @@ def coverage_curve(out: Path, ns: Sequence[int] = (50, 100, 200, 400, 800), seed
         rows.append(coverage_point(n, seed))
         print(json.dumps(rows[-1]), flush=True)
     for r in rows:
-        r["candidate"], r["model"] = "specialist rung (byte n-grams)", ""
+        r["candidate"], r["model"] = "specialist rung (byte + word n-grams)", ""
     (out / "coverage.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     plot_coverage(rows, out / "coverage.png", "HWU64: coverage certified at epsilon=0.05 (delta=0.1) vs witnesses")
     return rows
