@@ -11,7 +11,9 @@ answers. ``results.json`` carries the stream figures of :func:`bench.report.stre
 whose excess silent-wrong is ≤ 1 point), ``ahead_at_equal_excess`` (ahead at every one of them
 with the ratchet's own excess also ≤ 1 point), the generations and compiles, and per role (``seen``
 categories, the ``shift``) the tier-1 share and the tier-1 answers that differ from the control
-leg's; ``ratchet.csv`` has one row per item.
+leg's; ``neardup_replay``: the neardup rung's serving rule replayed on the same items without
+its certificate (:mod:`bench.neardup.replay`, an upper reference, not the product); ``ratchet.csv``
+has one row per item.
 """
 
 from __future__ import annotations
@@ -95,8 +97,12 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float 
                     "reference_calls": ref.calls})
     if peers:
         say("[peers] exact dict and similarity cache on the same items")
-        p = peer_figures(items_from_rows(run.rows, lambda inp: inp[corpus.FIELD]), embed)
+        peer_items = items_from_rows(run.rows, lambda inp: inp[corpus.FIELD])
+        p = peer_figures(peer_items, embed)
         results["peers"] = p
+        from bench.neardup.replay import replay
+
+        results["neardup_replay"] = replay(peer_items, corpus.FIELD)
         results["memo_ceiling"] = p["memo_ceiling"]
         results["ahead_of_similarity_cache"] = ahead_of_similarity_cache(results, p)
         # ahead at equal excess: the ratchet's own excess must be within the same 1-point budget
