@@ -10,8 +10,8 @@ answers. ``results.json`` carries the stream figures of :func:`bench.report.stre
 (``cost_ratio`` counts the audit spend), the peers, ``ahead_of_similarity_cache`` (every threshold
 whose excess silent-wrong is ≤ 1 point), ``ahead_at_equal_excess`` (ahead at every one of them
 with the ratchet's own excess also ≤ 1 point), the generations and compiles, and per role (``seen``
-categories, the ``shift``) the tier-1 share and the tier-1 answers that differ from the control
-leg's; ``neardup_replay``: the neardup rung's serving rule replayed on the same items without
+categories, the ``shift``; :func:`bench.intents.run.role_figures`) the tier-1 share and the tier-1
+answers that differ from the control leg's; ``neardup_replay``: the neardup rung's serving rule replayed on the same items without
 its certificate (:mod:`bench.neardup.replay`, an upper reference, not the product); ``ratchet.csv``
 has one row per item.
 """
@@ -77,12 +77,9 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float 
                      reference_model=results["reference_model"], progress=say, audit_rate=audit_rate,
                      audit_seed=seed, worker=worker)
     results.update(stream_figures(run.rows))
-    roles: dict[str, Any] = {}
-    for role in ("seen", "shift"):
-        rs = [r for r, it in zip(run.rows, stream) if (it.shift if role == "shift" else not it.shift)]
-        t1 = [r for r in rs if r.tier == "tier-1"]
-        roles[role] = {"items": len(rs), "tier1": len(t1),
-                       "tier1_disagreeing_with_control": sum(1 for r in t1 if r.answer != r.reference_answer)}
+    from bench.intents.run import role_figures
+
+    roles = role_figures(run.rows, ["shift" if it.shift else "seen" for it in stream])
     verdicts: dict[str, int] = {}
     for c in run.compiles:
         verdicts[str(c["verdict"])] = verdicts.get(str(c["verdict"]), 0) + 1
