@@ -170,6 +170,21 @@ def peer_figures(items: Sequence[PeerItem], embed: Callable[[Sequence[str]], np.
     return res
 
 
+def peer_lines(peers: dict[str, Any]) -> list[str]:
+    """Human summary lines of :func:`peer_figures`' result: the memo ceiling, then each peer's cost
+    ratio, served share and excess silent-wrong (95% upper bound)."""
+    def f(v: Any, fmt: str = ".3f") -> str:
+        return "n/a" if v is None else format(v, fmt)
+
+    lines = [f"  memo-only ceiling (items/distinct): {f(peers['memo_ceiling'], '.2f')}x"]
+    for q in [peers["exact_dict"]] + list(peers.get("similarity_cache") or []):
+        lines.append(f"  {q['peer']:<24} cost ratio {f(q['cost_ratio'], '.2f')}x, served {f(q['served_share'])}, "
+                     f"excess {f(q['excess_silent_wrong'], '+.4f')} (95% upper {f(q['excess_silent_wrong_ci95_high'], '.4f')})")
+    if peers.get("similarity_cache_unavailable"):
+        lines.append(f"  similarity cache unavailable: {peers['similarity_cache_unavailable']}")
+    return lines
+
+
 def ahead_of_similarity_cache(ratchet: dict[str, Any], peers: dict[str, Any], max_excess: float = 0.01
                               ) -> list[dict[str, Any]]:
     """Per similarity-cache threshold whose excess silent-wrong is ``<= max_excess``: whether the

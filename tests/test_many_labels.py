@@ -55,7 +55,8 @@ def test_a_rung_that_raises_costs_that_rung_only_and_the_table_still_compiles(tm
                                programs=False)
     assert outcome.manifest["compiled_as"] == "memo"
     assert "specialist rung failed: ValueError: n_splits=10" in outcome.reason
-    assert [(r["rung"], r["verdict"]) for r in outcome.rungs] == [("specialist", "refuse"), ("memo", "pass")]
+    assert [(r["rung"], r["verdict"]) for r in outcome.rungs] == [("specialist", "refuse"), ("neardup", "refuse"),
+                                                                          ("memo", "pass")]
 
 
 @pytest.mark.slow

@@ -8,9 +8,12 @@ The peers (:mod:`bench.peers`: the memo-only ceiling, an exact dict, the GPTCach
 similarity cache at each threshold) are replayed on the same items with the control leg's
 answers. ``results.json`` carries the stream figures of :func:`bench.report.stream_figures`
 (``cost_ratio`` counts the audit spend), the peers, ``ahead_of_similarity_cache`` (every threshold
-whose excess silent-wrong is ≤ 1 point), the generations and compiles, and per role (``seen``
-categories, the ``shift``) the tier-1 share and the tier-1 answers that differ from the control
-leg's.
+whose excess silent-wrong is ≤ 1 point), ``ahead_at_equal_excess`` (ahead at every one of them
+with the ratchet's own excess also ≤ 1 point), the generations and compiles, and per role (``seen``
+categories, the ``shift``; :func:`bench.intents.run.role_figures`) the tier-1 share and the tier-1
+answers that differ from the control leg's; ``neardup_replay``: the neardup rung's serving rule replayed on the same items without
+its certificate (:mod:`bench.neardup.replay`, an upper reference, not the product); ``ratchet.csv``
+has one row per item.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float 
     from bench.neardup import corpus
     from bench.neardup.reference import LATENCY_MS, NOISE, Reference
     from bench.peers import ahead_of_similarity_cache, items_from_rows, peer_figures
-    from bench.report import stream_figures
+    from bench.report import stream_figures, write_ratchet_csv
     from bench.run import _fresh_store, shadow_audit_figures
     from bench.stream import Metered, run_stream
 
@@ -74,12 +77,9 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float 
                      reference_model=results["reference_model"], progress=say, audit_rate=audit_rate,
                      audit_seed=seed, worker=worker)
     results.update(stream_figures(run.rows))
-    roles: dict[str, Any] = {}
-    for role in ("seen", "shift"):
-        rs = [r for r, it in zip(run.rows, stream) if (it.shift if role == "shift" else not it.shift)]
-        t1 = [r for r in rs if r.tier == "tier-1"]
-        roles[role] = {"items": len(rs), "tier1": len(t1),
-                       "tier1_disagreeing_with_control": sum(1 for r in t1 if r.answer != r.reference_answer)}
+    from bench.intents.run import role_figures
+
+    roles = role_figures(run.rows, ["shift" if it.shift else "seen" for it in stream])
     verdicts: dict[str, int] = {}
     for c in run.compiles:
         verdicts[str(c["verdict"])] = verdicts.get(str(c["verdict"]), 0) + 1
@@ -94,11 +94,21 @@ def run_neardup(*, out_dir: Path, items: int = 600, seed: int = 0, noise: float 
                     "reference_calls": ref.calls})
     if peers:
         say("[peers] exact dict and similarity cache on the same items")
-        p = peer_figures(items_from_rows(run.rows, lambda inp: inp[corpus.FIELD]), embed)
+        peer_items = items_from_rows(run.rows, lambda inp: inp[corpus.FIELD])
+        p = peer_figures(peer_items, embed)
         results["peers"] = p
+        from bench.neardup.replay import replay
+
+        results["neardup_replay"] = replay(peer_items, corpus.FIELD)
         results["memo_ceiling"] = p["memo_ceiling"]
         results["ahead_of_similarity_cache"] = ahead_of_similarity_cache(results, p)
+        # ahead at equal excess: the ratchet's own excess must be within the same 1-point budget
+        ex = results.get("excess_silent_wrong")
+        results["ratchet_excess_within_1pt"] = ex is not None and ex <= 0.01
+        results["ahead_at_equal_excess"] = bool(results["ahead_of_similarity_cache"]) and results[
+            "ratchet_excess_within_1pt"] and all(a["ahead"] for a in results["ahead_of_similarity_cache"])
     results["wall_s"] = round(time.perf_counter() - started, 2)
+    write_ratchet_csv(run.rows, out_dir / "ratchet.csv", simulated=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n",
                                           encoding="utf-8")
     return results
@@ -118,14 +128,14 @@ def render(results: dict[str, Any]) -> str:
              f"{', '.join(str(c) for c in results['compiled_as'])}"]
     p = results.get("peers")
     if p:
-        lines.append(f"  memo-only ceiling (items/distinct): {f(p['memo_ceiling'], '.2f')}x")
-        for q in [p["exact_dict"]] + list(p.get("similarity_cache") or []):
-            lines.append(f"  {q['peer']:<24} cost ratio {f(q['cost_ratio'], '.2f')}x, served {f(q['served_share'])}, "
-                         f"excess {f(q['excess_silent_wrong'], '+.4f')} (95% upper {f(q['excess_silent_wrong_ci95_high'], '.4f')})")
-        if p.get("similarity_cache_unavailable"):
-            lines.append(f"  similarity cache unavailable: {p['similarity_cache_unavailable']}")
+        from bench.peers import peer_lines
+
+        lines += peer_lines(p)
         for a in results.get("ahead_of_similarity_cache") or []:
             lines.append(f"  vs similarity cache @{a['threshold']:g} (excess {a['peer_excess']:+.4f}): "
                          f"{'ahead' if a['ahead'] else 'NOT ahead'} ({f(a['ratchet_cost_ratio'], '.2f')}x vs "
                          f"{f(a['peer_cost_ratio'], '.2f')}x)")
+        if "ahead_at_equal_excess" in results:
+            lines.append(f"  ahead of every similarity-cache threshold within 1 point of excess, with the ratchet's own "
+                         f"excess within 1 point: {'yes' if results['ahead_at_equal_excess'] else 'no'}")
     return "\n".join(lines)

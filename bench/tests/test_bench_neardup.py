@@ -63,3 +63,22 @@ def test_a_small_run_writes_the_ratchet_and_its_peers_on_the_same_items(tmp_path
     assert [p["threshold"] for p in saved["peers"]["similarity_cache"]] == [0.7, 0.8, 0.9, 0.95]
     assert saved["cost_ratio"] is not None and saved["compile_errors"] == 0
     assert "near-duplicate stream" in render(res)
+    assert [f["step"] for f in saved["neardup_replay"]] == ["case-punctuation", "greeting-signoff", "identifiers",
+                                                            "vowels"]
+
+
+def test_the_replay_serves_neighbours_and_repeats_a_wrong_merge_it_never_witnesses():
+    from bench.peers import PeerItem
+    from bench.neardup.replay import replay
+
+    def it(text, answer):
+        return PeerItem(json.dumps({"ticket": text}), text, answer, 10.0, answer)
+
+    rows = [it("Hi, my order 1 is late", "shipping"), it("my order 2 is late. Thanks", "shipping"),
+            it("refund $20 please", "refund"), it("REFUND $900 PLEASE", "escalation"), it("refund $55 please", "refund")]
+    got = {f["step"]: f for f in replay(rows)}
+    assert got["case-punctuation"]["served_without_paid_call"] == 0
+    # identifiers: the second order and both later refunds are served; the $900 one is an escalation
+    # the replay never witnesses (it is served), so its neighbourhood stays unanimous and wrong
+    ident = got["identifiers"]
+    assert ident["served_without_paid_call"] == 3 and ident["served_disagreement_with_control"] == 1 / 3

@@ -127,6 +127,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     t0 = time.perf_counter()
     code = compile_program(program)
     timings["codegen"] = time.perf_counter() - t0
+    # the key's expression in full (the manifest's text names the step only)
     statement = {**cal.to_dict(), "step": cal.chosen, "canonicalizer": render(canon),
                  "exact_entries": len(exact), "neighbourhoods": len(classes),
                  "guarantee": ("with probability >= 1 - delta over the distinct witnessed inputs, the chosen step's "
@@ -137,7 +138,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         interface={"input": input_schema(inputs), "output": output_interface(program, answers)},
         model={"kind": "program", "field": field_name, "program": to_json(program), "program_digest": program_digest(program),
                "size": size(program), "text": f"lookup({field_name}, <{len(exact)} witnessed inputs>, "
-                                              f"lookup({render(canon)}, <{len(classes)} neighbourhoods>, deopt))",
+                                              f"lookup(canon[{cal.chosen}]({field_name}), <{len(classes)} "
+                                              "neighbourhoods>, deopt))",
                "near_duplicate": statement, "code_digest": digest_bytes(code)})
     art = Artifact.load(emit(code, draft.provisional()))
     t0 = time.perf_counter()
