@@ -345,6 +345,24 @@ class Manifest:
         scores = self.guard.calibration_scores
         return list(scores) if scores is not None else None
 
+    @property
+    def model(self) -> Any:
+        """The manifest's ``model`` entry (``kind`` and what the rung compiled: a program's text
+        and digest, a specialist's estimator and features, a memo table's size), or None."""
+        return self.fields.get("model")
+
+    @property
+    def parity(self) -> Any:
+        """The manifest's ``parity`` entry (agreement with the reference per split, ``witnessed``
+        / ``heldout``, with counts and 95% Clopper-Pearson lows), or None."""
+        return self.fields.get("parity")
+
+    @property
+    def fuel_per_call(self) -> Any:
+        """The manifest's ``fuel_per_call`` entry (``p50`` / ``p95`` fuel units per call, measured
+        at compile time), or None."""
+        return self.fields.get("fuel_per_call")
+
     def summary_line(self) -> str:
         """``auto inspect``'s line naming the task, generation and rung."""
         return f"task       {self.task}  generation {self.generation}  compiled as {self.compiled_as}"
