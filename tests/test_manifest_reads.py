@@ -22,8 +22,13 @@ SWITCHED = ("auto/cli.py", "auto/guards/program.py", "auto/compile/rungs/region.
             "auto/serve/app.py", "auto/sites/discover.py")
 """Modules that read manifests only through the typed view."""
 
-REMAINING: dict[str, int] = {}
-"""Module -> manifest reads by string still there (to switch to :class:`Manifest`): none are left."""
+REMAINING: dict[str, int] = {
+    "bench/anyagent.py": 1, "bench/capability_cases.py": 13, "bench/compile_family.py": 11, "bench/guard_eval.py": 4,
+    "bench/hotpath.py": 3, "bench/kernel_tuning/replay.py": 2, "bench/region_family.py": 11, "bench/run.py": 4,
+    "bench/scale/memo.py": 1,
+}
+"""Module -> manifest reads by string still there (to switch to :class:`Manifest`): none in the
+product (``auto/``); the bench's drivers, counted so the number only goes down."""
 
 
 def _manifest_names(tree: ast.AST) -> dict[int, set[str]]:
@@ -67,7 +72,7 @@ def manifest_reads(path: Path) -> list[str]:
 
 def test_no_new_manifest_key_reads_outside_the_runtime():
     counts = {}
-    for path in sorted((REPO / "auto").rglob("*.py")):
+    for path in sorted([*(REPO / "auto").rglob("*.py"), *(REPO / "bench").rglob("*.py")]):
         reads = manifest_reads(path)
         if reads:
             counts[path.relative_to(REPO).as_posix()] = reads
@@ -75,6 +80,8 @@ def test_no_new_manifest_key_reads_outside_the_runtime():
         assert mod not in counts, f"{mod} reads the manifest by string: {counts.get(mod)}"
     grown = {m: r for m, r in counts.items() if len(r) > REMAINING.get(m, 0)}
     assert grown == {}, "manifest keys read by string (use auto_runtime.manifest.Manifest)"
+    shrunk = {m: (len(counts.get(m, [])), n) for m, n in REMAINING.items() if len(counts.get(m, [])) < n}
+    assert shrunk == {}, "fewer reads by string than REMAINING lists (now, listed): lower the count"
 
 
 def test_the_check_sees_a_read_and_not_a_write(tmp_path):
