@@ -22,11 +22,7 @@ SWITCHED = ("auto/cli.py", "auto/guards/program.py", "auto/compile/rungs/region.
             "auto/serve/app.py", "auto/sites/discover.py")
 """Modules that read manifests only through the typed view."""
 
-REMAINING: dict[str, int] = {
-    "bench/anyagent.py": 1, "bench/capability_cases.py": 13, "bench/compile_family.py": 11, "bench/guard_eval.py": 4,
-    "bench/hotpath.py": 3, "bench/kernel_tuning/replay.py": 2, "bench/region_family.py": 11, "bench/run.py": 4,
-    "bench/scale/memo.py": 1,
-}
+REMAINING: dict[str, int] = {"bench/capability_cases.py": 13, "bench/compile_family.py": 11, "bench/region_family.py": 11}
 """Module -> manifest reads by string still there (to switch to :class:`Manifest`): none in the
 product (``auto/``); the bench's drivers, counted so the number only goes down."""
 
