@@ -363,6 +363,17 @@ class Manifest:
         at compile time), or None."""
         return self.fields.get("fuel_per_call")
 
+    @property
+    def tool_budget(self) -> Any:
+        """A capability artifact's ``tool_budget`` (``calls`` per call and ``wall_ms`` of tool time
+        per call), or None."""
+        return self.fields.get("tool_budget")
+
+    @property
+    def cost_usd_micros_per_call(self) -> Any:
+        """The paid work of one tier-1 call (µ$; 0 for a pure artifact), or None."""
+        return self.fields.get("cost_usd_micros_per_call")
+
     def summary_line(self) -> str:
         """``auto inspect``'s line naming the task, generation and rung."""
         return f"task       {self.task}  generation {self.generation}  compiled as {self.compiled_as}"
@@ -390,7 +401,7 @@ def _model_lines(m: Manifest) -> list[str]:
         for t in m.tools:
             lines.append(f"tool       {t.name}  {t.kind}, effects {t.effects}"
                          + (f", {t.cost_usd_micros_per_call} µ$ per call (recorded)" if t.cost_usd_micros_per_call else ""))
-        b = f.get("tool_budget") or {}
+        b = m.tool_budget or {}
         lines.append(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
         return lines
     fb = model.get("fallback") or model
