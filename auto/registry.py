@@ -24,7 +24,7 @@ from typing import Any
 
 from auto_runtime.digest import digest_bytes
 from auto_runtime.errors import AutoError, UntrustedArtifact
-from auto_runtime.manifest import read_manifest
+from auto_runtime.manifest import Manifest, read_manifest
 from auto_runtime.signing import SIDECAR_SUFFIX, TrustPolicy, check_record, read_signatures
 
 from auto.errors import ArgumentError
@@ -166,14 +166,14 @@ class Registry:
             p = self.path(aid)
             data = p.read_bytes()
             try:
-                m = read_manifest(data)
+                m = Manifest.read(data)
             except AutoError:
-                m = {}
+                m = Manifest.of({})
             try:
                 sigs = [str(r.get("key_id")) for r in self.signatures(aid)]
             except UntrustedArtifact:
                 sigs = ["<unreadable>"]
-            out.append(Entry(aid, p, m.get("task"), m.get("generation"), m.get("compiled_as"), len(data), sigs))
+            out.append(Entry(aid, p, m.task, m.generation, m.compiled_as, len(data), sigs))
         return out
 
     def verify(self, trust: TrustPolicy | None = None, refs: list[str] | None = None) -> list[dict[str, Any]]:

@@ -510,7 +510,7 @@ def run_anyagent(out_dir: Path, *, seed: int = 0, calls: int = 500, clients: int
             from auto_runtime import Artifact
 
             a = Artifact.load(art)
-            site = Site.from_manifest(a.manifest["site"])
+            site = Site.from_manifest(a.typed_manifest.site)
             inputs = [site.extract(_body(t.ticket)) for t in corpus.generate(200, seed=seed)]
             results["serve"] = serve_latency(art, [x for x in inputs if x is not None], work)
     finally:

@@ -65,7 +65,7 @@ def _evaluate(wasm: bytes, items: list[dict[str, Any]], answers: list[Any], kind
     from auto.canonical import canonical_json
 
     art = Artifact.load(wasm)
-    program = art.manifest.get("compiled_as") == "program"
+    program = art.typed_manifest.compiled_as == "program"
     tt = TieredTask(art, reference=None)
     rows = []
     declined = declined_wrong = 0
@@ -190,29 +190,29 @@ def run_compile_family(family: str, *, out_dir: Path, inputs_path: Path | None =
         results["compile_s"] = round(time.perf_counter() - t0, 2)
         results["program_rung"] = _program_rung(store, fam.task)
         if outcome is not None:
-            m = outcome.manifest
-            held = (m.get("parity") or {}).get("heldout") or {}
+            m = outcome.typed_manifest
+            held = (m.parity or {}).get("heldout") or {}
             results.update({
-                "compiled_as": m["compiled_as"], "reason": outcome.reason, "eval_run_id": outcome.eval_run_id,
+                "compiled_as": m.compiled_as, "reason": outcome.reason, "eval_run_id": outcome.eval_run_id,
                 "heldout_agreement": held.get("rate"), "heldout_agreement_ci95_low": held.get("ci95_low"),
                 "heldout_n": held.get("n"), "artifact_bytes": outcome.artifact_bytes, "artifact_id": outcome.artifact_id,
-                "program": (m.get("model") or {}).get("text") if m["compiled_as"] == "program" else None,
+                "program": (m.model or {}).get("text") if m.compiled_as == "program" else None,
                 "compile_latency_us": outcome.latency_us,
-                "guard": _guard_summary(m.get("guard") or {}),
-                "parity": m.get("parity"),
-                "fuel_per_call": m.get("fuel_per_call"),
+                "guard": _guard_summary(m.guard.to_dict()),
+                "parity": m.parity,
+                "fuel_per_call": m.fuel_per_call,
             })
-            say(f"[compile] {m['compiled_as']}: {outcome.reason}")
+            say(f"[compile] {m.compiled_as}: {outcome.reason}")
 
         # beside it: the best distilled specialist on the same witnesses and split
         spec = None
         try:
             spec = compile_task(store, fam.task, contract=contract, generation=99, programs=False, memo=False,
                                       out_path=out_dir / f"{fam.task}.specialist.wasm", reference_model=ref_label)
-            sh = (spec.manifest.get("parity") or {}).get("heldout") or {}
+            sh = (spec.typed_manifest.parity or {}).get("heldout") or {}
             results["specialist"] = {"compiled": True, "heldout_agreement": sh.get("rate"),
                                      "heldout_agreement_ci95_low": sh.get("ci95_low"), "artifact_bytes": spec.artifact_bytes,
-                                     "estimator": (spec.manifest.get("model") or {}).get("estimator"), "reason": spec.reason}
+                                     "estimator": (spec.typed_manifest.model or {}).get("estimator"), "reason": spec.reason}
         except GateRefused as e:
             results["specialist"] = {"compiled": False, "reason": e.reason, "eval_run_id": e.eval_run_id}
         sp = results["specialist"]

@@ -44,6 +44,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from auto_runtime.guard import AlwaysDeopt, Guard
+from auto_runtime.guard.entries import ConformalNoveltyEntry, GuardEntry
+from auto_runtime.manifest import Manifest
 
 from auto.canonical import canonical_json
 from auto.errors import ArgumentError
@@ -264,7 +266,7 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
         if outcome is None:
             raise GateRefused(f"the offline generation was refused: {offline_res['compile'].get('reason')}",
                               offline_res["compile"].get("eval_run_id"))
-        alpha = _novelty_alpha(outcome.manifest.get("guard"), contract.alpha)
+        alpha = _novelty_alpha(outcome.typed_manifest.guard, contract.alpha)
         semantic = None
         if embed is not None:
             semantic = SemanticNovelty.from_witness_texts([t.ticket for t in data["train"]], alpha, embed)
@@ -285,10 +287,10 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
             say(f"[guards] {v}: held-out and OOD probes")
             t1, ans, _ = evaluate_offline(outcome.wasm, outcome.artifact_id, held_inputs, variant=v, semantic=semantic)
             rows.append(guard_row(family=family, guard=v, split="heldout", tier1=t1, answers=ans, references=held_refs,
-                                  notes=_variant_note(v, outcome.manifest)))
+                                  notes=_variant_note(v, outcome.typed_manifest)))
             t1, ans, _ = evaluate_offline(outcome.wasm, outcome.artifact_id, probe_inputs, variant=v, semantic=semantic)
             rows.append(guard_row(family=family, guard=v, split="ood", tier1=t1, answers=ans, references=probe_refs,
-                                  notes=_variant_note(v, outcome.manifest)))
+                                  notes=_variant_note(v, outcome.typed_manifest)))
             groups: dict[str, list[int]] = defaultdict(list)
             for i, p in enumerate(probes):
                 groups[p.kind].append(i)
@@ -318,7 +320,7 @@ def run_guards(*, out_dir: Path, seed: int = 0, family: str = "triage", items: i
                              initial=outcome if warm_start else None, reference_model=ref_label, progress=say,
                              audit_rate=audit_rate, audit_seed=seed, guard_factory=factory, worker="thread")
             write_ratchet_csv(run.rows, vdir / "ratchet.csv", simulated=ref_label.startswith("simulated"))
-            rows.append(_stream_row(family, v, run, _variant_note(v, outcome.manifest)
+            rows.append(_stream_row(family, v, run, _variant_note(v, outcome.typed_manifest)
                                     + "; reference: the control leg (simulator at T=0.3)"))
             streams[v] = _stream_extra(run, shift_at, audit_rate)
     for v in VARIANTS:
@@ -349,7 +351,7 @@ def semantic_guard_factory(variant: str, embed: Callable[[Sequence[str]], np.nda
         texts = [w.input.get("ticket") for w in store.witnesses(art.task) if isinstance(w.input, dict)]
         texts = [t for t in texts if isinstance(t, str)]
         try:
-            sem = SemanticNovelty.from_witness_texts(texts, _novelty_alpha(art.manifest.get("guard"), default_alpha), embed)
+            sem = SemanticNovelty.from_witness_texts(texts, _novelty_alpha(art.typed_manifest.guard, default_alpha), embed)
         except ArgumentError as e:
             return AlwaysDeopt(f"semantic novelty not calibrated: {e}")
         return variant_guard(variant, art, sem)
@@ -357,23 +359,21 @@ def semantic_guard_factory(variant: str, embed: Callable[[Sequence[str]], np.nda
     return factory
 
 
-def _novelty_alpha(entry: Any, default: float) -> float:
-    """α of the compiled novelty test (a plain entry or a stack component), else ``default``."""
-    if isinstance(entry, dict):
-        if entry.get("method") == "conformal-novelty" and isinstance(entry.get("alpha"), (int, float)):
-            return float(entry["alpha"])
-        for c in entry.get("components") or []:
-            if isinstance(c, dict) and c.get("method") == "conformal-novelty" and isinstance(c.get("alpha"), (int, float)):
-                return float(c["alpha"])
+def _novelty_alpha(entry: GuardEntry, default: float) -> float:
+    """α of the compiled novelty test (the guard entry itself or its first novelty stack
+    component), else ``default``."""
+    for e in (entry, *getattr(entry, "components", ())):
+        if isinstance(e, ConformalNoveltyEntry) and isinstance(e.alpha, (int, float)):
+            return float(e.alpha)
     return float(default)
 
 
-def _variant_note(variant: str, manifest: dict[str, Any]) -> str:
-    entry = manifest.get("guard") or {}
+def _variant_note(variant: str, manifest: Manifest) -> str:
+    entry = manifest.guard.to_dict()
     if variant == "lexical":
         comps = entry.get("components")
         what = ", ".join(str(c.get("method")) for c in comps) if isinstance(comps, list) else str(entry.get("method"))
-        return f"compiled guard as is ({what}; artifact compiled as {manifest.get('compiled_as')})"
+        return f"compiled guard as is ({what}; artifact compiled as {manifest.compiled_as})"
     _rest, note = without_novelty(entry)
     if variant == "semantic":
         return f"semantic novelty (host embedding) instead of the n-gram novelty; {note}"

@@ -236,7 +236,7 @@ def specialist_section(calls: int, batch: int, seed: int) -> dict[str, Any]:
                                    "artifact_single_loop": lambda ch: [art.call(x) for x in ch]}, fresh, batch,
                                   max(50, calls // batch))
     tier1 = sum(r.tier == "tier-1" for r in tt.batch(fresh))
-    return {"compiled_as": o.manifest["compiled_as"], "inputs": len(fresh), "tier1_share": round(tier1 / len(fresh), 3),
+    return {"compiled_as": o.typed_manifest.compiled_as, "inputs": len(fresh), "tier1_share": round(tier1 / len(fresh), 3),
             "single_us": single, "batch_us_per_item": batches}
 
 
@@ -286,7 +286,7 @@ def refresh_section(entries: int, add: int, seed: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         full2 = compile_task(st, "memo", rungs=["memo"], out_path=os.path.join(d, "g3.wasm"))
         full2_s = time.perf_counter() - t0
-    same = r.manifest["model"]["table"]["digest"] == full2.manifest["model"]["table"]["digest"]
+    same = r.typed_manifest.model["table"]["digest"] == full2.typed_manifest.model["table"]["digest"]
     return {"entries": entries, "added": add, "full_compile_s": round(full_s, 3),
             "refresh_from_bytes_s": round(refresh_s, 3), "refresh_from_bytes_stages_s": r.timings_s,
             "refresh_from_loaded_artifact_s": round(refresh_loaded_s, 3), "refresh_from_loaded_stages_s": r2.timings_s,

@@ -300,17 +300,17 @@ def run_region_family(family: str, *, out_dir: Path, inputs_path: Path | None = 
             say(f"[compile] refused: {e.reason}")
         results["compile_s"] = round(time.perf_counter() - t0, 2)
         if outcome is not None:
-            m = outcome.manifest
+            m = outcome.typed_manifest
+            model = m.model or {}
             results.update({
-                "compiled_as": m["compiled_as"], "reason": outcome.reason, "eval_run_id": outcome.eval_run_id,
+                "compiled_as": m.compiled_as, "reason": outcome.reason, "eval_run_id": outcome.eval_run_id,
                 "artifact_id": outcome.artifact_id, "artifact_bytes": outcome.artifact_bytes,
-                "region": (m.get("model") or {}).get("text"), "values": (m.get("model") or {}).get("values"),
-                "notes": (m.get("model") or {}).get("notes"),
-                "tools": [{k: t.get(k) for k in ("name", "kind", "effects")} for t in m.get("tools") or []],
-                "tool_budget": m.get("tool_budget"), "parity": m.get("parity"), "fuel_per_call": m.get("fuel_per_call"),
-                "cost_usd_micros_per_call": m.get("cost_usd_micros_per_call"),
+                "region": model.get("text"), "values": model.get("values"), "notes": model.get("notes"),
+                "tools": [{"name": t.name, "kind": t.kind, "effects": t.effects} for t in m.tools],
+                "tool_budget": m.tool_budget, "parity": m.parity, "fuel_per_call": m.fuel_per_call,
+                "cost_usd_micros_per_call": m.cost_usd_micros_per_call,
             })
-            say(f"[compile] {m['compiled_as']}: {outcome.reason}")
+            say(f"[compile] {m.compiled_as}: {outcome.reason}")
             results["heldout"] = serve_and_compare(fam, serving, outcome.wasm, evals, out_dir=out_dir, tag="heldout", say=say)
             ood = [fam.text_of(it) for it in data.get("ood") or []]
             if ood and eval_path is None:

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from auto_runtime.manifest import Manifest
+
 from auto.errors import ArgumentError, GateRefused, ReferenceModelError
 
 from auto.progress import Progress
@@ -241,12 +243,13 @@ def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     """
     if manifest is None:
         return None
-    g = dict(manifest.get("guard") or {})
+    m = Manifest.of(manifest)
+    g = m.guard.to_dict()
     g.pop("calibration_scores", None)
     if isinstance(g.get("components"), list):
         g["components"] = [{k: v for k, v in c.items() if k != "calibration_scores"} if isinstance(c, dict) else c
                            for c in g["components"]]
-    return {"generation": manifest.get("generation"), "compiled_as": manifest.get("compiled_as"), **g}
+    return {"generation": m.generation, "compiled_as": m.compiled_as, **g}
 
 
 def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 1000, seed: int = 0,
@@ -364,7 +367,7 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         # never-witnessed tickets: they miss any exact-match table, so this times the specialist path
         fresh = [{"ticket": t.ticket} for t in corpus.generate(200, seed=seed + 1000)]
         results["latency_benchmark"] = {
-            "artifact": f"generation {outcome.generation} (offline), compiled as {outcome.manifest['compiled_as']}",
+            "artifact": f"generation {outcome.generation} (offline), compiled as {outcome.typed_manifest.compiled_as}",
             "inputs_note": "200 freshly generated, never-witnessed tickets",
             **latency_benchmark(outcome.wasm, fresh, model=outcome.model, sklearn_predict=outcome.sklearn_predict,
                                 progress=lambda _row: rows.advance()),

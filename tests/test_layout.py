@@ -1,4 +1,6 @@
-"""The layout is part of the product: no import cycles, and the product never imports the bench.
+"""The layout is part of the product: no import cycles, the product never imports the bench, and
+no function in ``auto/`` or ``runtime/`` is over :data:`MAX_FUNCTION_LINES` lines nor any class over
+:data:`MAX_CLASS_LINES` (beyond the ones :data:`OVER_LIMIT` still lists, which may only shrink).
 
 The import graph is built from the source with :mod:`ast` (no module is imported): an edge
 ``a -> b`` for every ``import`` / ``from ... import`` in ``a`` that names first-party module
@@ -136,3 +138,69 @@ def test_the_runtime_never_imports_the_compiler():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             for n in names:
                 assert n.split(".")[0] != "auto", f"{path.relative_to(REPO)} imports {n}"
+
+
+MAX_FUNCTION_LINES = 100
+"""A function's span (``def`` line to last line, docstring and nested functions included)."""
+MAX_CLASS_LINES = 400
+"""A class's span (``class`` line to last line)."""
+
+OVER_LIMIT: dict[str, int] = {
+    "auto/codegen/kernel.py::eval_func": 126,
+    "auto/compile/rungs/region.py::compile_rung": 132,
+    "auto/compile/rungs/specialist.py::compile_rung": 109,
+    "auto/gate.py::run_program_gate": 112,
+    "auto/models/specialist/train.py::distill": 113,
+    "runtime/auto_runtime/artifact.py::Artifact": 541,
+}
+"""``path::qualified name`` -> lines, of the functions and classes still over their limit: an entry
+may only shrink, and leaves the list once it is within the limit."""
+
+
+def oversized(path: Path, rel: str) -> dict[str, int]:
+    """``rel::qualified name`` -> span in lines of each function over :data:`MAX_FUNCTION_LINES`
+    and each class over :data:`MAX_CLASS_LINES` in the module at ``path``."""
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                span = child.end_lineno - child.lineno + 1
+                limit = MAX_CLASS_LINES if isinstance(child, ast.ClassDef) else MAX_FUNCTION_LINES
+                if span > limit:
+                    found[f"{rel}::{name}"] = span
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return found
+
+
+def test_the_size_check_sees_long_functions_and_classes(tmp_path):
+    def lines(n: int, indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(n))
+    src = tmp_path / "probe.py"
+    src.write_text("def short():\n    return 1\n\n\ndef long():\n" + lines(MAX_FUNCTION_LINES, "    ")
+                   + "\n\nclass Big:\n" + lines(MAX_CLASS_LINES - MAX_FUNCTION_LINES, "    ")
+                   + "    def method(self):\n" + lines(MAX_FUNCTION_LINES, "        ")
+                   + "\n\nclass Small:\n    def method(self):\n        return 2\n")
+    assert oversized(src, "probe.py") == {"probe.py::long": MAX_FUNCTION_LINES + 1,
+                                          "probe.py::Big": MAX_CLASS_LINES + 2,
+                                          "probe.py::Big.method": MAX_FUNCTION_LINES + 1}
+
+
+def test_no_function_over_100_lines_nor_class_over_400_beyond_the_shrinking_list():
+    found: dict[str, int] = {}
+    for root in ("auto", "runtime"):
+        paths = sorted((REPO / root).rglob("*.py"))
+        assert len(paths) > 10, root
+        for path in paths:
+            found.update(oversized(path, path.relative_to(REPO).as_posix()))
+    new = {k: v for k, v in found.items() if k not in OVER_LIMIT}
+    assert new == {}, "functions over 100 lines / classes over 400: split them into steps named after what they do"
+    grown = {k: (v, OVER_LIMIT[k]) for k, v in found.items() if v > OVER_LIMIT[k]}
+    assert grown == {}, "listed functions/classes grew (lines now, lines allowed)"
+    fixed = sorted(set(OVER_LIMIT) - set(found))
+    assert fixed == [], "now within the limit: remove them from OVER_LIMIT"

@@ -70,7 +70,7 @@ class CompileOutcome:
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly summary (no bytes, no calibration scores)."""
-        m = self.manifest
+        m = self.typed_manifest
         return {
             "verdict": "pass",
             "task": self.task,
@@ -80,12 +80,12 @@ class CompileOutcome:
             "artifact_id": self.artifact_id,
             "artifact_bytes": self.artifact_bytes,
             "artifact_path": str(self.artifact_path) if self.artifact_path else None,
-            "compiled_as": m["compiled_as"],
-            "model": m["model"],
-            "parity": m["parity"],
-            "guard": without_scores(m["guard"]),
+            "compiled_as": m.compiled_as,
+            "model": m.model,
+            "parity": m.parity,
+            "guard": without_scores(m.guard.to_dict()),
             "latency_us": self.latency_us,
-            "fuel_per_call": m["fuel_per_call"],
+            "fuel_per_call": m.fuel_per_call,
             "timings_s": self.timings_s,
             "rungs": self.rungs,
         }

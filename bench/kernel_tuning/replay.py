@@ -375,8 +375,8 @@ def run_replay(replay_dir: Path, out_dir: Path, progress: Callable[[str], None] 
         "latency_vs_torch_compile_specialist": latency_table(p1, choice_spec, baseline="inductor"),
         "decode_gemv_specialist": decode_gemv(p1, choice_spec, copy_gbs),
         "es_t": es_t(p1, answers),
-        "artifact": {"id": outcome.artifact_id, "bytes": outcome.artifact_bytes, "compiled_as": outcome.manifest["compiled_as"],
-                     "eval_run_id": outcome.eval_run_id, "fuel_per_call": outcome.manifest["fuel_per_call"]},
+        "artifact": {"id": outcome.artifact_id, "bytes": outcome.artifact_bytes, "compiled_as": outcome.typed_manifest.compiled_as,
+                     "eval_run_id": outcome.eval_run_id, "fuel_per_call": outcome.typed_manifest.fuel_per_call},
         "compile_s": round(time.perf_counter() - t0, 3),
     }
     from bench.kernel_tuning.verify_report import summarize as vsum

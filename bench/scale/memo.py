@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     o = compile_task(st, "memo", rungs=["memo"], out_path=os.path.join(d, f"{label}.wasm"))
                     row[label] = {"seconds": round(time.perf_counter() - t0, 2), "artifact_bytes": o.artifact_bytes,
-                                  "timings_s": o.timings_s, "fuel_per_call": o.manifest["fuel_per_call"]}
+                                  "timings_s": o.timings_s, "fuel_per_call": o.typed_manifest.fuel_per_call}
                 except GateRefused as e:
                     row[label] = {"seconds": round(time.perf_counter() - t0, 2), "refused": e.reason}
         row["load_after"] = round(os.getloadavg()[0], 2)

@@ -267,3 +267,23 @@ def test_cli_bad_audit_rate_and_unknown_guard_are_usage_errors(tmp_path):
         run_guards(out_dir=tmp_path / "z", family="routing")
     with pytest.raises(ArgumentError, match="variant"):
         run_guards(out_dir=tmp_path / "z", variants=("lexical", "psychic"))
+
+
+def test_the_guard_figures_and_novelty_alpha_read_the_typed_manifest():
+    from auto_runtime.manifest import Manifest
+
+    from bench.guard_eval import _novelty_alpha, _variant_note
+    from bench.run import guard_figures
+
+    novelty = {"method": "conformal-novelty", "alpha": 0.05, "n": 3, "calibration_scores": [0.1, 0.2, 0.3]}
+    risk = {"method": "selective-risk", "epsilon": 0.05, "delta": 0.1, "threshold": 0.4}
+    stack = {"task": "t", "generation": 2, "compiled_as": "memo-first",
+             "guard": {"method": "stack", "components": [risk, {**novelty, "alpha": 0.1}]}}
+    assert guard_figures(stack) == {"generation": 2, "compiled_as": "memo-first", "method": "stack",
+                                    "components": [risk, {"method": "conformal-novelty", "alpha": 0.1, "n": 3}]}
+    assert guard_figures(None) is None and guard_figures({"generation": 1}) == {"generation": 1, "compiled_as": None}
+    assert _novelty_alpha(Manifest.of(stack).guard, 0.2) == 0.1
+    assert _novelty_alpha(Manifest.of({"guard": novelty}).guard, 0.2) == 0.05
+    assert _novelty_alpha(Manifest.of({"guard": risk}).guard, 0.2) == 0.2
+    assert _variant_note("lexical", Manifest.of(stack)) == (
+        "compiled guard as is (selective-risk, conformal-novelty; artifact compiled as memo-first)")

@@ -353,6 +353,35 @@ class Manifest:
         scores = self.guard.calibration_scores
         return list(scores) if scores is not None else None
 
+    @property
+    def model(self) -> Any:
+        """The manifest's ``model`` entry (``kind`` and what the rung compiled: a program's text
+        and digest, a specialist's estimator and features, a memo table's size), or None."""
+        return self.fields.get("model")
+
+    @property
+    def parity(self) -> Any:
+        """The manifest's ``parity`` entry (agreement with the reference per split, ``witnessed``
+        / ``heldout``, with counts and 95% Clopper-Pearson lows), or None."""
+        return self.fields.get("parity")
+
+    @property
+    def fuel_per_call(self) -> Any:
+        """The manifest's ``fuel_per_call`` entry (``p50`` / ``p95`` fuel units per call, measured
+        at compile time), or None."""
+        return self.fields.get("fuel_per_call")
+
+    @property
+    def tool_budget(self) -> Any:
+        """A capability artifact's ``tool_budget`` (``calls`` per call and ``wall_ms`` of tool time
+        per call), or None."""
+        return self.fields.get("tool_budget")
+
+    @property
+    def cost_usd_micros_per_call(self) -> Any:
+        """The paid work of one tier-1 call (µ$; 0 for a pure artifact), or None."""
+        return self.fields.get("cost_usd_micros_per_call")
+
     def summary_line(self) -> str:
         """``auto inspect``'s line naming the task, generation and rung."""
         return f"task       {self.task}  generation {self.generation}  compiled as {self.compiled_as}"
@@ -384,7 +413,7 @@ def _model_lines(m: Manifest) -> list[str]:
         for t in m.tools:
             lines.append(f"tool       {t.name}  {t.kind}, effects {t.effects}"
                          + (f", {t.cost_usd_micros_per_call} µ$ per call (recorded)" if t.cost_usd_micros_per_call else ""))
-        b = f.get("tool_budget") or {}
+        b = m.tool_budget or {}
         lines.append(f"budget     {b.get('calls')} tool call(s), {b.get('wall_ms')} ms of tool time per call")
         return lines
     fb = model.get("fallback") or model

@@ -122,90 +122,22 @@ def _compile(schema: Any, where: str) -> Validator:
     min_len = _nonneg_int(schema, "minLength", where)
 
     if "type" in schema:
-        t = schema["type"]
-        names = [t] if isinstance(t, str) else t
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise SchemaDefinitionError(f"{where}: 'type' must be a type name or a list of them")
-        preds = [_is_type(n) for n in names]
-        expected = " or ".join(names)
-        single = names[0] if len(names) == 1 else None
-        if single == "object":
-            pass  # fused into the object check below
-        elif single == "string" and (max_len is not None or min_len is not None):
-            hi_s = max_len if max_len is not None else math.inf
-            lo_s = min_len or 0
-            hi_text, lo_text = max_len, min_len
-
-            def check_string(v: Any) -> None:
-                if not isinstance(v, str):
-                    raise _Violation(f"expected string, got {json_type_name(v)}")
-                n = len(v)
-                if n > hi_s:
-                    raise _Violation(f"string of length {n} exceeds maxLength {hi_text}")
-                if n < lo_s:
-                    raise _Violation(f"string of length {n} is shorter than minLength {lo_text}")
-            checks.append(check_string)
-            max_len = min_len = None  # done
-        elif len(preds) == 1:
-            pred = preds[0]
-
-            def check_type(v: Any) -> None:
-                if not pred(v):
-                    raise _Violation(f"expected {expected}, got {json_type_name(v)}")
-            checks.append(check_type)
-        else:
-            def check_types(v: Any) -> None:
-                for p in preds:
-                    if p(v):
-                        return
-                raise _Violation(f"expected {expected}, got {json_type_name(v)}")
-            checks.append(check_types)
+        single, check = _type_check(schema["type"], where, max_len, min_len)
+        if check is not None:
+            checks.append(check)
+        if single == "string" and (max_len is not None or min_len is not None):
+            max_len = min_len = None  # fused into the string check
 
     if "enum" in schema or "const" in schema:
-        if "enum" in schema:
-            allowed = schema["enum"]
-            if not isinstance(allowed, list):
-                raise SchemaDefinitionError(f"{where}: 'enum' must be a list")
-        else:
-            allowed = [schema["const"]]
-        shown = ", ".join(repr(a) for a in allowed[:8]) + (", ..." if len(allowed) > 8 else "")
-        if allowed and all(isinstance(a, str) for a in allowed):
-            allowed_set = frozenset(allowed)
-
-            def check_enum(v: Any) -> None:
-                if not (isinstance(v, str) and v in allowed_set):
-                    raise _Violation(f"value {v!r:.80} is not one of [{shown}]")
-        else:
-            def check_enum(v: Any) -> None:
-                for a in allowed:
-                    if _json_equal(v, a):
-                        return
-                raise _Violation(f"value {v!r:.80} is not one of [{shown}]")
-        checks.append(check_enum)
+        checks.append(_enum_check(schema, where))
 
     if max_len is not None or min_len is not None:
-        hi = max_len if max_len is not None else math.inf
-        lo = min_len or 0
-
-        def check_len(v: Any) -> None:
-            if isinstance(v, str):
-                n = len(v)
-                if n > hi:
-                    raise _Violation(f"string of length {n} exceeds maxLength {max_len}")
-                if n < lo:
-                    raise _Violation(f"string of length {n} is shorter than minLength {min_len}")
-        checks.append(check_len)
+        checks.append(_length_check(max_len, min_len))
 
     minimum = _number(schema, "minimum", where)
     maximum = _number(schema, "maximum", where)
     if minimum is not None or maximum is not None:
-        def check_range(v: Any) -> None:
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                if minimum is not None and v < minimum:
-                    raise _Violation(f"{v} is less than minimum {minimum}")
-                if maximum is not None and v > maximum:
-                    raise _Violation(f"{v} is greater than maximum {maximum}")
-        checks.append(check_range)
+        checks.append(_range_check(minimum, maximum))
 
     if single == "object" or "properties" in schema or "required" in schema \
             or "additionalProperties" in schema:
@@ -213,7 +145,104 @@ def _compile(schema: Any, where: str) -> Validator:
 
     if "items" in schema or "minItems" in schema or "maxItems" in schema:
         checks.append(_compile_array(schema, where))
+    return _conjunction(checks)
 
+
+def _type_check(t: Any, where: str, max_len: int | None, min_len: int | None) -> tuple[str | None, Validator | None]:
+    """The ``type`` keyword's value ``t`` as ``(the single type name or None, its check)``; the
+    check is None for ``"object"`` (fused into the object check) and, for ``"string"`` with a
+    length bound, checks the bounds too."""
+    names = [t] if isinstance(t, str) else t
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise SchemaDefinitionError(f"{where}: 'type' must be a type name or a list of them")
+    preds = [_is_type(n) for n in names]
+    expected = " or ".join(names)
+    single = names[0] if len(names) == 1 else None
+    if single == "object":
+        return single, None  # fused into the object check
+    if single == "string" and (max_len is not None or min_len is not None):
+        hi_s = max_len if max_len is not None else math.inf
+        lo_s = min_len or 0
+        hi_text, lo_text = max_len, min_len
+
+        def check_string(v: Any) -> None:
+            if not isinstance(v, str):
+                raise _Violation(f"expected string, got {json_type_name(v)}")
+            n = len(v)
+            if n > hi_s:
+                raise _Violation(f"string of length {n} exceeds maxLength {hi_text}")
+            if n < lo_s:
+                raise _Violation(f"string of length {n} is shorter than minLength {lo_text}")
+        return single, check_string
+    if len(preds) == 1:
+        pred = preds[0]
+
+        def check_type(v: Any) -> None:
+            if not pred(v):
+                raise _Violation(f"expected {expected}, got {json_type_name(v)}")
+        return single, check_type
+
+    def check_types(v: Any) -> None:
+        for p in preds:
+            if p(v):
+                return
+        raise _Violation(f"expected {expected}, got {json_type_name(v)}")
+    return single, check_types
+
+
+def _enum_check(schema: dict, where: str) -> Validator:
+    """The check of ``enum`` (or ``const``, a one-value enum): a set lookup for string values."""
+    if "enum" in schema:
+        allowed = schema["enum"]
+        if not isinstance(allowed, list):
+            raise SchemaDefinitionError(f"{where}: 'enum' must be a list")
+    else:
+        allowed = [schema["const"]]
+    shown = ", ".join(repr(a) for a in allowed[:8]) + (", ..." if len(allowed) > 8 else "")
+    if allowed and all(isinstance(a, str) for a in allowed):
+        allowed_set = frozenset(allowed)
+
+        def check_enum(v: Any) -> None:
+            if not (isinstance(v, str) and v in allowed_set):
+                raise _Violation(f"value {v!r:.80} is not one of [{shown}]")
+        return check_enum
+
+    def check_any_enum(v: Any) -> None:
+        for a in allowed:
+            if _json_equal(v, a):
+                return
+        raise _Violation(f"value {v!r:.80} is not one of [{shown}]")
+    return check_any_enum
+
+
+def _length_check(max_len: int | None, min_len: int | None) -> Validator:
+    """The ``maxLength``/``minLength`` check (characters) of a value that may not be a string."""
+    hi = max_len if max_len is not None else math.inf
+    lo = min_len or 0
+
+    def check_len(v: Any) -> None:
+        if isinstance(v, str):
+            n = len(v)
+            if n > hi:
+                raise _Violation(f"string of length {n} exceeds maxLength {max_len}")
+            if n < lo:
+                raise _Violation(f"string of length {n} is shorter than minLength {min_len}")
+    return check_len
+
+
+def _range_check(minimum: float | None, maximum: float | None) -> Validator:
+    """The ``minimum``/``maximum`` check (inclusive) of a value that may not be a number."""
+    def check_range(v: Any) -> None:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if minimum is not None and v < minimum:
+                raise _Violation(f"{v} is less than minimum {minimum}")
+            if maximum is not None and v > maximum:
+                raise _Violation(f"{v} is greater than maximum {maximum}")
+    return check_range
+
+
+def _conjunction(checks: list[Validator]) -> Validator:
+    """One validator that runs ``checks`` in order (none: accept everything)."""
     if not checks:
         return _accept
     if len(checks) == 1:
@@ -230,7 +259,6 @@ def _compile(schema: Any, where: str) -> Validator:
         for c in checks:
             c(v)
     return all_checks
-
 
 def _accept(v: Any) -> None:
     return None

@@ -193,6 +193,10 @@ def test_typed_fields_and_the_ratchet_s_questions():
     region = Manifest.of(REGION)
     assert [(t.name, t.effects, t.cost_usd_micros_per_call) for t in region.tools] == [
         ("lookup", "read", 3), ("send", "effect", None)]
+    assert stack.model == STACK["model"] and stack.parity == STACK["parity"]
+    assert stack.fuel_per_call == STACK.get("fuel_per_call") and Manifest.of(MEMO).parity is None
+    assert region.tool_budget == REGION["tool_budget"] and stack.tool_budget is None
+    assert Manifest.of({**REGION, "cost_usd_micros_per_call": 12}).cost_usd_micros_per_call == 12
 
 
 @pytest.mark.parametrize("entry", [None, 3, "x", {}, {"method": 7}, {"method": "no-such-method", "statement": "s"},

@@ -168,6 +168,34 @@ def same_value(x: Any, y: Any) -> bool:
     return x == y
 
 
+_TEXT_OPS = frozenset({A.Lower, A.Upper, A.Strip, A.Split, A.Slice, A.Search, A.Contains, A.StartsWith,
+                       A.EndsWith, A.ParseInt, A.ParseFloat, A.ParseMoney})
+
+
+def _text_op(t: type, node: A.Node, x: str | None, search: Callable[[str, str, int], str | None]) -> Any:
+    """The value of a node of a type in ``_TEXT_OPS`` whose text operand ``node.x`` evaluated to
+    ``x``: None on a None operand (False for the three text tests)."""
+    if t in (A.Contains, A.StartsWith, A.EndsWith):
+        if x is None:
+            return False
+        if t is A.Contains:
+            return node.s in x
+        return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
+    if x is None:
+        return None
+    if t in (A.Lower, A.Upper, A.Strip):
+        return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
+    if t is A.Split:
+        return x.split(node.sep)
+    if t is A.Slice:
+        return x[node.start:node.stop]
+    if t is A.Search:
+        return search(x, node.pattern, node.group)
+    if t is A.ParseInt:
+        return parse_int(x)
+    return parse_float(x, money=t is A.ParseMoney)
+
+
 def make_evaluator(search: Callable[[str, str, int], str | None], memo: bool = False) -> Callable[[A.Node, dict], Any]:
     """The interpreter's node dispatch with ``search(text, pattern, group)`` for :class:`Search`
     (the reference uses the Pike VM; synthesis passes Python ``re``, which agrees on the subset).
@@ -186,14 +214,8 @@ def make_evaluator(search: Callable[[str, str, int], str | None], memo: bool = F
             return const_value(node.value)
         if t is A.Deopt:
             raise DeoptSignal()
-        if t in (A.Lower, A.Upper, A.Strip):
-            x = sub(node.x, inp)
-            if x is None:
-                return None
-            return ascii_lower(x) if t is A.Lower else ascii_upper(x) if t is A.Upper else ascii_strip(x)
-        if t is A.Split:
-            x = sub(node.x, inp)
-            return None if x is None else x.split(node.sep)
+        if t in _TEXT_OPS:
+            return _text_op(t, node, sub(node.x, inp), search)
         if t is A.Join:
             xs = sub(node.xs, inp)
             return None if xs is None else node.sep.join(xs)
@@ -202,25 +224,6 @@ def make_evaluator(search: Callable[[str, str, int], str | None], memo: bool = F
             if xs is None or not -len(xs) <= node.i < len(xs):
                 return None
             return xs[node.i]
-        if t is A.Slice:
-            x = sub(node.x, inp)
-            return None if x is None else x[node.start:node.stop]
-        if t is A.Search:
-            x = sub(node.x, inp)
-            return None if x is None else search(x, node.pattern, node.group)
-        if t in (A.Contains, A.StartsWith, A.EndsWith):
-            x = sub(node.x, inp)
-            if x is None:
-                return False
-            if t is A.Contains:
-                return node.s in x
-            return x.startswith(node.s) if t is A.StartsWith else x.endswith(node.s)
-        if t is A.ParseInt:
-            x = sub(node.x, inp)
-            return None if x is None else parse_int(x)
-        if t in (A.ParseFloat, A.ParseMoney):
-            x = sub(node.x, inp)
-            return None if x is None else parse_float(x, money=t is A.ParseMoney)
         if t is A.Compare:
             return _compare(node.op, sub(node.x, inp), node.value)
         if t is A.IsNull:

@@ -611,31 +611,9 @@ def _prepared(prog: RegexProgram):
     return members, first
 
 
-def pike_search(prog: RegexProgram, data: bytes, start: int = 0) -> tuple[int, ...] | None:
-    """Leftmost-first search of ``prog`` in ``data`` from byte offset ``start``.
-
-    The result equals Python's ``re.compile(pattern, re.ASCII).search(text, pos)`` on the
-    subset, with ``$`` read as ``\\Z``, offsets in bytes of the UTF-8 encoding. ``^`` matches only
-    at offset 0 (not at ``start``), and ``\\b`` at ``start`` looks at the byte before it, as in
-    Python. New threads start only at code-point boundaries (bytes that are not ``0b10xxxxxx``).
-
-    Args:
-        prog: a compiled program (:func:`compile_regex`).
-        data: UTF-8 bytes (validity is assumed, not checked).
-        start: byte offset where the search begins, ``0 <= start <= len(data)``, at a
-            code-point boundary.
-
-    Returns:
-        the slot array of the first match (length ``prog.nslots``; ``slots[2k]``/``slots[2k+1]``
-        = start/end byte offsets of group ``k``, -1 when the group did not participate), or
-        None when there is no match.
-
-    Raises:
-        ArgumentError: ``start`` is outside ``0..len(data)``, ``data`` is not bytes or ``prog`` is
-            not a :class:`RegexProgram`.
-
-    Time O(len(data) * len(prog.insts)); memory O(len(prog.insts) * prog.nslots).
-    """
+def _check_search_args(prog: RegexProgram, data: bytes, start: int) -> None:
+    """Raise :class:`ArgumentError` unless ``pike_search``'s arguments have their stated types
+    and ``0 <= start <= len(data)``."""
     if not isinstance(data, (bytes, bytearray)):
         raise ArgumentError(f"pike_search: data must be bytes, not {type(data).__name__}")
     if not isinstance(prog, RegexProgram):
@@ -643,14 +621,17 @@ def pike_search(prog: RegexProgram, data: bytes, start: int = 0) -> tuple[int, .
     n = len(data)
     if not 0 <= start <= n:
         raise ArgumentError(f"pike_search: start {start} outside 0..{n}")
-    insts = prog.insts
-    members, first = _prepared(prog)
-    ninsts = len(insts)
-    mark = [-1] * ninsts  # mark[pc] == pos: pc already added to the list for position pos
+
+
+def _thread_adder(insts: tuple, data: bytes):
+    """The thread-list adder of one search of ``data``: ``add(lst, pc0, caps, pos)`` follows the
+    epsilon closure of ``pc0`` at byte offset ``pos`` in priority order and appends the BYTE and
+    MATCH threads it reaches to ``lst``, each pc at most once per position."""
+    n = len(data)
+    mark = [-1] * len(insts)  # mark[pc] == pos: pc already added to the list for position pos
     word = _WORD_BYTES
 
     def add(lst: list, pc0: int, caps: tuple, pos: int) -> None:
-        """Follow the epsilon closure of pc0 in priority order, appending BYTE/MATCH threads."""
         stack = [(pc0, caps)]
         while stack:
             pc, caps = stack.pop()
@@ -681,6 +662,39 @@ def pike_search(prog: RegexProgram, data: bytes, start: int = 0) -> tuple[int, .
             else:  # BYTE or MATCH
                 lst.append((pc, caps))
 
+    return add
+
+
+def pike_search(prog: RegexProgram, data: bytes, start: int = 0) -> tuple[int, ...] | None:
+    """Leftmost-first search of ``prog`` in ``data`` from byte offset ``start``.
+
+    The result equals Python's ``re.compile(pattern, re.ASCII).search(text, pos)`` on the
+    subset, with ``$`` read as ``\\Z``, offsets in bytes of the UTF-8 encoding. ``^`` matches only
+    at offset 0 (not at ``start``), and ``\\b`` at ``start`` looks at the byte before it, as in
+    Python. New threads start only at code-point boundaries (bytes that are not ``0b10xxxxxx``).
+
+    Args:
+        prog: a compiled program (:func:`compile_regex`).
+        data: UTF-8 bytes (validity is assumed, not checked).
+        start: byte offset where the search begins, ``0 <= start <= len(data)``, at a
+            code-point boundary.
+
+    Returns:
+        the slot array of the first match (length ``prog.nslots``; ``slots[2k]``/``slots[2k+1]``
+        = start/end byte offsets of group ``k``, -1 when the group did not participate), or
+        None when there is no match.
+
+    Raises:
+        ArgumentError: ``start`` is outside ``0..len(data)``, ``data`` is not bytes or ``prog`` is
+            not a :class:`RegexProgram`.
+
+    Time O(len(data) * len(prog.insts)); memory O(len(prog.insts) * prog.nslots).
+    """
+    _check_search_args(prog, data, start)
+    n = len(data)
+    members, first = _prepared(prog)
+    insts = prog.insts
+    add = _thread_adder(insts, data)
     empty = (-1,) * prog.nslots
     matched: tuple[int, ...] | None = None
     clist: list = []

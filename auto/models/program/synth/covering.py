@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Callable
 
 from .pool import _Part
 from .predicates import _Extractor, _popcount, _Pred, _split_preds
@@ -45,6 +46,57 @@ POOL = 24
 fitted threshold: among the first half of them)."""
 
 
+def _cached_splits(part: _Part, base: int, lm: int, extractors: list[_Extractor], min_support: int,
+                   tol: float) -> list[_Pred]:
+    """:func:`_split_preds` of ``base`` for the label mask ``lm``, cached on ``part`` (thresholds
+    depend only on the base, label mask, support, tolerance and extractors; the cache is emptied
+    past 50,000 entries)."""
+    cache = part.split_cache
+    key = (base, lm, min_support, tol, tuple(id(e) for e in extractors))
+    got = cache.get(key)
+    if got is None:
+        if len(cache) > 50_000:
+            cache.clear()
+        got = cache[key] = _split_preds(base, extractors, lm, min_support, part.n, tol)
+    return got
+
+
+def _candidate_rules(live: list[tuple[_Pred, int]], rem: int, lm: int, split: Callable[[int, int], list[_Pred]],
+                     min_support: int, pairs: bool):
+    """The candidate conditions of one covering step for the label mask ``lm`` over the remaining
+    witnesses ``rem``, as ``(comps, covered mask, size, text)``: each live predicate and fitted
+    threshold; among the :data:`POOL` impure ones with most positives, pairs (with ``pairs``) and a
+    predicate with a threshold fitted inside it (the first half); and for the first 8 (with
+    ``pairs``), the predicate without the 8 negatable predicates that remove most of its wrong
+    witnesses."""
+    scored = []
+    for p, cov in live + [(t, t.mask & rem) for t in split(rem, lm)]:
+        tp = _popcount(cov & lm)
+        if tp < min_support:
+            continue
+        c = _popcount(cov)
+        yield [(p, False)], cov, p.size, p.text
+        if c > tp:  # impure: a second condition may help
+            scored.append((-tp, c, p.size, p.text, p))
+    pool = [x[-1] for x in heapq.nsmallest(POOL, scored)]
+    for a_i, pa in enumerate(pool):
+        ma = pa.mask & rem
+        for pb in pool[a_i + 1:] if pairs else ():
+            yield [(pa, False), (pb, False)], ma & pb.mask, 1 + pa.size + pb.size, pa.text + "&" + pb.text
+        if a_i >= POOL // 2:
+            continue
+        for pt in split(ma, lm):
+            yield [(pa, False), (pt, False)], ma & pt.mask, 1 + pa.size + pt.size, pa.text + "&" + pt.text
+    for pa in pool[:8] if pairs else ():
+        ma = pa.mask & rem
+        fp_a = ma & ~lm
+        # negations that remove some of pa's wrong witnesses
+        negs = [(-_popcount(pb.mask & fp_a), pb.size, pb.text, pb) for pb, cov in live
+                if pb.neg_ok and cov & fp_a and pb is not pa]
+        for _k, _s, _t, pb in heapq.nsmallest(8, negs):
+            yield [(pa, False), (pb, True)], ma & ~pb.mask, 2 + pa.size + pb.size, pa.text + "&!" + pb.text
+
+
 def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int], singles: list[_Pred],
                       extractors: list[_Extractor], min_support: int, tol: float,
                       max_rules: int, pairs: bool = True, rare_first: bool = False,
@@ -69,17 +121,9 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
     n = part.n
     rem = (1 << n) - 1
     rules: list[tuple[list[tuple[_Pred, bool]], str]] = []
-    cache = part.split_cache  # thresholds depend only on (base, label mask, support, tolerance, extractors)
-    ekey = tuple(id(e) for e in extractors)
 
     def split(base: int, lm: int) -> list[_Pred]:
-        key = (base, lm, min_support, tol, ekey)
-        got = cache.get(key)
-        if got is None:
-            if len(cache) > 50_000:
-                cache.clear()
-            got = cache[key] = _split_preds(base, extractors, lm, min_support, n, tol)
-        return got
+        return _cached_splits(part, base, lm, extractors, min_support, tol)
 
     queue = sorted(targets, key=lambda k: (_popcount(lab_mask[k]), k))
     fp_cost = 1 + part.wrong_cost
@@ -97,48 +141,20 @@ def _learn_precedence(part: _Part, targets: list[str], lab_mask: dict[str, int],
                 continue
             share = _popcount(lm) / _popcount(rem)
 
-            def consider(comps, cov, size, text, _lab=lab, _lm=lm, _share=share):
-                nonlocal best
+            for comps, cov, size, text in _candidate_rules(live, rem, lm, split, min_support, pairs):
                 c = _popcount(cov)
-                tp = _popcount(cov & _lm)
-                if tp < min_support or tp < (1 - tol) * c - 1e-9 or _lrs(tp, c, _share) < LRS_MIN:
-                    return
+                tp = _popcount(cov & lm)
+                if tp < min_support or tp < (1 - tol) * c - 1e-9 or _lrs(tp, c, share) < LRS_MIN:
+                    continue
                 if gain_ratio is None:
                     key = (_laplace(tp, c), tp, -size)
                 else:
                     gain = tp - fp_cost * (c - tp) - gain_ratio * size
                     if gain <= 0:
-                        return
+                        continue
                     key = (gain, _laplace(tp, c), -size)
                 if _outranks(key, text, best):
-                    best = (key, comps, _lab, cov, text)
-
-            scored = []
-            for p, cov in live + [(t, t.mask & rem) for t in split(rem, lm)]:
-                tp = _popcount(cov & lm)
-                if tp < min_support:
-                    continue
-                c = _popcount(cov)
-                consider([(p, False)], cov, p.size, p.text)
-                if c > tp:  # impure: a second condition may help
-                    scored.append((-tp, c, p.size, p.text, p))
-            pool = [x[-1] for x in heapq.nsmallest(POOL, scored)]
-            for a_i, pa in enumerate(pool):
-                ma = pa.mask & rem
-                for pb in pool[a_i + 1:] if pairs else ():
-                    consider([(pa, False), (pb, False)], ma & pb.mask, 1 + pa.size + pb.size, pa.text + "&" + pb.text)
-                if a_i >= POOL // 2:
-                    continue
-                for pt in split(ma, lm):
-                    consider([(pa, False), (pt, False)], ma & pt.mask, 1 + pa.size + pt.size, pa.text + "&" + pt.text)
-            for pa in pool[:8] if pairs else ():
-                ma = pa.mask & rem
-                fp_a = ma & ~lm
-                # negations that remove some of pa's wrong witnesses
-                negs = [(-_popcount(pb.mask & fp_a), pb.size, pb.text, pb) for pb, cov in live
-                        if pb.neg_ok and cov & fp_a and pb is not pa]
-                for _k, _s, _t, pb in heapq.nsmallest(8, negs):
-                    consider([(pa, False), (pb, True)], ma & ~pb.mask, 2 + pa.size + pb.size, pa.text + "&!" + pb.text)
+                    best = (key, comps, lab, cov, text)
         if best is None:
             if rare_first:
                 queue.pop(0)

@@ -106,6 +106,71 @@ def _check_witnesses(pairs: Any, field: str, what: str) -> list[tuple[dict, Any]
     return out
 
 
+def _checked_witnesses(train: Any, heldout: Any, field: Any) -> tuple[list[tuple[dict, Any]], list[tuple[dict, Any]]]:
+    """:func:`synthesize`'s training and held-out witnesses, checked (:func:`_check_witnesses`).
+
+    Raises:
+        ArgumentError: ``field`` is not a non-empty string, a witness is malformed, or ``train``
+            is empty.
+    """
+    if not isinstance(field, str) or not field:
+        raise ArgumentError("field must be a non-empty string")
+    train = _check_witnesses(train, field, "train")
+    heldout = _check_witnesses(heldout or [], field, "heldout")
+    if not train:
+        raise ArgumentError("synthesis needs at least one training witness")
+    return train, heldout
+
+
+def _check_options(time_budget_s: float, min_agreement: float, wrong_cost: float, mdl_scale: float) -> None:
+    """Raise :class:`ArgumentError` unless :func:`synthesize`'s numeric options are in range."""
+    if not (time_budget_s > 0):
+        raise ArgumentError(f"time_budget_s must be positive, got {time_budget_s!r}")
+    if not 0.0 <= min_agreement <= 1.0:
+        raise ArgumentError(f"min_agreement must be in [0, 1], got {min_agreement!r}")
+    if wrong_cost < 0:
+        raise ArgumentError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
+    if not (isinstance(mdl_scale, (int, float)) and mdl_scale > 0):
+        raise ArgumentError(f"mdl_scale must be a positive number, got {mdl_scale!r}")
+
+
+def _record_keys(train: list[tuple[dict, Any]], heldout: list[tuple[dict, Any]]) -> list[str] | None:
+    """The keys of record answers (sorted), or None when some training answer is not a record.
+
+    Raises:
+        ArgumentError: the training records have different keys or none, or a held-out answer
+            is not a record with the training keys.
+    """
+    answers = [a for _i, a in train]
+    if not all(isinstance(a, dict) for a in answers):
+        return None
+    keyset = {tuple(sorted(a)) for a in answers}
+    if len(keyset) != 1:
+        raise ArgumentError("record answers must have the same keys in every witness; saw "
+                         + "; ".join(str(list(k)) for k in sorted(keyset)[:3]))
+    if heldout and not all(isinstance(a, dict) and tuple(sorted(a)) in keyset for _i, a in heldout):
+        raise ArgumentError("held-out record answers must have the training answers' keys")
+    keys = list(next(iter(keyset)))
+    if not keys:
+        raise ArgumentError("record answers have no keys")
+    return keys
+
+
+def _shortfalls(train_ag: float, held_ag: float | None, fields: list[tuple[str, FieldResult]],
+                min_agreement: float) -> list[str]:
+    """Why a program does not fit: the training, held-out and per-field (``fields``, the record's
+    ``(key, result)`` pairs) agreements below ``min_agreement``, one phrase each."""
+    short = []
+    if train_ag < min_agreement:
+        short.append(f"training agreement {train_ag:.3f} < {min_agreement:.2f}")
+    if held_ag is not None and held_ag < min_agreement:
+        short.append(f"held-out agreement {held_ag:.3f} < {min_agreement:.2f}")
+    for k, f in fields:
+        if f.train_agreement is not None and f.train_agreement < min_agreement:
+            short.append(f"field {k!r} training agreement {f.train_agreement:.3f} < {min_agreement:.2f}")
+    return short
+
+
 def synthesize(
     train: list[tuple[dict, Any]],
     *,
@@ -161,20 +226,8 @@ def synthesize(
             an argument is out of range.
     """
     t0 = time.perf_counter()
-    if not isinstance(field, str) or not field:
-        raise ArgumentError("field must be a non-empty string")
-    train = _check_witnesses(train, field, "train")
-    heldout = _check_witnesses(heldout or [], field, "heldout")
-    if not train:
-        raise ArgumentError("synthesis needs at least one training witness")
-    if not (time_budget_s > 0):
-        raise ArgumentError(f"time_budget_s must be positive, got {time_budget_s!r}")
-    if not 0.0 <= min_agreement <= 1.0:
-        raise ArgumentError(f"min_agreement must be in [0, 1], got {min_agreement!r}")
-    if wrong_cost < 0:
-        raise ArgumentError(f"wrong_cost must be >= 0, got {wrong_cost!r}")
-    if not (isinstance(mdl_scale, (int, float)) and mdl_scale > 0):
-        raise ArgumentError(f"mdl_scale must be a positive number, got {mdl_scale!r}")
+    train, heldout = _checked_witnesses(train, heldout, field)
+    _check_options(time_budget_s, min_agreement, wrong_cost, mdl_scale)
     budgets: list[_Budget] = []
     shared: dict[Any, Any] = {}  # what depends only on the texts (lowered texts, keyword predicates)
 
@@ -183,18 +236,8 @@ def synthesize(
         return budgets[-1]
     notes: list[str] = []
     state: dict[str, Any] = {"proposer_declined": False}
-    answers = [a for _i, a in train]
-    record = all(isinstance(a, dict) for a in answers)
-    if record:
-        keyset = {tuple(sorted(a)) for a in answers}
-        if len(keyset) != 1:
-            raise ArgumentError("record answers must have the same keys in every witness; saw "
-                             + "; ".join(str(list(k)) for k in sorted(keyset)[:3]))
-        if heldout and not all(isinstance(a, dict) and tuple(sorted(a)) in keyset for _i, a in heldout):
-            raise ArgumentError("held-out record answers must have the training answers' keys")
-        keys = list(next(iter(keyset)))
-        if not keys:
-            raise ArgumentError("record answers have no keys")
+    keys = _record_keys(train, heldout)
+    record = keys is not None
     by_field = bool(per_field)
     per_field: dict[str, FieldResult] = {}  # type: ignore[no-redef]  # the results, per key
     if record:
@@ -223,18 +266,19 @@ def synthesize(
     selective = record and any(per_field[k].kind == "selective" for k in keys)
     if selective:
         return _selective_result(program, train, heldout, per_field, candidates, min_agreement, t0, notes)
+    fields = [(k, per_field[k]) for k in keys] if record else []
+    return _judged_result(program, train, heldout, fields, per_field, candidates, min_agreement, t0, notes)
+
+
+def _judged_result(program: A.Node, train: list[tuple[dict, Any]], heldout: list[tuple[dict, Any]],
+                   fields: list[tuple[str, FieldResult]], per_field: dict[str, FieldResult], candidates: int,
+                   min_agreement: float, t0: float, notes: list[str]) -> SynthResult:
+    """A program that answers every witness, judged by the reference interpreter's training and
+    held-out agreement (and each record field's, ``fields``) against ``min_agreement``: the
+    result keeps the program only when none falls short."""
     train_ag, train_fast = _interp_agreement(program, train, notes, "train")
     held_ag = _interp_agreement(program, heldout, notes, "held-out")[0] if heldout else None
-    short = []
-    if train_ag < min_agreement:
-        short.append(f"training agreement {train_ag:.3f} < {min_agreement:.2f}")
-    if held_ag is not None and held_ag < min_agreement:
-        short.append(f"held-out agreement {held_ag:.3f} < {min_agreement:.2f}")
-    if record:
-        for k in keys:
-            f = per_field[k]
-            if f.train_agreement is not None and f.train_agreement < min_agreement:
-                short.append(f"field {k!r} training agreement {f.train_agreement:.3f} < {min_agreement:.2f}")
+    short = _shortfalls(train_ag, held_ag, fields, min_agreement)
     if short:
         rules = sum(1 for n in A.walk(program) if type(n) is A.If)
         return SynthResult(None, train_ag, held_ag, per_field, candidates,
