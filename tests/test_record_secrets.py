@@ -224,3 +224,27 @@ def test_a_refusal_says_how_many_witnesses_were_left_out_as_redacted():
     assert "only 0 distinct witnessed inputs" in str(refused.value)
     assert "30 witnesses left out because a secret was redacted" in str(refused.value)
     assert WitnessSet.of("t", [_witness({"q": "a"}, "x")]).redacted_note() == ""
+
+
+def test_a_region_never_learns_a_run_with_a_redacted_step(tmp_path):
+    from auto.compile.steps.traces import read_task_traces
+
+    path = tmp_path / "r.sqlite"
+    store = Store(path)
+
+    @auto.tool("lookup")
+    def lookup(query: str) -> dict:
+        return {"result": f"found {query}"}
+
+    @auto.task("agent")
+    def agent(request: str) -> str:
+        return lookup(query=request)["result"]
+
+    with auto.recording(store):
+        agent(request="where is order A-1")
+        agent(request=f"my key is {FORMATS['github']}")  # redacted in the task's input
+        agent(request="where is order B-2")
+    traces, skipped = read_task_traces(store, "agent")
+    assert sorted(t.input["request"] for t in traces) == ["where is order A-1", "where is order B-2"]
+    assert skipped["redacted"] == 1
+    store.close()

@@ -78,7 +78,9 @@ class TaskTrace:
 def read_task_traces(store: Any, task: str) -> tuple[list[TaskTrace], Counter]:
     """The task's successful runs with their steps, and ``Counter`` of why runs were left out.
 
-    Reasons counted: ``"no steps"`` (a witness without child spans), ``"failed step"``.
+    Reasons counted: ``"no steps"`` (a witness without child spans), ``"failed step"``,
+    ``"redacted"`` (a secret was replaced in the input or output of the run or of one of its steps:
+    the placeholder is never learned as a value, :func:`auto.compile.witnesses.is_redacted`).
     """
     spans = store.spans(task=task)
     children: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -96,6 +98,9 @@ def read_task_traces(store: Any, task: str) -> tuple[list[TaskTrace], Counter]:
         kids = sorted(children.get(root["span_id"], []), key=lambda s: (s["started_ns"], s["span_id"]))
         if not kids:
             skipped["no steps"] += 1
+            continue
+        if any(_redacted(s) for s in (root, *kids)):
+            skipped["redacted"] += 1
             continue
         steps: list[Step] = []
         ok = True
@@ -135,6 +140,12 @@ def read_task_traces(store: Any, task: str) -> tuple[list[TaskTrace], Counter]:
             continue
         out.append(TaskTrace(root["trace_id"], root["span_id"], root["input"], root["output"], steps))
     return out, skipped
+
+
+def _redacted(span: dict[str, Any]) -> bool:
+    """Whether the recorder replaced a secret in the span's input or output (``auto.redacted``)."""
+    fields = (span.get("attributes") or {}).get("auto.redacted") or ()
+    return "input" in fields or "output" in fields
 
 
 __all__ = ["ModelStep", "TaskTrace", "ToolStep", "read_task_traces"]

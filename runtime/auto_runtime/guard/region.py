@@ -48,33 +48,29 @@ def tokens(text: str) -> frozenset[str]:
 
 
 class PathIndex:
-    """The training inputs of one path as word sets, with an inverted index (word -> inputs)."""
+    """The training inputs of one path as word sets, with an inverted index (word -> inputs, as
+    numpy arrays: a score is one ``bincount`` over the postings of the input's words)."""
 
-    __slots__ = ("sizes", "postings")
+    __slots__ = ("sizes", "postings", "n")
 
     def __init__(self, witnesses: Sequence[frozenset[str]]) -> None:
-        self.sizes = [len(w) for w in witnesses]
-        self.postings: dict[str, list[int]] = {}
+        self.n = len(witnesses)
+        self.sizes = np.asarray([len(w) for w in witnesses], dtype=np.float64)
+        lists: dict[str, list[int]] = {}
         for i, w in enumerate(witnesses):
             for t in w:
-                self.postings.setdefault(t, []).append(i)
+                lists.setdefault(t, []).append(i)
+        self.postings = {t: np.asarray(ix, dtype=np.int64) for t, ix in lists.items()}
 
     def score(self, x: frozenset[str], skip: int = -1) -> float:
         """``1 - max J(x, w)`` over the path's inputs (``skip``: an index left out, the jackknife)."""
-        if not x:
+        hits = [self.postings[t] for t in x if t in self.postings]
+        if not hits:
             return 1.0
-        inter: dict[int, int] = {}
-        for t in x:
-            for i in self.postings.get(t, ()):
-                if i != skip:
-                    inter[i] = inter.get(i, 0) + 1
-        best = 0.0
-        nx = len(x)
-        sizes = self.sizes
-        for i, k in inter.items():
-            j = k / (nx + sizes[i] - k)
-            if j > best:
-                best = j
+        inter = np.bincount(np.concatenate(hits) if len(hits) > 1 else hits[0], minlength=self.n).astype(np.float64)
+        if skip >= 0:
+            inter[skip] = 0.0
+        best = float(np.max(inter / (len(x) + self.sizes - inter)))
         return round(1.0 - best, 9)
 
 
@@ -121,7 +117,7 @@ class RegionNovelty(Guard):
         if path.__class__ is not int or not 0 <= path < len(self.indexes) or text.__class__ is not str:
             return None
         idx = self.indexes[path]
-        if not idx.sizes:
+        if not idx.n:
             return None
         return idx.score(tokens(text)), path
 
@@ -160,7 +156,7 @@ class RegionNovelty(Guard):
 
     def describe(self) -> dict[str, Any]:
         return {"method": self.method, "usable": True, "field": self.field, "alpha": self.alpha, "n": self.n,
-                "paths": [len(i.sizes) for i in self.indexes]}
+                "paths": [i.n for i in self.indexes]}
 
 
 __all__ = ["PATH_KEY", "PathIndex", "RegionNovelty", "jackknife_scores", "tokens"]
