@@ -104,13 +104,17 @@ def shadow_audit_figures(run: Any, audit_rate: float) -> dict[str, Any]:
 
     ``n`` audited tier-1 answers, ``disagreements`` with the re-asked reference, ``silent_wrong``
     = disagreements / n with 95% Clopper–Pearson bounds (:func:`auto.guards.audit.audit_summary`),
-    plus the configured ``rate`` and the audit's reference spend (µ$).
+    plus the configured ``rate``, the audit's reference spend (µ$) and its repeat budget
+    (``repeat_budget``: the share, derived answers offered, exact-match answers selected and
+    left unaudited by the budget; :class:`auto_runtime.audit.ShadowAudit`).
     """
     from auto.guards.audit import audit_summary
 
     if run.audit is None or audit_rate <= 0:
         return {"rate": audit_rate, "n": 0, "disagreements": 0, "silent_wrong": None, "note": "shadow audit off"}
-    return {"rate": audit_rate, **audit_summary(run.audit), "cost_usd_micros": round(run.audit_cost_usd_micros, 3)}
+    st = run.audit.stats()
+    return {"rate": audit_rate, **audit_summary(run.audit), "cost_usd_micros": round(run.audit_cost_usd_micros, 3),
+            "repeat_budget": {k: st.get(k) for k in ("hit_budget", "derived", "hit_selected", "hit_over_budget")}}
 
 
 def _metered_triage(inp: dict[str, Any]) -> Metered:

@@ -8,12 +8,33 @@ if so, queues it without waiting. One daemon worker thread calls the reference o
 compares the answers and records the outcome; the compiler turns the counts into a silent-wrong
 rate with a Clopper–Pearson interval (``auto.guards.audit.audit_summary``).
 
-Selection (deterministic for a given sequence of tier-1 answers): the ``k``-th offered answer
-is audited iff the ``k``-th draw of ``random.Random(seed).random()`` is ``< rate`` (``rate`` 0:
-no draws, nothing audited; ``rate`` 1: every draw is below 1), until ``max_audits`` answers
-have been selected. A selected answer that finds the queue full is not audited and counts as
+Selection (stratified, deterministic for a given sequence of tier-1 answers): answers are
+offered in two strata, exact-match answers (score 0) and derived answers (any other). Within a
+stratum, the ``k``-th offer covers the interval ``[A_{k-1}, A_k)`` of the running sum ``A_k``
+of the offers' rates, and one point ``j + U_j`` is drawn per unit interval ``[j, j + 1)``
+(``U_j`` the stratum's next ``random.Random(seed).random()``, the exact-match stratum drawing
+from its own generator, seeded ``seed + 1``); an offer is audited iff its interval holds a
+point (``rate`` 1: every offer; ``rate`` 0: none). This is systematic sampling with independent
+random offsets: each answer is audited with probability ``rate`` (an offer whose interval spans
+a unit boundary: ``a + b - ab`` with ``a + b = rate``, at most ``rate**2 / 4`` less), answers
+in different units are selected independently of each other and of their correctness, and
+after offers summing to ``A`` exactly ``floor(A)`` or ``floor(A) + 1`` were audited: the
+audit's cost is ``rate`` of the answers, not a binomial draw around it (independent draws at
+5% over 700 answers spread the count by ±6, a sixth of it). Selection stops once
+``max_audits`` answers have been selected. A selected answer that finds the queue full is not audited and counts as
 ``skipped`` (it does not count toward ``max_audits``); the request path never waits for the
 reference.
+
+Repeat budget (``hit_budget``, a share ``b``): exact-match answers (offered with score 0: table
+hits and table-overlay answers, which repeat a witnessed reference answer) are selected only
+while the exact-match answers selected so far stay within ``b`` times the derived answers
+offered so far (tier-1 answers with a nonzero score: what the specialist or program derived,
+answers no exact-match lookup could give). On a stream where nothing is derived (repeats only),
+no repeat is audited: the host pays what an exact-match dict pays, one reference call per
+distinct input. Where answers are derived, the audits of repeats cost at most ``b`` reference
+calls per derived answer. ``None``: no budget (repeats audited at ``hit_rate`` alone). A
+per-offer ``rate`` (the table overlay's decayed rate, :meth:`auto_runtime.overlay.TableOverlay.audit_rate`)
+replaces ``hit_rate`` for that offer.
 
 Agreement: the two answers agree iff their canonical JSON texts are equal (sorted keys, compact
 separators: so ``1`` and ``1.0`` differ, as they do in the artifact's output); when either is not
@@ -79,6 +100,33 @@ def _agree(tier1: tuple[str | None, Any], reference_answer: Any) -> bool:
         return False
 
 
+class _Stratum:
+    """One stratum's systematic sampling with random offsets (see the module docstring)."""
+
+    __slots__ = ("rng", "total", "unit", "point", "lock")
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.total = 0.0
+        self.unit = 0
+        self.point = rng.random()
+        self.lock = threading.Lock()
+
+    def covers(self, rate: float) -> bool:
+        """Advance by one offer of ``rate`` (in [0, 1)); True when its interval holds a point."""
+        if rate <= 0.0:
+            return False
+        with self.lock:
+            lo = self.total
+            hi = self.total = lo + rate
+            hit = False
+            while self.point < hi:
+                hit = hit or self.point >= lo
+                self.unit += 1
+                self.point = self.unit + self.rng.random()
+            return hit
+
+
 class ShadowAudit:
     """A bounded, seeded background audit of tier-1 answers (see the module docstring).
 
@@ -92,13 +140,16 @@ class ShadowAudit:
             table-hit nonconformity) to audit, in [0, 1]; ``None``: ``rate``. A table hit repeats a
             witnessed reference answer, so auditing it measures the reference's own consistency;
             a deployment may spend less on it than on answers the specialist derived.
-        seed: seed of the selection RNG (``random.Random(seed)``).
+        seed: seed of the selection's generators (``random.Random(seed)`` for derived answers,
+            ``random.Random(seed + 1)`` for exact-match answers).
         max_audits: at most this many answers are selected for audit (``None``: no cap).
         queue_size: audits waiting for the worker at most (>= 1); further selections are
             ``skipped``.
         max_records: at most this many of the latest records are kept in :attr:`records`
             (``None``: all; the counters always count everything). A long-running deployment
             bounds its memory with it.
+        hit_budget: the repeat budget's share ``b`` in [0, 1] (see the module docstring), or
+            ``None`` (no budget).
 
     Raises:
         ValueError: ``rate`` not a finite number in [0, 1], ``max_audits`` negative,
@@ -107,15 +158,18 @@ class ShadowAudit:
     Counters (read any time; consistent with each other under :meth:`stats`):
         ``selected`` (chosen by the RNG, queued or skipped), ``skipped`` (queue full),
         ``n`` (audits that got a reference answer), ``disagreements`` (of those, answers that
-        differ), ``errors`` (the reference raised), ``pending`` (queued or running).
+        differ), ``errors`` (the reference raised), ``pending`` (queued or running),
+        ``derived`` (offers with a nonzero score), ``hit_selected`` (exact-match answers
+        selected), ``hit_over_budget`` (exact-match answers the repeat budget left unaudited).
     """
 
     def __init__(self, reference: Callable[[Any], Any] | None,
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  rate: float = 0.0, seed: int = 0, max_audits: int | None = None,
                  hit_rate: float | None = None,
-                 queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None) -> None:
-        for r in (rate, 0.0 if hit_rate is None else hit_rate):
+                 queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None,
+                 hit_budget: float | None = None) -> None:
+        for r in (rate, 0.0 if hit_rate is None else hit_rate, 0.0 if hit_budget is None else hit_budget):
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not (
                     math.isfinite(r) and 0.0 <= r <= 1.0):
                 raise ValueError(f"audit rate must be a number in [0, 1], got {r!r}")
@@ -131,11 +185,17 @@ class ShadowAudit:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
         self.rate = float(rate)
         self.hit_rate = self.rate if hit_rate is None else float(hit_rate)
+        self.hit_budget = None if hit_budget is None else float(hit_budget)
+        self.derived = 0
+        self.hit_selected = 0
+        self.hit_over_budget = 0
         self.seed = seed
         self.max_audits = max_audits
         self._reference = reference
         self._capture = capture
-        self._rng = random.Random(seed)
+        # per stratum (derived, exact-match): its generator, the running sum of rates offered,
+        # the index of the current unit interval and its drawn point
+        self._strata = {False: _Stratum(random.Random(seed)), True: _Stratum(random.Random(seed + 1))}
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -155,12 +215,14 @@ class ShadowAudit:
 
     def offer(self, input_obj: Any, answer: Any, *, task: str | None = None,
               artifact_id: str | None = None, generation: int | None = None,
-              score: Any = None, origin: str | None = None) -> bool:
+              score: Any = None, origin: str | None = None, rate: float | None = None) -> bool:
         """Consider one tier-1 answer for audit; never blocks on the reference, never raises.
 
         ``score`` (the answer's nonconformity, e.g. 0 for an exact-match table hit) is passed
         through to the record and the capture as ``tier1_score``; ``origin`` (what answered, e.g.
-        ``"overlay"``), when given, as ``origin``.
+        ``"overlay"``), when given, as ``origin``. ``rate`` (in [0, 1]) replaces the rate of this
+        offer (``hit_rate`` for an exact-match answer, else ``rate``); the repeat budget still
+        applies.
 
         Returns:
             ``True`` when the answer was queued for audit.
@@ -168,14 +230,24 @@ class ShadowAudit:
         if not self.active:
             return False
         try:
-            # The draw needs no lock: Random.random() is one atomic C call under the GIL.
-            rate = self.hit_rate if score == 0 and not isinstance(score, bool) else self.rate
-            if rate < 1.0 and self._rng.random() >= rate:
+            exact = score == 0 and not isinstance(score, bool)
+            if not exact:
+                with self._lock:
+                    self.derived += 1
+            elif self.hit_budget is not None and self.hit_selected + 1 > self.hit_budget * self.derived:
+                with self._lock:
+                    self.hit_over_budget += 1
+                return False
+            if rate is None:
+                rate = self.hit_rate if exact else self.rate
+            if rate < 1.0 and not self._strata[exact].covers(rate):
                 return False
             with self._lock:
                 if not self.active:
                     return False
                 self.selected += 1
+                if exact:
+                    self.hit_selected += 1
                 if self.max_audits is not None and self.selected >= self.max_audits:
                     self.active = False
                 item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score, origin)
@@ -183,6 +255,8 @@ class ShadowAudit:
                     self._queue.put_nowait(item)
                 except queue.Full:
                     self.selected -= 1  # not audited: does not use up audit_max
+                    if exact:
+                        self.hit_selected -= 1
                     if self.max_audits is not None and not self._closed:
                         self.active = True
                     self.skipped += 1
@@ -275,7 +349,8 @@ class ShadowAudit:
             return {"rate": self.rate, "hit_rate": self.hit_rate, "seed": self.seed, "max_audits": self.max_audits,
                     "selected": self.selected, "skipped": self.skipped, "n": self.n,
                     "disagreements": self.disagreements, "errors": self.errors,
-                    "pending": self.pending}
+                    "pending": self.pending, "hit_budget": self.hit_budget, "derived": self.derived,
+                    "hit_selected": self.hit_selected, "hit_over_budget": self.hit_over_budget}
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until every queued audit has finished, at most ``timeout_s`` seconds
