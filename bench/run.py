@@ -251,14 +251,16 @@ def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 1000, seed: int = 0,
                warm_start: bool = False, audit_rate: float = 0.05, stream_kind: str = "shifted",
-               worker: str = "process", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               worker: str = "process", progress: Callable[[str], None] | None = None,
+               audit_seed: int | None = None) -> dict[str, Any]:
     """Run one AUTO-BENCH family end to end and write its reports into ``out_dir``.
 
     With ``warm_start`` the stream begins with the offline generation adopted and the offline
     witnesses in its store (a generation compiled before deployment); by default it starts with
     no artifact and no witnesses, as a fresh deployment would. ``audit_rate`` is the shadow
     audit's share of tier-1 answers re-asked at tier 0 in the background; ``stream_kind`` picks
-    the generated stream (:data:`STREAMS`); ``worker`` the ratchet's compile worker.
+    the generated stream (:data:`STREAMS`); ``worker`` the ratchet's compile worker;
+    ``audit_seed`` the audit's selection seed (None: ``seed``; ``results.json`` records it).
 
     Returns:
         The ``results.json`` object.
@@ -320,7 +322,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         results["warm_start"] = initial is not None
         run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage,
                          store_path=store_path, contract=contract, initial=initial, reference_model=ref_label,
-                         progress=say, audit_rate=audit_rate, audit_seed=seed, worker=worker)
+                         progress=say, audit_rate=audit_rate, audit_seed=seed if audit_seed is None else audit_seed,
+                         worker=worker)
 
     figs = stream_figures(run.rows)
     results.update(figs)
@@ -339,7 +342,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         "rollbacks": run.rollbacks,
         "shift_monitor": run.shift_monitor,
         "shadow_audit": shadow_audit_figures(run, audit_rate),
-        "ratchet": {"worker": worker, "audit_rate": audit_rate, "final": run.status},
+        "ratchet": {"worker": worker, "audit_rate": audit_rate, "audit_seed": seed if audit_seed is None else audit_seed,
+                    "final": run.status},
         "wall_s": round(time.perf_counter() - started, 2),
     })
     if shifts:
