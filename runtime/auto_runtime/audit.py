@@ -8,22 +8,12 @@ if so, queues it without waiting. One daemon worker thread calls the reference o
 compares the answers and records the outcome; the compiler turns the counts into a silent-wrong
 rate with a Clopper–Pearson interval (``auto.guards.audit.audit_summary``).
 
-Selection (stratified, deterministic for a given sequence of tier-1 answers): answers are
-offered in two strata, exact-match answers (score 0) and derived answers (any other). Within a
-stratum, the ``k``-th offer covers the interval ``[A_{k-1}, A_k)`` of the running sum ``A_k``
-of the offers' rates, and one point ``j + U_j`` is drawn per unit interval ``[j, j + 1)``
-(``U_j`` the stratum's next ``random.Random(seed).random()``, the exact-match stratum drawing
-from its own generator, seeded ``seed + 1``); an offer is audited iff its interval holds a
-point (``rate`` 1: every offer; ``rate`` 0: none). This is systematic sampling with independent
-random offsets: each answer is audited with probability ``rate`` (an offer whose interval spans
-a unit boundary: ``a + b - ab`` with ``a + b = rate``, at most ``rate**2 / 4`` less), answers
-in different units are selected independently of each other and of their correctness, and
-after offers summing to ``A`` exactly ``floor(A)`` or ``floor(A) + 1`` were audited: the
-audit's cost is ``rate`` of the answers, not a binomial draw around it (independent draws at
-5% over 700 answers spread the count by ±6, a sixth of it). Selection stops once
-``max_audits`` answers have been selected. A selected answer that finds the queue full is not audited and counts as
-``skipped`` (it does not count toward ``max_audits``); the request path never waits for the
-reference.
+Selection (deterministic for a given sequence of tier-1 answers): the ``k``-th offered answer
+is audited iff the ``k``-th draw of ``random.Random(seed).random()`` is ``< rate`` (its rate:
+``rate``, ``hit_rate`` for an exact-match answer, or the offer's own; ``rate`` 1: every draw
+is below 1), until ``max_audits`` answers have been selected. Every offer takes its draw, also
+one the repeat budget below leaves unaudited, so the budget never shifts which derived answers
+are audited.
 
 Repeat budget (``hit_budget``, a share ``b``): exact-match answers (offered with score 0: table
 hits and table-overlay answers, which repeat a witnessed reference answer) are selected only
@@ -100,33 +90,6 @@ def _agree(tier1: tuple[str | None, Any], reference_answer: Any) -> bool:
         return False
 
 
-class _Stratum:
-    """One stratum's systematic sampling with random offsets (see the module docstring)."""
-
-    __slots__ = ("rng", "total", "unit", "point", "lock")
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.total = 0.0
-        self.unit = 0
-        self.point = rng.random()
-        self.lock = threading.Lock()
-
-    def covers(self, rate: float) -> bool:
-        """Advance by one offer of ``rate`` (in [0, 1)); True when its interval holds a point."""
-        if rate <= 0.0:
-            return False
-        with self.lock:
-            lo = self.total
-            hi = self.total = lo + rate
-            hit = False
-            while self.point < hi:
-                hit = hit or self.point >= lo
-                self.unit += 1
-                self.point = self.unit + self.rng.random()
-            return hit
-
-
 class ShadowAudit:
     """A bounded, seeded background audit of tier-1 answers (see the module docstring).
 
@@ -140,8 +103,7 @@ class ShadowAudit:
             table-hit nonconformity) to audit, in [0, 1]; ``None``: ``rate``. A table hit repeats a
             witnessed reference answer, so auditing it measures the reference's own consistency;
             a deployment may spend less on it than on answers the specialist derived.
-        seed: seed of the selection's generators (``random.Random(seed)`` for derived answers,
-            ``random.Random(seed + 1)`` for exact-match answers).
+        seed: seed of the selection RNG (``random.Random(seed)``).
         max_audits: at most this many answers are selected for audit (``None``: no cap).
         queue_size: audits waiting for the worker at most (>= 1); further selections are
             ``skipped``.
@@ -193,9 +155,7 @@ class ShadowAudit:
         self.max_audits = max_audits
         self._reference = reference
         self._capture = capture
-        # per stratum (derived, exact-match): its generator, the running sum of rates offered,
-        # the index of the current unit interval and its drawn point
-        self._strata = {False: _Stratum(random.Random(seed)), True: _Stratum(random.Random(seed + 1))}
+        self._rng = random.Random(seed)
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -231,6 +191,10 @@ class ShadowAudit:
             return False
         try:
             exact = score == 0 and not isinstance(score, bool)
+            if rate is None:
+                rate = self.hit_rate if exact else self.rate
+            # The draw needs no lock: Random.random() is one atomic C call under the GIL.
+            drawn = rate >= 1.0 or self._rng.random() < rate
             if not exact:
                 with self._lock:
                     self.derived += 1
@@ -238,9 +202,7 @@ class ShadowAudit:
                 with self._lock:
                     self.hit_over_budget += 1
                 return False
-            if rate is None:
-                rate = self.hit_rate if exact else self.rate
-            if rate < 1.0 and not self._strata[exact].covers(rate):
+            if not drawn:
                 return False
             with self._lock:
                 if not self.active:
