@@ -31,7 +31,9 @@ answer whose lead is ``k + j`` is audited at the table-hit rate ``r`` times ``2*
 agreeing audit halves the entry's rate and a disagreeing one doubles it back. With every audit
 agreeing, an entry answered ``h`` times is audited about ``log2(1 + r h)`` times in expectation
 (the ``j``-th audit waits ``2**j / r`` answers), against ``r h`` at a flat rate; an entry whose
-answer is a noisy one keeps the full rate, since its audits disagree. The host's risk monitor
+answer is a noisy one keeps the full rate, since its audits disagree. Every exact-match audit
+also stays within the audit's repeat budget (:class:`auto_runtime.audit.ShadowAudit`'s
+``hit_budget``): with nothing derived, no repeat is audited. The host's risk monitor
 watches those audits; on an alarm it calls :meth:`TableOverlay.disable`, which also forgets the
 evidence (a reference whose behaviour changed makes old witnesses stale) until
 :meth:`TableOverlay.enable`.
@@ -42,7 +44,8 @@ when the overlay is full (:data:`DEFAULT_MAX_ENTRIES`). The overlay keeps answer
 same answer), so a generation that is tightened or rolled back does not bring the lag back.
 
 Thread safety: :meth:`observe`, :meth:`fold`, :meth:`disable` and :meth:`enable` take a lock;
-:meth:`lookup` reads one dict entry (atomic under the interpreter lock) and never blocks.
+:meth:`lookup` and :meth:`probe` read one dict entry (atomic under the interpreter lock) and
+never block.
 """
 
 from __future__ import annotations
