@@ -222,8 +222,19 @@ class Contract(BaseModel):
             table is compiled once its modal witnessed answer leads every other answer for it by
             ``k`` witnesses. 1 (the default) answers from the first repeat, as an exact-match dict
             answers every repeat with its first answer; the shadow audit re-asks overlay answers
-            at the table-hit rate and the ratchet's risk monitor disables the overlay when those
-            audits reject ``epsilon``.
+            at the table-hit rate halved per agreeing witness beyond ``k``
+            (:meth:`auto_runtime.overlay.TableOverlay.audit_rate`), and the ratchet's risk
+            monitor disables the overlay when those audits reject ``epsilon``. An input whose
+            witnesses disagree with no answer leading by ``k`` deopts (``overlay-contested``)
+            rather than being answered by an older table.
+        repeat_audit_budget: the shadow audit's repeat budget ``b`` (:mod:`auto_runtime.audit`):
+            exact-match answers (table hits, overlay answers) are audited only while those audits
+            stay within ``b`` per tier-1 answer a generation derived (a nonzero nonconformity
+            score). Guarantee: on a stream of repeats that no generation generalizes over, the
+            ratchet pays one reference call per distinct input, as an exact-match dict does
+            (contested inputs aside); where generations derive answers, the repeats' audits cost
+            at most ``b`` calls per derived answer. 0.05 is the default audit rate of derived
+            answers.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -248,6 +259,7 @@ class Contract(BaseModel):
     program_min_agreement_ci95_low: float = Field(0.75, ge=0.0, le=1.0)
     seed: int = 0
     overlay_min_lead: int = Field(1, ge=1)
+    repeat_audit_budget: float = Field(0.05, ge=0.0, le=1.0)
 
     def __init__(self, **data: Any) -> None:
         """Raises:

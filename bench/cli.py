@@ -59,13 +59,16 @@ def bench() -> None:
                    "inbox/assistant: verify on these inputs instead of the generated held-out slice.")
 @click.option("--audit-rate", default=0.05, show_default=True, type=float,
               help="triage: fraction of tier-1 answers re-asked at tier 0 in the background (shadow audit; 0 = off).")
+@click.option("--audit-seed", default=None, type=click.IntRange(min=0),
+              help="triage: seed of the shadow audit's selection (default: --seed). Which tier-1 answers are audited "
+                   "decides which witnesses later compiles see, so one stream's figures vary with it.")
 @click.option("--e2e", "e2e", is_flag=True,
               help="kernel-tuning, on a GPU machine: measure the decode step built from the specialist's choices against "
                    "torch eager / CUDA graph / torch.compile, writing e2e.json into the --replay folder "
                    "(default traces/kernel-tuning), then replay it.")
 def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, stream_kind: str, seed: int,
               warm_start: bool, worker: str, replay_dir: str | None, inputs_path: str | None, eval_path: str | None,
-              audit_rate: float, e2e: bool) -> None:
+              audit_rate: float, audit_seed: int | None, e2e: bool) -> None:
     """Record, census, compile, verify, then drive a stream through the tiered runtime.
 
     \b
@@ -148,7 +151,7 @@ def bench_run(family: str, out_dir: str, stream_path: str | None, items: int, st
 
     results = run_family(family, out_dir=Path(out_dir), stream_path=Path(stream_path) if stream_path else None, items=items,
                          seed=seed, warm_start=warm_start, audit_rate=audit_rate, stream_kind=stream_kind, worker=worker,
-                         progress=say)
+                         progress=say, audit_seed=audit_seed)
     _emit_json(results)
     say("")
     say(render_summary(results))

@@ -108,13 +108,17 @@ def shadow_audit_figures(run: Any, audit_rate: float) -> dict[str, Any]:
 
     ``n`` audited tier-1 answers, ``disagreements`` with the re-asked reference, ``silent_wrong``
     = disagreements / n with 95% Clopper–Pearson bounds (:func:`auto.guards.audit.audit_summary`),
-    plus the configured ``rate`` and the audit's reference spend (µ$).
+    plus the configured ``rate``, the audit's reference spend (µ$) and its repeat budget
+    (``repeat_budget``: the share, derived answers offered, exact-match answers selected and
+    left unaudited by the budget; :class:`auto_runtime.audit.ShadowAudit`).
     """
     from auto.guards.audit import audit_summary
 
     if run.audit is None or audit_rate <= 0:
         return {"rate": audit_rate, "n": 0, "disagreements": 0, "silent_wrong": None, "note": "shadow audit off"}
-    return {"rate": audit_rate, **audit_summary(run.audit), "cost_usd_micros": round(run.audit_cost_usd_micros, 3)}
+    st = run.audit.stats()
+    return {"rate": audit_rate, **audit_summary(run.audit), "cost_usd_micros": round(run.audit_cost_usd_micros, 3),
+            "repeat_budget": {k: st.get(k) for k in ("hit_budget", "derived", "hit_selected", "hit_over_budget")}}
 
 
 def _metered_triage(inp: dict[str, Any]) -> Metered:
@@ -254,14 +258,16 @@ def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, items: int = 1000, seed: int = 0,
                warm_start: bool = False, audit_rate: float = 0.05, stream_kind: str = "shifted",
-               worker: str = "process", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               worker: str = "process", progress: Callable[[str], None] | None = None,
+               audit_seed: int | None = None) -> dict[str, Any]:
     """Run one AUTO-BENCH family end to end and write its reports into ``out_dir``.
 
     With ``warm_start`` the stream begins with the offline generation adopted and the offline
     witnesses in its store (a generation compiled before deployment); by default it starts with
     no artifact and no witnesses, as a fresh deployment would. ``audit_rate`` is the shadow
     audit's share of tier-1 answers re-asked at tier 0 in the background; ``stream_kind`` picks
-    the generated stream (:data:`STREAMS`); ``worker`` the ratchet's compile worker.
+    the generated stream (:data:`STREAMS`); ``worker`` the ratchet's compile worker;
+    ``audit_seed`` the audit's selection seed (None: ``seed``; ``results.json`` records it).
 
     Returns:
         The ``results.json`` object.
@@ -323,7 +329,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         results["warm_start"] = initial is not None
         run = run_stream(task="triage", items=stream_items, labels=labels, reference=_metered_triage,
                          store_path=store_path, contract=contract, initial=initial, reference_model=ref_label,
-                         progress=say, audit_rate=audit_rate, audit_seed=seed, worker=worker)
+                         progress=say, audit_rate=audit_rate, audit_seed=seed if audit_seed is None else audit_seed,
+                         worker=worker)
 
     figs = stream_figures(run.rows)
     results.update(figs)
@@ -342,7 +349,8 @@ def run_family(family: str, *, out_dir: Path, stream_path: Path | None = None, i
         "rollbacks": run.rollbacks,
         "shift_monitor": run.shift_monitor,
         "shadow_audit": shadow_audit_figures(run, audit_rate),
-        "ratchet": {"worker": worker, "audit_rate": audit_rate, "final": run.status},
+        "ratchet": {"worker": worker, "audit_rate": audit_rate, "audit_seed": seed if audit_seed is None else audit_seed,
+                    "final": run.status},
         "wall_s": round(time.perf_counter() - started, 2),
     })
     if shifts:

@@ -106,7 +106,8 @@ def test_shadow_audits_use_the_operator_audit_key_never_a_callers(compiled):
     words = site_words()
     for audit_key, want in ((AUDIT_KEY, f"Bearer {AUDIT_KEY}"), (None, None)):
         with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=1.0, client_keys=(KEY,), audit_key=audit_key,
-                                                       ratchet_options={"worker": "thread", "audit_hit_rate": 1.0}) as px:
+                                                       ratchet_options={"worker": "thread", "audit_hit_rate": 1.0,
+                                                                        "repeat_audit_budget": None}) as px:
             status, headers, _ = chat(px, "refund never seen", KEY)  # a deopt: the caller's key went upstream
             assert headers["x-auto-tier"] == "0"
             assert chat(px, words[0], KEY)[1]["x-auto-tier"] == "1"

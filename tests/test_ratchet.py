@@ -601,6 +601,42 @@ def test_the_overlay_answers_from_the_first_repeat_before_any_compile(tmp_path):
     r.close()
 
 
+def test_a_stream_of_repeats_costs_what_an_exact_dict_costs(tmp_path):
+    # nothing derived (no generation): the repeat budget audits no overlay answer, so the ratchet
+    # pays one reference call per distinct input, as a dict does, however high the hit rate
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.5, audit_hit_rate=0.5,
+             policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    items = stream(8)
+    for _ in range(30):
+        for x in items:
+            r.call_result(x)
+    r.wait_idle(30)
+    assert ref.calls == 8 and r.status()["overlay"]["hits"] == 232
+    assert r.tiered.audit.stats()["hit_over_budget"] == 232
+    r.close()
+
+
+def test_an_answer_contradicted_by_later_witnesses_deopts_before_any_artifact_answers(tmp_path):
+    # the first answer and a later audit's disagree (a tie in the overlay): the input deopts before
+    # the artifact runs (whose table would hold the first answer), and the deopt decides
+    answers = {"n": 0}
+
+    def ref(inp: dict) -> str:
+        answers["n"] += 1
+        return "bug" if answers["n"] == 1 else "billing"
+
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))
+    x = {"ticket": "the app crashed and I was charged twice"}
+    assert r.call(x) == "bug"
+    r._capture({"task": "triage", "input": x, "output": "billing", "audit": True, "agree": False,
+                "tier1_score": 0.0, "origin": "overlay", "reason": "shadow-audit"})
+    res = r.call_result(x)
+    assert res.tier == "tier-0" and res.reason == "overlay-contested" and res.answer == "billing"
+    assert r.call_result(x).answer == "billing"  # two witnesses of three: the overlay answers it
+    r.close()
+
+
 def test_overlay_audits_feed_their_own_monitor_which_disables_the_overlay(tmp_path):
     ref = Counting()
     r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000, first_repeats=10_000))

@@ -34,8 +34,10 @@ shadow-audited (the audit would act again).
 Table overlay (:mod:`auto_runtime.overlay`): every witness the ratchet captures also feeds the
 runtime's overlay, which answers a witnessed input at tier-1 from its first repeat (once its
 witnesses meet the contract's ``overlay_min_lead`` rule), before any compile; the shadow audit
-re-asks those answers at the table-hit rate and their own risk monitor disables the overlay on an
-alarm (until the next install). Compiles are scheduled in lanes: a table refresh runs the memo
+re-asks those answers at the table-hit rate halved per agreeing witness, within the contract's
+``repeat_audit_budget`` (repeats are audited only out of what derived answers earn, so a stream
+of repeats costs what an exact dict costs), and their own risk monitor disables the overlay on an
+alarm (until the next install). An input whose witnesses disagree, none leading, deopts. Compiles are scheduled in lanes: a table refresh runs the memo
 rung alone, and a slow rung (program, specialist) whose last refusal predicts another is left
 out (:mod:`auto.ratchet.scheduler`).
 
@@ -114,7 +116,12 @@ class Ratchet:
         audit_rate: share of tier-1 answers the shadow audit re-asks (:data:`DEFAULT_AUDIT_RATE`).
         audit_hit_rate: share of exact-match table hits it re-asks (default
             :data:`DEFAULT_AUDIT_HIT_RATE`): a hit repeats a witnessed reference answer, so its
-            audit measures the reference's own consistency, not the specialist's risk.
+            audit measures the reference's own consistency, not the specialist's risk. Overlay
+            answers decay from it with their agreeing witnesses, and all exact-match audits stay
+            within the repeat budget per derived answer.
+        repeat_audit_budget: the shadow audit's repeat budget (:mod:`auto_runtime.audit`): the
+            contract's ``repeat_audit_budget`` (``"contract"``, the default), a share in [0, 1],
+            or None (exact-match answers audited at ``audit_hit_rate`` alone).
         audit_seed: the audit's selection seed.
         policy: when to compile (:class:`CompilePolicy`).
         shift_alpha: level of the exchangeability monitor (None: off).
@@ -160,8 +167,14 @@ class Ratchet:
                  tools: dict[str, Callable[..., Any]] | None = None, tool_budget: Any = None,
                  recorded_reference: Callable[..., Any] | None = None,
                  capture_witnesses: bool = True,
-                 loader: Callable[[bytes, str], Artifact] | None = None) -> None:
+                 loader: Callable[[bytes, str], Artifact] | None = None,
+                 repeat_audit_budget: float | str | None = "contract") -> None:
         _check_settings(reference, store, task, contract, policy, compile_timeout_s, audit_rate, worker)
+        if repeat_audit_budget != "contract" and repeat_audit_budget is not None and (
+                isinstance(repeat_audit_budget, bool) or not isinstance(repeat_audit_budget, (int, float))
+                or not 0.0 <= repeat_audit_budget <= 1.0):
+            raise ArgumentError(f"repeat_audit_budget must be 'contract', None or a share in [0, 1], "
+                                f"got {repeat_audit_budget!r}")
         self.task = task
         self.store_path = str(store)
         self.contract = contract or Contract.default_for(task)
@@ -197,6 +210,8 @@ class Ratchet:
         hit_rate = min(audit_rate, DEFAULT_AUDIT_HIT_RATE) if audit_hit_rate is None else audit_hit_rate
         self._tiered = TieredTask(None, reference=self._tier0, capture=self._capture, task=task,
                                   audit_rate=audit_rate, audit_seed=audit_seed, audit_hit_rate=hit_rate,
+                                  audit_hit_budget=(self.contract.repeat_audit_budget if repeat_audit_budget == "contract"
+                                                    else repeat_audit_budget),
                                   audit_max_records=AUDIT_RECORDS, tools=tools, tool_budget=tool_budget,
                                   overlay=self.overlay)
         self.capture.count_witnesses(seed_overlay=loader is None)

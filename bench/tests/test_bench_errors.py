@@ -102,6 +102,11 @@ def test_counts_below_one_are_usage_errors(args):
     assert "Invalid value" in p.stderr and "x>=1" in p.stderr
 
 
+def test_a_negative_audit_seed_is_a_usage_error():
+    p = _auto("bench", "run", "triage", "--audit-seed", "-1", code=2)
+    assert "Invalid value for '--audit-seed'" in p.stderr and "x>=0" in p.stderr
+
+
 def test_ctrl_c_during_bench_run_exits_130(tmp_path):
     proc = subprocess.Popen([*AUTO, "bench", "run", "triage", "--out", str(tmp_path / "out"), "--items", "20"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

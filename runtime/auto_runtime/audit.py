@@ -9,11 +9,22 @@ compares the answers and records the outcome; the compiler turns the counts into
 rate with a Clopper–Pearson interval (``auto.guards.audit.audit_summary``).
 
 Selection (deterministic for a given sequence of tier-1 answers): the ``k``-th offered answer
-is audited iff the ``k``-th draw of ``random.Random(seed).random()`` is ``< rate`` (``rate`` 0:
-no draws, nothing audited; ``rate`` 1: every draw is below 1), until ``max_audits`` answers
-have been selected. A selected answer that finds the queue full is not audited and counts as
-``skipped`` (it does not count toward ``max_audits``); the request path never waits for the
-reference.
+is audited iff the ``k``-th draw of ``random.Random(seed).random()`` is ``< rate`` (its rate:
+``rate``, ``hit_rate`` for an exact-match answer, or the offer's own; ``rate`` 1: every draw
+is below 1), until ``max_audits`` answers have been selected. Every offer takes its draw, also
+one the repeat budget below leaves unaudited, so the budget never shifts which derived answers
+are audited.
+
+Repeat budget (``hit_budget``, a share ``b``): exact-match answers (offered with score 0: table
+hits and table-overlay answers, which repeat a witnessed reference answer) are selected only
+while the exact-match answers selected so far stay within ``b`` times the derived answers
+offered so far (tier-1 answers with a nonzero score: what the specialist or program derived,
+answers no exact-match lookup could give). On a stream where nothing is derived (repeats only),
+no repeat is audited: the host pays what an exact-match dict pays, one reference call per
+distinct input. Where answers are derived, the audits of repeats cost at most ``b`` reference
+calls per derived answer. ``None``: no budget (repeats audited at ``hit_rate`` alone). A
+per-offer ``rate`` (the table overlay's decayed rate, :meth:`auto_runtime.overlay.TableOverlay.audit_rate`)
+replaces ``hit_rate`` for that offer.
 
 Agreement: the two answers agree iff their canonical JSON texts are equal (sorted keys, compact
 separators: so ``1`` and ``1.0`` differ, as they do in the artifact's output); when either is not
@@ -99,6 +110,8 @@ class ShadowAudit:
         max_records: at most this many of the latest records are kept in :attr:`records`
             (``None``: all; the counters always count everything). A long-running deployment
             bounds its memory with it.
+        hit_budget: the repeat budget's share ``b`` in [0, 1] (see the module docstring), or
+            ``None`` (no budget).
 
     Raises:
         ValueError: ``rate`` not a finite number in [0, 1], ``max_audits`` negative,
@@ -107,15 +120,18 @@ class ShadowAudit:
     Counters (read any time; consistent with each other under :meth:`stats`):
         ``selected`` (chosen by the RNG, queued or skipped), ``skipped`` (queue full),
         ``n`` (audits that got a reference answer), ``disagreements`` (of those, answers that
-        differ), ``errors`` (the reference raised), ``pending`` (queued or running).
+        differ), ``errors`` (the reference raised), ``pending`` (queued or running),
+        ``derived`` (offers with a nonzero score), ``hit_selected`` (exact-match answers
+        selected), ``hit_over_budget`` (exact-match answers the repeat budget left unaudited).
     """
 
     def __init__(self, reference: Callable[[Any], Any] | None,
                  capture: Callable[[dict[str, Any]], None] | None = None, *,
                  rate: float = 0.0, seed: int = 0, max_audits: int | None = None,
                  hit_rate: float | None = None,
-                 queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None) -> None:
-        for r in (rate, 0.0 if hit_rate is None else hit_rate):
+                 queue_size: int = DEFAULT_AUDIT_QUEUE, max_records: int | None = None,
+                 hit_budget: float | None = None) -> None:
+        for r in (rate, 0.0 if hit_rate is None else hit_rate, 0.0 if hit_budget is None else hit_budget):
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not (
                     math.isfinite(r) and 0.0 <= r <= 1.0):
                 raise ValueError(f"audit rate must be a number in [0, 1], got {r!r}")
@@ -131,6 +147,10 @@ class ShadowAudit:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
         self.rate = float(rate)
         self.hit_rate = self.rate if hit_rate is None else float(hit_rate)
+        self.hit_budget = None if hit_budget is None else float(hit_budget)
+        self.derived = 0
+        self.hit_selected = 0
+        self.hit_over_budget = 0
         self.seed = seed
         self.max_audits = max_audits
         self._reference = reference
@@ -155,12 +175,14 @@ class ShadowAudit:
 
     def offer(self, input_obj: Any, answer: Any, *, task: str | None = None,
               artifact_id: str | None = None, generation: int | None = None,
-              score: Any = None, origin: str | None = None) -> bool:
+              score: Any = None, origin: str | None = None, rate: float | None = None) -> bool:
         """Consider one tier-1 answer for audit; never blocks on the reference, never raises.
 
         ``score`` (the answer's nonconformity, e.g. 0 for an exact-match table hit) is passed
         through to the record and the capture as ``tier1_score``; ``origin`` (what answered, e.g.
-        ``"overlay"``), when given, as ``origin``.
+        ``"overlay"``), when given, as ``origin``. ``rate`` (in [0, 1]) replaces the rate of this
+        offer (``hit_rate`` for an exact-match answer, else ``rate``); the repeat budget still
+        applies.
 
         Returns:
             ``True`` when the answer was queued for audit.
@@ -168,14 +190,26 @@ class ShadowAudit:
         if not self.active:
             return False
         try:
+            exact = score == 0 and not isinstance(score, bool)
+            if rate is None:
+                rate = self.hit_rate if exact else self.rate
             # The draw needs no lock: Random.random() is one atomic C call under the GIL.
-            rate = self.hit_rate if score == 0 and not isinstance(score, bool) else self.rate
-            if rate < 1.0 and self._rng.random() >= rate:
+            drawn = rate >= 1.0 or self._rng.random() < rate
+            if not exact:
+                with self._lock:
+                    self.derived += 1
+            elif self.hit_budget is not None and self.hit_selected + 1 > self.hit_budget * self.derived:
+                with self._lock:
+                    self.hit_over_budget += 1
+                return False
+            if not drawn:
                 return False
             with self._lock:
                 if not self.active:
                     return False
                 self.selected += 1
+                if exact:
+                    self.hit_selected += 1
                 if self.max_audits is not None and self.selected >= self.max_audits:
                     self.active = False
                 item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score, origin)
@@ -183,6 +217,8 @@ class ShadowAudit:
                     self._queue.put_nowait(item)
                 except queue.Full:
                     self.selected -= 1  # not audited: does not use up audit_max
+                    if exact:
+                        self.hit_selected -= 1
                     if self.max_audits is not None and not self._closed:
                         self.active = True
                     self.skipped += 1
@@ -275,7 +311,8 @@ class ShadowAudit:
             return {"rate": self.rate, "hit_rate": self.hit_rate, "seed": self.seed, "max_audits": self.max_audits,
                     "selected": self.selected, "skipped": self.skipped, "n": self.n,
                     "disagreements": self.disagreements, "errors": self.errors,
-                    "pending": self.pending}
+                    "pending": self.pending, "hit_budget": self.hit_budget, "derived": self.derived,
+                    "hit_selected": self.hit_selected, "hit_over_budget": self.hit_over_budget}
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until every queued audit has finished, at most ``timeout_s`` seconds

@@ -16,11 +16,24 @@ saw; unlike a dict, an input whose witnesses disagree is answered only while one
 ``k`` (a tie deopts, and the deopt's answer breaks it). Larger ``k`` needs more agreeing
 witnesses first. Witnesses are compared as canonical JSON texts (:mod:`auto_runtime.jsonio`).
 
+Contested inputs: an input whose witnesses disagree and whose modal answer does not lead by
+``k`` is *contested* (:meth:`TableOverlay.probe`); :class:`~auto_runtime.TieredTask` deopts it
+(reason :data:`CONTESTED_REASON`) instead of letting the installed artifact answer, because
+that artifact's table may hold the older answer the later witnesses disagree with: a frozen
+answer is corrected (the deopt's witness breaks the tie) instead of being served forever.
+
 What an overlay answer is: a witnessed reference answer repeated, like a table hit, so its
 disagreement with a fresh reference answer is the reference's own on that input as long as the
 reference's behaviour on it does not change. Its nonconformity score is 0 (an exact-match hit);
-the shadow audit re-asks overlay answers at its table-hit rate, marks them ``"origin":
-"overlay"``, and the audited answer is fed back as one more witness. The host's risk monitor
+the shadow audit re-asks overlay answers, marks them ``"origin": "overlay"``, and the audited
+answer is fed back as one more witness. Audit decay (:meth:`TableOverlay.audit_rate`): an
+answer whose lead is ``k + j`` is audited at the table-hit rate ``r`` times ``2**-j``, so each
+agreeing audit halves the entry's rate and a disagreeing one doubles it back. With every audit
+agreeing, an entry answered ``h`` times is audited about ``log2(1 + r h)`` times in expectation
+(the ``j``-th audit waits ``2**j / r`` answers), against ``r h`` at a flat rate; an entry whose
+answer is a noisy one keeps the full rate, since its audits disagree. Every exact-match audit
+also stays within the audit's repeat budget (:class:`auto_runtime.audit.ShadowAudit`'s
+``hit_budget``): with nothing derived, no repeat is audited. The host's risk monitor
 watches those audits; on an alarm it calls :meth:`TableOverlay.disable`, which also forgets the
 evidence (a reference whose behaviour changed makes old witnesses stale) until
 :meth:`TableOverlay.enable`.
@@ -31,7 +44,8 @@ when the overlay is full (:data:`DEFAULT_MAX_ENTRIES`). The overlay keeps answer
 same answer), so a generation that is tightened or rolled back does not bring the lag back.
 
 Thread safety: :meth:`observe`, :meth:`fold`, :meth:`disable` and :meth:`enable` take a lock;
-:meth:`lookup` reads one dict entry (atomic under the interpreter lock) and never blocks.
+:meth:`lookup` and :meth:`probe` read one dict entry (atomic under the interpreter lock) and
+never block.
 """
 
 from __future__ import annotations
@@ -51,6 +65,13 @@ then the oldest (a dict of that many short texts is tens of MB)."""
 
 ORIGIN = "overlay"
 """The ``origin`` the shadow audit's records carry for overlay answers."""
+
+CONTESTED_REASON = "overlay-contested"
+"""The deopt reason of an input whose witnesses disagree without a modal answer leading by ``k``."""
+
+ABSENT, ADMITTED, PENDING, CONTESTED = "absent", "admitted", "pending", "contested"
+""":meth:`TableOverlay.probe`'s states: no witness of the input; answered; witnessed the same way
+fewer than ``k`` times; witnessed with disagreeing answers, none leading by ``k``."""
 
 
 def overlay_rule(manifest: dict[str, Any] | None) -> int | None:
@@ -136,6 +157,34 @@ class TableOverlay:
             return False, None
         self.hits += 1
         return True, json.loads(e.text)
+
+    def probe(self, input_obj: Any) -> tuple[str, Any, int]:
+        """``(state, answer, lead)`` of ``input_obj``: state :data:`ADMITTED` (counted as a hit;
+        ``answer`` decoded, ``lead`` = its witness count minus the runner-up's), or
+        :data:`ABSENT` / :data:`PENDING` / :data:`CONTESTED` with ``(None, 0)``; never raises
+        (an input that is not JSON is absent). A disabled overlay reports every input absent."""
+        if self.disabled is not None or not self._entries:
+            return ABSENT, None, 0
+        try:
+            key = canonical_text(input_obj)
+        except (TypeError, ValueError, RecursionError):
+            return ABSENT, None, 0
+        e = self._entries.get(key)
+        if e is None:
+            return ABSENT, None, 0
+        text = e.text
+        if text is None:
+            return (CONTESTED if len(e.counts) > 1 else PENDING), None, 0
+        self.hits += 1
+        counts = e.counts
+        top = counts.get(text, 0)
+        other = max((v for t, v in list(counts.items()) if t != text), default=0)
+        return ADMITTED, json.loads(text), top - other
+
+    def audit_rate(self, base_rate: float, lead: int) -> float:
+        """The audit rate of an answer whose lead is ``lead`` (see the module docstring):
+        ``base_rate * 2**-(lead - k)`` (``base_rate`` at admission)."""
+        return base_rate * 2.0 ** -max(0, lead - self._min_lead)
 
     def observe(self, input_obj: Any, answer: Any) -> bool:
         """Add one witness (a reference answer to ``input_obj``); returns whether the input is
@@ -227,4 +276,5 @@ class TableOverlay:
                 "hits": self.hits, "folded": self.folded, "evicted": self.evicted, "disabled": self.disabled}
 
 
-__all__ = ["DEFAULT_MAX_ENTRIES", "DEFAULT_MIN_LEAD", "ORIGIN", "TableOverlay", "overlay_rule"]
+__all__ = ["ABSENT", "ADMITTED", "CONTESTED", "CONTESTED_REASON", "DEFAULT_MAX_ENTRIES", "DEFAULT_MIN_LEAD", "ORIGIN",
+           "PENDING", "TableOverlay", "overlay_rule"]

@@ -59,8 +59,12 @@ Table overlay (``overlay``, :mod:`auto_runtime.overlay`): before the artifact ru
 the overlay admits (its witnessed answers meet the admission rule) is answered at tier-1 from the
 overlay, reason ``"overlay"``, score 0 (an exact-match hit), generation and artifact id those of
 the installed generation (``None`` before the first); it is offered to the shadow audit like a
-table hit, with ``origin="overlay"``. An overlay answers while the task is tightened (its
-evidence is per input, not the exchangeability of scores) and never for capability artifacts.
+table hit, with ``origin="overlay"``, at the overlay's rate for the answer's lead (each agreeing
+audit halves it: :meth:`~auto_runtime.overlay.TableOverlay.audit_rate`). An input whose
+witnesses disagree with none leading (``contested``) deopts, reason ``"overlay-contested"``,
+before the artifact runs: its table may hold the disputed answer. An overlay answers while the
+task is tightened (its evidence is per input, not the exchangeability of scores) and never for
+capability artifacts.
 
 Shadow audit (``audit_rate`` > 0): a seeded random fraction of tier-1 answers is re-asked at
 tier 0 on a background thread (:class:`~auto_runtime.audit.ShadowAudit`, :attr:`TieredTask.audit`);
@@ -89,7 +93,7 @@ from auto_runtime.call_result import (
 from auto_runtime.capability_call import CapabilityCalls
 from auto_runtime.errors import AutoError, CapabilityError, InputSchemaError, ManifestError
 from auto_runtime.guard import AlwaysDeopt, TightenedGuard
-from auto_runtime.overlay import TableOverlay
+from auto_runtime.overlay import ADMITTED, CONTESTED, CONTESTED_REASON, TableOverlay
 from auto_runtime.tiered_batch import DEFAULT_BATCH_CHUNK, BatchCalls
 from auto_runtime.tools import ToolBudget, missing_tools_line
 
@@ -124,6 +128,8 @@ class TieredTask(BatchCalls, CapabilityCalls):
         audit_hit_rate: the audit's rate for exact-match table hits (``None``: ``audit_rate``).
         audit_queue: audits that may wait for the audit thread; when full, a selected answer
             is skipped (counted in ``audit.skipped``) rather than delaying the request.
+        audit_hit_budget: the audit's repeat budget (a share in [0, 1], see
+            :class:`~auto_runtime.audit.ShadowAudit`), or ``None`` (no budget).
         tools: the host's tools, ``{name: callable}`` (called as ``tool(**arguments)``), for
             capability artifacts; each artifact is bound to the ones it declares.
         tool_budget: a per-call :class:`~auto_runtime.tools.ToolBudget` that tightens the
@@ -148,6 +154,7 @@ class TieredTask(BatchCalls, CapabilityCalls):
                  audit_rate: float = 0.0, audit_seed: int = 0, audit_max: int | None = None,
                  audit_hit_rate: float | None = None,
                  audit_queue: int = DEFAULT_AUDIT_QUEUE, audit_max_records: int | None = None,
+                 audit_hit_budget: float | None = None,
                  tools: dict[str, Callable[..., Any]] | None = None,
                  tool_budget: ToolBudget | None = None, overlay: TableOverlay | None = None) -> None:
         if batch_chunk < 1:
@@ -157,7 +164,7 @@ class TieredTask(BatchCalls, CapabilityCalls):
             raise ValueError("a shadow audit (audit_rate > 0) needs a reference to ask")
         self._audit = ShadowAudit(reference, capture, rate=audit_rate, seed=audit_seed, hit_rate=audit_hit_rate,
                                   max_audits=audit_max, queue_size=audit_queue,
-                                  max_records=audit_max_records)
+                                  max_records=audit_max_records, hit_budget=audit_hit_budget)
         self._reference = reference
         self._capture = capture
         self._task = task
@@ -318,9 +325,12 @@ class TieredTask(BatchCalls, CapabilityCalls):
         if table_out is None:
             ov = self.overlay
             if ov is not None:
-                hit, answer = ov.lookup(input_obj)
-                if hit:
-                    return self._overlay_answer(input_obj, answer, g, t0)
+                state, answer, lead = ov.probe(input_obj)
+                if state is ADMITTED:
+                    return self._overlay_answer(input_obj, answer, lead, g, t0)
+                if state is CONTESTED and (defer or self._reference is not None):
+                    # the artifact's table may hold the answer disputed
+                    return self._deopt(input_obj, g, CONTESTED_REASON, None, None, t0, 0.0, None, defer)
             # a table hit whose schema check is known to pass (Artifact.table_answer); else as always
             table = g.table
             out, key = table(input_obj) if table is not None else (None, None)
@@ -381,12 +391,15 @@ class TieredTask(BatchCalls, CapabilityCalls):
                               (perf_counter_ns() - t0) / 1000.0, g.generation, g.artifact_id, out)
         return self._deopt(input_obj, g, reason, out.get("nonconformity"), p, t0, 0.0, out, defer)
 
-    def _overlay_answer(self, input_obj: Any, answer: Any, g: Generation, t0: int) -> CallResult:
-        """A tier-1 answer from the table overlay (offered to the audit like a table hit)."""
+    def _overlay_answer(self, input_obj: Any, answer: Any, lead: int, g: Generation, t0: int) -> CallResult:
+        """A tier-1 answer from the table overlay (offered to the audit like a table hit, at the
+        overlay's decayed rate for its lead)."""
         audit = self._audit
         if audit.active:
+            ov = self.overlay
+            rate = ov.audit_rate(audit.hit_rate, lead) if ov is not None else None
             audit.offer(input_obj, answer, task=g.task, artifact_id=g.artifact_id, generation=g.generation,
-                        score=0.0, origin="overlay")
+                        score=0.0, origin="overlay", rate=rate)
         return CallResult(answer, TIER_1, OVERLAY_REASON, 0.0, None, (perf_counter_ns() - t0) / 1000.0,
                           g.generation, g.artifact_id, None)
 

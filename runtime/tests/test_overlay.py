@@ -81,3 +81,57 @@ def test_the_manifest_states_the_rule():
     assert overlay_rule({"contract": {}}) is None and overlay_rule(None) is None
     with pytest.raises(ValueError):
         TableOverlay(min_lead=0)
+
+
+def test_a_contested_input_deopts_before_the_artifact_and_the_deopt_breaks_the_tie():
+    answers = iter(["bug", "billing", "billing"])
+
+    def ref(inp):
+        return next(answers)
+
+    ov = TableOverlay()
+    tt = TieredTask(None, ref, None, task="t", overlay=ov)
+    x = {"ticket": "it is broken and I want a refund"}
+    ov.observe(x, tt(x).answer)  # "bug"
+    ov.observe(x, "billing")  # a later witness disagrees: a tie, no answer leads
+    assert ov.probe(x)[0] == "contested"
+    r = tt(x)
+    assert r.tier == "tier-0" and r.reason == "overlay-contested" and r.answer == "billing"
+    ov.observe(x, r.answer)
+    assert ov.probe(x) == ("admitted", "billing", 1)
+    assert TableOverlay(min_lead=2).probe(x)[0] == "absent"
+    pending = TableOverlay(min_lead=2)
+    pending.observe(x, "bug")
+    assert pending.probe(x)[0] == "pending"  # one witness, below k: not contested
+
+
+def test_overlay_audit_rate_halves_per_agreeing_witness_beyond_k():
+    ov = TableOverlay(min_lead=1)
+    x = {"q": 1}
+    rates = []
+    for _ in range(4):
+        ov.observe(x, "a")
+        state, _, lead = ov.probe(x)
+        rates.append(ov.audit_rate(0.08, lead))
+    assert rates == [0.08, 0.04, 0.02, 0.01]
+    ov.observe(x, "b")  # a disagreeing witness: the lead drops, the rate doubles back
+    assert ov.audit_rate(0.08, ov.probe(x)[2]) == 0.02
+
+
+def test_repeats_are_audited_only_within_the_budget_of_derived_answers():
+    from auto_runtime.audit import ShadowAudit
+
+    seen = []
+    a = ShadowAudit(lambda inp: "x", seen.append, rate=1.0, hit_rate=1.0, hit_budget=0.5)
+    assert not a.offer({"i": 0}, "x", score=0.0)  # nothing derived yet: no repeat is audited
+    assert a.offer({"i": 1}, "x", score=0.7)  # a derived answer: audited, and it earns 0.5
+    assert not a.offer({"i": 2}, "x", score=0.0)  # 1 > 0.5 * 1
+    assert a.offer({"i": 3}, "x", score=0.4) and a.offer({"i": 4}, "x", score=0.0)  # 1 <= 0.5 * 2
+    a.wait(5)
+    st = a.stats()
+    assert (st["derived"], st["hit_selected"], st["hit_over_budget"]) == (2, 1, 2)
+    free = ShadowAudit(lambda inp: "x", None, rate=1.0, hit_rate=1.0)
+    assert free.offer({"i": 0}, "x", score=0.0)  # no budget: as before
+    assert ShadowAudit(lambda inp: "x", None, rate=0.0, hit_rate=1.0, hit_budget=1.0).offer({"i": 0}, "x", score=0.0,
+                                                                                             rate=1.0) is False
+    a.close(), free.close()
