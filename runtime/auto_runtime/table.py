@@ -85,6 +85,95 @@ class _Answer:
         self.value = None if self.fresh else value
 
 
+def _out_fn(margin: float, nonconformity: float) -> Callable[[Any], dict[str, Any]]:
+    """The output object of a table answer (its ``answer`` decoded afresh when it is mutable)."""
+    loads = strict_loads
+
+    def out(a: _Answer) -> dict[str, Any]:
+        return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin, "nonconformity": nonconformity}
+
+    return out
+
+
+def _encode_plain(obj: Any) -> bytes | None:
+    """The canonical bytes of a plain object, else None."""
+    if obj.__class__ is not dict:
+        return None
+    plain = _PLAIN
+    for k, v in obj.items():
+        if k.__class__ is not str or v.__class__ not in plain:
+            return None
+    try:
+        return canonical_text(obj).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
+        return None
+
+
+def _lookup_fns(one: str | None, value_key: Callable[[Any], Any], admitted_get: Callable[[Any], Any],
+                admit: Callable[..., Any], admit_one: Callable[..., Any], out: Callable[[Any], dict[str, Any]],
+                margin: float, nonconformity: float, fresh_any: bool) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(lookup, lookup_many)`` of a table: the admitted memory first (by value key), else
+    ``admit_one`` / ``admit``."""
+    loads = strict_loads
+
+    if one is not None:
+        def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+            vk = None
+            if obj.__class__ is dict and len(obj) == 1:
+                (k, v), = obj.items()
+                c = v.__class__
+                if (c is str or c is int) and k.__class__ is str and k == one:
+                    a = admitted_get(v)
+                    if a is not None:
+                        return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
+                                "nonconformity": nonconformity}, None
+                    vk = v
+            return admit_one(obj, vk)
+    else:
+        def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
+            vk = value_key(obj)
+            if vk is not None:
+                a = admitted_get(vk)
+                if a is not None:
+                    return out(a), None
+            return admit_one(obj, vk)
+
+    dict_set, one_set, str_set, value_types = {dict}, {1}, {str}, {str, int}
+
+    def lookup_many(objs: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None] | None]:
+        vals: list[Any] | None = None
+        if (one is not None and objs and set(map(type, objs)) == dict_set and set(map(len, objs)) == one_set
+                and set(map(type, chain.from_iterable(objs))) == str_set):
+            # one-field inputs tested a property at a time over the whole list (each test a C
+            # loop): exactly dicts of one key, each key exactly a str and the field (the
+            # lookup), each value exactly a str or an int
+            try:
+                vals = list(map(getitem, objs, repeat(one)))
+            except KeyError:
+                vals = None
+            if vals is not None and not set(map(type, vals)) <= value_types:
+                vals = None
+        if vals is None:
+            vals = list(map(value_key, objs))
+            got = [None if v is None else admitted_get(v) for v in vals]
+        else:
+            got = list(map(admitted_get, vals))
+        if None not in got:
+            if fresh_any:
+                return [out(a) for a in got], None
+            return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got], None
+        rest = [i for i, a in enumerate(got) if a is None]
+        outs: list[Any] = [None if a is None else out(a) for a in got]
+        keys: list[bytes | None] = [None] * len(objs)
+        more, more_keys = admit([objs[i] for i in rest], [vals[i] for i in rest])
+        for i, o, k in zip(rest, more, more_keys):
+            outs[i] = o
+            keys[i] = k
+        return outs, keys
+
+    return lookup, lookup_many
+
+
 class TableIndex:
     """The verified table of one artifact: canonical input bytes -> the code's hit output.
 
@@ -146,21 +235,34 @@ class TableIndex:
         self.dropped: list[bytes] = []
         self._validate: Callable[[Any], None] | None = None
         self._run_code: Callable[[list[str]], list[Any]] | None = None
-        get = entries.get
-        loads = strict_loads
         verified: set[bytes] = set()  # keys the code answered as declared
         self._verified = verified
-        seen: dict[Any, _Answer] = {}  # value key -> answer, of inputs that hit through hit()
-        admitted: dict[Any, _Answer] = {}  # value key -> answer, of hits whose schema check passed
-        admitted_keys: set[bytes] = set()  # canonical bytes of the same, for plain inputs without a value key
-        seen_get, admitted_get = seen.get, admitted.get
         value_key = _value_key_fn(fields)
         self.value_key = value_key
         one = fields[0] if fields is not None and len(fields) == 1 else None
-        miss = _MISS
+        out = _out_fn(margin, nonconformity)
+        confirm = self._confirm_fn(entries, verified, out)
+        self.hit, self.recall = self._hit_fns(entries, verified, confirm, value_key, one, out)
+        admitted: dict[Any, _Answer] = {}  # value key -> answer, of hits whose schema check passed
+        admit, admit_one = self._admit_fns(entries, verified, confirm, admitted, out)
+        fresh_any = any(a.fresh for a in entries.values()) if fresh is None else fresh
+        lookup, lookup_many = _lookup_fns(one, value_key, admitted.get, admit, admit_one, out, margin, nonconformity,
+                                          fresh_any)
+        self.lookup, self.lookup_many = lookup, lookup_many
 
-        def out(a: _Answer) -> dict[str, Any]:
-            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin, "nonconformity": nonconformity}
+        def answer(obj: Any) -> dict[str, Any] | None:
+            return lookup(obj)[0]
+
+        def answers(objs: list[Any]) -> list[dict[str, Any] | None]:
+            return lookup_many(objs)[0]
+
+        self.answer = answer
+        self.answers = answers
+
+    def _confirm_fn(self, entries: dict[bytes, _Answer], verified: set[bytes],
+                    out: Callable[[_Answer], dict[str, Any]]) -> Callable[[list[bytes]], None]:
+        """The function that runs keys not yet confirmed through the code and confirms or drops each."""
+        digest = self.digest
 
         def confirm(keys: list[bytes]) -> None:
             """Run the keys not yet confirmed through the code (one batch): confirm or drop each."""
@@ -188,6 +290,17 @@ class TableIndex:
                     self.dropped.append(k)
                     log.warning("table %s: the code does not answer %r as the table declares (%.80s); the key is "
                                 "dropped from the fast path", digest[:19], k[:60], o)
+
+        return confirm
+
+    def _hit_fns(self, entries: dict[bytes, _Answer], verified: set[bytes], confirm: Callable[[list[bytes]], None],
+                 value_key: Callable[[Any], Any], one: str | None,
+                 out: Callable[[_Answer], dict[str, Any]]) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
+        """``(hit, recall)``: a hit by canonical bytes (confirmed on its first use, its value key
+        remembered) and a recall by value key of what hit before."""
+        get, loads, margin, nonconformity, miss = entries.get, strict_loads, self.margin, self.nonconformity, _MISS
+        seen: dict[Any, _Answer] = {}  # value key -> answer, of inputs that hit through hit()
+        seen_get = seen.get
 
         def hit(key: bytes, obj: Any = miss) -> dict[str, Any] | None:
             a = get(key)
@@ -220,18 +333,16 @@ class TableIndex:
                 a = seen_get(vk) if vk is not None else None
                 return None if a is None else out(a)
 
-        def encode_plain(obj: Any) -> bytes | None:
-            """The canonical bytes of a plain object, else None."""
-            if obj.__class__ is not dict:
-                return None
-            plain = _PLAIN
-            for k, v in obj.items():
-                if k.__class__ is not str or v.__class__ not in plain:
-                    return None
-            try:
-                return canonical_text(obj).encode("utf-8")
-            except (TypeError, ValueError, RecursionError):  # NaN, a lone surrogate: the usual path says so
-                return None
+        return hit, recall
+
+    def _admit_fns(self, entries: dict[bytes, _Answer], verified: set[bytes], confirm: Callable[[list[bytes]], None],
+                   admitted: dict[Any, _Answer],
+                   out: Callable[[_Answer], dict[str, Any]]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """``(admit, admit_one)``: the lookup of inputs not yet in ``admitted`` (encoded, schema
+        checked once, first hits confirmed), remembering what they admit."""
+        get = entries.get
+        admitted_keys: set[bytes] = set()  # canonical bytes of admitted hits, for plain inputs without a value key
+        encode_plain = _encode_plain
 
         def admissible(obj: Any, key: bytes | None) -> bool:
             """Whether ``key`` (``obj``'s canonical bytes) is a table key whose input passes the
@@ -283,74 +394,7 @@ class TableIndex:
                 admitted[vk] = a
             return out(a), key
 
-        if one is not None:
-            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
-                vk = None
-                if obj.__class__ is dict and len(obj) == 1:
-                    (k, v), = obj.items()
-                    c = v.__class__
-                    if (c is str or c is int) and k.__class__ is str and k == one:
-                        a = admitted_get(v)
-                        if a is not None:
-                            return {"answer": loads(a.raw) if a.fresh else a.value, "margin": margin,
-                                    "nonconformity": nonconformity}, None
-                        vk = v
-                return admit_one(obj, vk)
-        else:
-            def lookup(obj: Any) -> tuple[dict[str, Any] | None, bytes | None]:
-                vk = value_key(obj)
-                if vk is not None:
-                    a = admitted_get(vk)
-                    if a is not None:
-                        return out(a), None
-                return admit_one(obj, vk)
-
-        def answer(obj: Any) -> dict[str, Any] | None:
-            return lookup(obj)[0]
-
-        fresh_any = any(a.fresh for a in entries.values()) if fresh is None else fresh
-        dict_set, one_set, str_set, value_types = {dict}, {1}, {str}, {str, int}
-
-        def lookup_many(objs: list[Any]) -> tuple[list[dict[str, Any] | None], list[bytes | None] | None]:
-            vals: list[Any] | None = None
-            if (one is not None and objs and set(map(type, objs)) == dict_set and set(map(len, objs)) == one_set
-                    and set(map(type, chain.from_iterable(objs))) == str_set):
-                # one-field inputs tested a property at a time over the whole list (each test a C
-                # loop): exactly dicts of one key, each key exactly a str and the field (the
-                # lookup), each value exactly a str or an int
-                try:
-                    vals = list(map(getitem, objs, repeat(one)))
-                except KeyError:
-                    vals = None
-                if vals is not None and not set(map(type, vals)) <= value_types:
-                    vals = None
-            if vals is None:
-                vals = list(map(value_key, objs))
-                got = [None if v is None else admitted_get(v) for v in vals]
-            else:
-                got = list(map(admitted_get, vals))
-            if None not in got:
-                if fresh_any:
-                    return [out(a) for a in got], None
-                return [{"answer": a.value, "margin": margin, "nonconformity": nonconformity} for a in got], None
-            rest = [i for i, a in enumerate(got) if a is None]
-            outs: list[Any] = [None if a is None else out(a) for a in got]
-            keys: list[bytes | None] = [None] * len(objs)
-            more, more_keys = admit([objs[i] for i in rest], [vals[i] for i in rest])
-            for i, o, k in zip(rest, more, more_keys):
-                outs[i] = o
-                keys[i] = k
-            return outs, keys
-
-        def answers(objs: list[Any]) -> list[dict[str, Any] | None]:
-            return lookup_many(objs)[0]
-
-        self.hit = hit
-        self.recall = recall
-        self.lookup = lookup
-        self.lookup_many = lookup_many
-        self.answer = answer
-        self.answers = answers
+        return admit, admit_one
 
     def bind_schema(self, validate: Callable[[Any], None]) -> None:
         """Let :attr:`answer` skip ``validate`` (an input schema check raising
