@@ -153,6 +153,41 @@ def test_bad_otlp_files_fail_whole_naming_the_record(tmp_path):
     assert p.stderr.count("\n") == 1 and "spanId" in p.stderr
 
 
+@pytest.mark.parametrize("where, value", [
+    (("resourceSpans", 0), "x"), (("resourceSpans", 0), 5), (("resourceSpans", 0, "scopeSpans"), 5),
+    (("resourceSpans", 0, "scopeSpans"), "ab"), (("resourceSpans", 0, "scopeSpans", 0), [1]),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans"), True), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "status"), "ok"),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), 7), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), {})])
+def test_a_malformed_otlp_structure_is_one_named_line(tmp_path, where, value):
+    doc = _genai_doc(2)
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = value
+    f = tmp_path / "shape.json"
+    f.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.db") as st:
+        with pytest.raises(InterchangeError, match=r"shape\.json: resourceSpans\[0\]"):
+            import_otlp(st, f)
+        assert st.spans() == []
+    p = auto("store", "import", "--store", str(tmp_path / "c.db"), "--otlp", str(f), code=1)
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("key, text", [("gen_ai.input.messages", '[{"role": "user", "parts": 5}]'),
+                                       ("gen_ai.system_instructions", "5")])
+def test_message_attributes_of_an_odd_shape_import_without_their_text(tmp_path, key, text):
+    doc = _genai_doc(1)
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][2]["attributes"]
+    attrs[:] = [a for a in attrs if a["key"] != key] + [{"key": key, "value": {"stringValue": text}}]
+    f = tmp_path / "odd.json"
+    f.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.db") as st:
+        import_otlp(st, f)
+        (llm,) = st.spans(kind="llm")
+        assert llm["output"]["content"] == "billing"  # the answer is kept; the odd message has no text
+
+
 def test_an_exported_span_whose_content_changed_is_refused(triage_store, tmp_path):
     f = tmp_path / "x.jsonl"
     with Store(triage_store) as src:

@@ -94,12 +94,13 @@ def test_sixteen_concurrent_exporters_lose_nothing(tmp_path):
 def test_bad_bodies_are_refused_and_nothing_is_kept(tmp_path):
     with ReceiverServer(Store(tmp_path / "r.db")) as rx:
         for data, ctype, code in ((b"\xff\x00garbage", "application/x-protobuf", 400), (b"{", "application/json", 400),
-                                  (b"x", "text/plain", 415)):
+                                  (b"x", "text/plain", 415), (b'{"resourceSpans": ["x"]}', "application/json", 400),
+                                  (b'{"resourceSpans": [{"scopeSpans": 5}]}', "application/json", 400)):
             req = urllib.request.Request(rx.endpoint + "/v1/traces", data=data, headers={"Content-Type": ctype})
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(req, timeout=30)
             assert e.value.code == code
-        assert rx.receiver.counters["refused"] == 3
+        assert rx.receiver.counters["refused"] == 5
     with Store(tmp_path / "r.db") as st:
         assert st.counts()["spans"] == 0
     assert status_bytes(3, "é") == b"\x08\x03\x12\x02\xc3\xa9"  # google.rpc.Status{code: 3, message: "é"}

@@ -227,6 +227,26 @@ def _ns(value: Any, what: str, where: str) -> int:
     return n
 
 
+def _object(value: Any, where: str) -> dict:
+    """``value`` when it is a JSON object, ``{}`` when absent (null); anything else is a malformed
+    record (OTLP/JSON: resources, scopes and status are messages)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InterchangeError(f"{where}: not an object (got {type(value).__name__})")
+    return value
+
+
+def _array(value: Any, where: str) -> list:
+    """``value`` when it is a JSON array, ``[]`` when absent (null); anything else is a malformed
+    record (OTLP/JSON: repeated fields are arrays)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InterchangeError(f"{where}: not an array (got {type(value).__name__})")
+    return value
+
+
 def raw_spans(path: str | os.PathLike) -> Iterator[dict]:
     """Every span of an OTLP/JSON file (:func:`doc_spans` of each of its requests).
 
@@ -248,8 +268,11 @@ def doc_spans(doc: Any, where: str) -> Iterator[dict]:
     if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
         raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
     for i, rs in enumerate(doc["resourceSpans"]):
-        for j, ss in enumerate((rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []):
-            for k, sp in enumerate((ss or {}).get("spans") or []):
+        rs = _object(rs, f"{where}: resourceSpans[{i}]")
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")
+        for j, ss in enumerate(_array(scopes, f"{where}: resourceSpans[{i}].scopeSpans")):
+            ss = _object(ss, f"{where}: resourceSpans[{i}].scopeSpans[{j}]")
+            for k, sp in enumerate(_array(ss.get("spans"), f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans")):
                 w = f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
                 if not isinstance(sp, dict):
                     raise InterchangeError(f"{w}: not an object")
@@ -258,10 +281,10 @@ def doc_spans(doc: Any, where: str) -> Iterator[dict]:
                 for key in ("traceId", "spanId", "name", "startTimeUnixNano"):
                     if key not in sp:
                         raise InterchangeError(f"{w}: missing {key}")
-                status = sp.get("status") or {}
+                status = _object(sp.get("status"), f"{w}: status")
                 code = status.get("code", 0)
                 events = []
-                for e in sp.get("events") or []:
+                for e in _array(sp.get("events"), f"{w}: events"):
                     if not isinstance(e, dict):
                         raise InterchangeError(f"{w}: an event is not an object")
                     events.append({"name": e.get("name"), "attributes": attributes_of(e.get("attributes") or [], w)})
