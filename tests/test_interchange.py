@@ -214,3 +214,13 @@ def test_cli_export_and_census_over_parquet(triage_store, tmp_path):
     res = json.loads(auto("store", "export", "--store", str(triage_store), "--otlp", str(tmp_path / "o.jsonl")).stdout)
     with Store(triage_store) as st:
         assert res["spans"] == st.counts()["spans"] and res["lines"] >= 1
+
+
+def test_an_overlay_answer_s_fingerprint_marks_a_tier1_span():
+    """A tool that dropped the ``auto.*`` attributes keeps the fingerprint: an overlay answer's
+    ``auto-overlay`` is a tier-1 answer as ``auto-gen<N>`` is, never a witness."""
+    from auto.interchange.genai import is_tier1
+
+    for fp in ("auto-gen3", "auto-overlay", "auto-genNone"):
+        assert is_tier1({"openai.response.system_fingerprint": fp})
+    assert not is_tier1({"openai.response.system_fingerprint": "fp_44709d6fcb"})

@@ -401,9 +401,10 @@ def task_messages(attrs: dict, events: list[dict]) -> list[dict]:
     return msgs or []
 
 
-TIER1_FINGERPRINT = re.compile(r"auto-gen(\d+|None)")
-"""The ``system_fingerprint`` of a tier-1 answer Auto gave (``auto-gen<N>``, N the generation:
-:mod:`auto.proxy.answer`)."""
+TIER1_FINGERPRINT = re.compile(r"auto-gen(\d+|None)|auto-overlay")
+"""The ``system_fingerprint`` of a tier-1 answer Auto gave (``auto-gen<N>``, N the generation, or
+``auto-overlay``: :mod:`auto.proxy.answer`; ``auto-genNone`` is what earlier versions wrote for
+an overlay answer)."""
 
 FINGERPRINT_ATTRS = ("openai.response.system_fingerprint", "gen_ai.openai.response.system_fingerprint")
 """Where the conventions put a response's system fingerprint (current and previous names)."""
