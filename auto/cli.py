@@ -557,16 +557,18 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.asgi import check_listen
 
     up_label = Upstream(upstream).label  # a bad URL is a usage error before anything starts
-    check_listen(host, port)  # a taken port is one line, and no store file is created
-    Store(store_path).close()
+    # every argument is checked before the store is opened: a proxy that cannot start writes nothing
     if contract_path:
         Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
     if sign_key and not registry_dir:
         raise UsageError("--sign-key needs --registry (where the signatures go)")
     trust = _trust(trust_keys)
+    private_key = load_private_key(sign_key) if sign_key else None
+    check_listen(host, port)  # a taken port is one line, and no store file is created
+    Store(store_path).close()
     cfg = ProxyConfig(upstream=upstream, store=store_path, host=host, port=port, answer=not record_only, trust=trust,
                       registry=Registry(registry_dir) if registry_dir else None,
-                      sign_key=load_private_key(sign_key) if sign_key else None,
+                      sign_key=private_key,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
                       contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
                       audit_key=audit_key or None, record_tier1=not no_tier1_spans)

@@ -107,3 +107,22 @@ def test_record_with_a_python_that_cannot_load_the_recorder_is_one_line(tmp_path
     assert p.returncode == 1 and len(lines) == 1, p.stderr
     assert "cannot load the recorder (ImportError: this environment has its own sqlite_utils)" in lines[0]
     assert "pip install auto" in lines[0] and "ran" not in p.stdout  # checked before the child ran
+
+
+def test_record_a_child_of_another_virtual_environment_started_through_a_shell(tmp_path):
+    """The other environment's Python need not be the command itself: started by a shell (a
+    script, ``make``, a shebang), a Python of this version borrows Auto's packages too."""
+    from upstreams import ScriptedUpstream
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    py = _venv(tmp_path / "venv", base)
+    (tmp_path / "agent.py").write_text(AGENT)
+    with ScriptedUpstream("tickets") as up:
+        p = subprocess.run([*AUTO, "record", "--store", str(tmp_path / "r.db"), "--", "sh", "-c",
+                            f'"{py}" "{tmp_path / "agent.py"}"'],
+                           capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                                                                            "UPSTREAM": up.base_url})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "billing" and "Traceback" not in p.stderr
+    with Store(tmp_path / "r.db") as st:
+        assert len(st.spans(kind="llm")) == 1
