@@ -188,6 +188,21 @@ def _existing_store(path: str) -> Any:
     return Store(path, create=False)
 
 
+def _no_task(store: Any, task: str) -> UsageError:
+    """The usage error of a ``--task`` the store does not hold: it names the recorded tasks and,
+    when there are none (calls recorded outside any task, as the proxy records them), the
+    model-call sites, which ``--site`` takes."""
+    names = sorted(store.tasks())
+    where = f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'}"
+    if not names:
+        from auto.sites import store_sites
+
+        sites = sorted(store_sites(store))
+        if sites:
+            return UsageError(f"{where}; model-call sites: {', '.join(sites)}, which auto compile --site takes)")
+    return UsageError(where + ")")
+
+
 def _emit_json(obj: Any) -> None:
     """Data on stdout as strict JSON (NaN or infinity, which JSON cannot hold, is an error)."""
     try:
@@ -261,8 +276,7 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
         with _existing_store(store_path) as store:
             c = census_store(store, task=task, with_inputs=with_inputs)
             if task is not None and not c.sites:  # a typo: name what was recorded instead of an empty table
-                names = sorted(store.tasks())
-                raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'})")
+                raise _no_task(store, task)
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
     else:
@@ -319,8 +333,7 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
         if site is not None:
             task = _resolve_site(store, store.location, site)
         elif not store.has_task(task):
-            tasks = store.tasks()
-            raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
+            raise _no_task(store, task)
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
         with _compile_lock(store_path):

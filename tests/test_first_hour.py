@@ -126,3 +126,17 @@ def test_record_a_child_of_another_virtual_environment_started_through_a_shell(t
     assert p.stdout.strip() == "billing" and "Traceback" not in p.stderr
     with Store(tmp_path / "r.db") as st:
         assert len(st.spans(kind="llm")) == 1
+
+
+def test_census_of_a_task_in_a_store_of_untasked_calls_names_its_sites(tmp_path):
+    """Calls recorded outside any task (the proxy's, an import without an agent span) have no
+    task to name: the line names the model-call sites instead, which ``--site`` takes."""
+    path = tmp_path / "untasked.db"
+    with Store(path) as st:
+        import_otlp(st, FIXTURES / "otlp-openai-v2.json")
+    census = json.loads(auto("census", "--store", str(path), "--json", code=0).stdout)
+    (site,) = [s["site"] for s in census["sites"] if s["site"].startswith("site:")]
+    p = auto("census", "--store", str(path), "--task", "triage", code=2)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "no task 'triage'" in lines[0] and "tasks recorded: none" in lines[0], lines
+    assert f"model-call sites: {site}" in lines[0] and "--site" in lines[0]
