@@ -587,8 +587,8 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
                       audit_key=audit_key or None, record_tier1=not no_tier1_spans)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
-    run_proxy(cfg, announce=lambda: say(
-        f"auto proxy on http://{host}:{port}/v1 -> {up_label}, recording into {location_label(store_path)}"
+    run_proxy(cfg, announce=lambda bound: say(
+        f"auto proxy on http://{host}:{bound}/v1 -> {up_label}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 
@@ -610,9 +610,9 @@ def receive(store_path: str, host: str, port: int) -> None:
     from auto.interchange.receiver import serve
     from auto.store.postgres import location_label
 
-    got = serve(store_path, host, port, announce=lambda: say(
-        f"auto receive on http://{host}:{port}/v1/traces, into {location_label(store_path)} "
-        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port})"))
+    got = serve(store_path, host, port, announce=lambda bound: say(
+        f"auto receive on http://{host}:{bound}/v1/traces, into {location_label(store_path)} "
+        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{bound})"))
     say(f"received {got['spans']} spans in {got['requests']} requests ({got['skipped']} spans of no GenAI "
         f"convention skipped, {got['refused']} requests refused)")
 

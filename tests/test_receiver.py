@@ -147,3 +147,29 @@ def test_a_taken_port_is_one_line_and_creates_no_store(tmp_path):
             lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
             assert p.returncode == 1 and len(lines) == 1 and "cannot listen" in lines[0], p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["receive", "proxy"])
+def test_port_0_announces_the_port_it_listens_on(tmp_path, command):
+    """``--port 0`` (any free port): the announced address is the one bound, and it answers."""
+    import re
+
+    args = (["receive", "--store", str(tmp_path / "a.db")] if command == "receive" else
+            ["proxy", "--store", str(tmp_path / "b.db"), "--upstream", "http://127.0.0.1:9/v1"])
+    proc = subprocess.Popen([*AUTO, *args, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert m and m.group(1) != "0", line
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/auto/health", timeout=5) as r:
+                    assert json.loads(r.read())["ok"] is True
+                break
+            except urllib.error.URLError:
+                assert time.time() < deadline, line
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
