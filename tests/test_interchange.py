@@ -224,3 +224,23 @@ def test_an_overlay_answer_s_fingerprint_marks_a_tier1_span():
     for fp in ("auto-gen3", "auto-overlay", "auto-genNone"):
         assert is_tier1({"openai.response.system_fingerprint": fp})
     assert not is_tier1({"openai.response.system_fingerprint": "fp_44709d6fcb"})
+
+
+def test_an_otlp_export_that_fails_leaves_nothing_and_names_the_given_path(triage_store, tmp_path, monkeypatch):
+    import auto.interchange.otlp as otlp
+
+    p = auto("store", "export", "--store", str(triage_store), "--otlp", str(tmp_path / "missing" / "o.jsonl"), code=1)
+    assert p.stderr.strip() == f"error: cannot use {tmp_path / 'missing' / 'o.jsonl'}: No such file or directory"
+    calls = []
+
+    def failing(span):
+        calls.append(span)
+        if len(calls) > 3:
+            raise RuntimeError("stop")
+        return otlp_span(span)
+
+    otlp_span = otlp.otlp_span
+    monkeypatch.setattr(otlp, "otlp_span", failing)
+    with Store(triage_store) as st, pytest.raises(RuntimeError):
+        otlp.export_otlp(st, tmp_path / "o.jsonl", batch=2)
+    assert list(tmp_path.iterdir()) == []

@@ -689,10 +689,14 @@ def otlp_span(s: dict) -> dict:
 def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     """Write every span of ``store`` to ``path`` as OTLP/JSON Lines (one
     ``ExportTraceServiceRequest`` of up to ``batch`` spans per line), streamed; the file is
-    written under a temporary name and renamed, so a reader never sees half of it.
+    written under a temporary name and renamed, so a reader never sees half of it, and removed
+    when the export fails.
 
     Returns:
         ``{"spans", "lines", "bytes", "file"}``.
+
+    Raises:
+        OSError: ``path`` cannot be written (naming ``path``).
     """
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
@@ -704,19 +708,25 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
         doc = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}]}
         f.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
 
-    with open(tmp, "w", encoding="utf-8") as f:
-        buf: list[dict] = []
-        for s in store.iter_spans():
-            buf.append(otlp_span(s))
-            n += 1
-            if len(buf) >= batch:
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            buf: list[dict] = []
+            for s in store.iter_spans():
+                buf.append(otlp_span(s))
+                n += 1
+                if len(buf) >= batch:
+                    write(f, buf)
+                    lines += 1
+                    buf = []
+            if buf:
                 write(f, buf)
                 lines += 1
-                buf = []
-        if buf:
-            write(f, buf)
-            lines += 1
-    tmp.replace(p)
+        tmp.replace(p)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left
+        if isinstance(e, OSError) and e.filename == str(tmp):  # the user's path, not the temporary name
+            raise OSError(e.errno, e.strerror, str(p)) from None
+        raise
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
