@@ -157,7 +157,11 @@ def test_bad_otlp_files_fail_whole_naming_the_record(tmp_path):
     (("resourceSpans", 0), "x"), (("resourceSpans", 0), 5), (("resourceSpans", 0, "scopeSpans"), 5),
     (("resourceSpans", 0, "scopeSpans"), "ab"), (("resourceSpans", 0, "scopeSpans", 0), [1]),
     (("resourceSpans", 0, "scopeSpans", 0, "spans"), True), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "status"), "ok"),
-    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), 7), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), {})])
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), 7), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), {}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"arrayValue": 5}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"arrayValue": {"values": 5}}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"kvlistValue": 5}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"doubleValue": [1]})])
 def test_a_malformed_otlp_structure_is_one_named_line(tmp_path, where, value):
     doc = _genai_doc(2)
     node = doc

@@ -128,11 +128,15 @@ def from_any_value(v: Any, where: str) -> Any:
         x = v["doubleValue"]
         if isinstance(x, str):  # NaN / Infinity as strings: not JSON
             raise InterchangeError(f"{where}: doubleValue {x!r} is not a finite number")
+        if not isinstance(x, (int, float)):
+            raise InterchangeError(f"{where}: doubleValue {x!r:.40} is not a number")
         return float(x)
     if "arrayValue" in v:
-        return [from_any_value(x, where) for x in (v["arrayValue"] or {}).get("values") or []]
+        values = _array(_object(v["arrayValue"], f"{where} arrayValue").get("values"), f"{where} arrayValue.values")
+        return [from_any_value(x, where) for x in values]
     if "kvlistValue" in v:
-        return attributes_of((v["kvlistValue"] or {}).get("values") or [], where)
+        return attributes_of(_array(_object(v["kvlistValue"], f"{where} kvlistValue").get("values"),
+                                    f"{where} kvlistValue.values"), where)
     if "bytesValue" in v:
         return v["bytesValue"]
     raise InterchangeError(f"{where}: unknown AnyValue {sorted(v)}")
