@@ -613,12 +613,22 @@ def is_chat_span(s: dict) -> bool:
             and isinstance(s["input"].get("messages"), list))
 
 
+RENAMED_ATTRIBUTES = {
+    "gen_ai.system": "gen_ai.provider.name",
+    "gen_ai.openai.request.service_tier": "openai.request.service_tier",
+    "gen_ai.openai.response.service_tier": "openai.response.service_tier",
+    "gen_ai.openai.response.system_fingerprint": "openai.response.system_fingerprint",
+}
+"""Deprecated attribute names the recorder writes, and the current names the export writes for
+them (OpenTelemetry semantic conventions: each deprecated name is "Replaced by" the other)."""
+
+
 def otlp_span(s: dict) -> dict:
     """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span.
 
     The GenAI semantic conventions (≥ 1.37) for other tools: a chat completion is named ``chat
     {model}`` with ``gen_ai.operation.name`` ``chat``, ``gen_ai.provider.name`` (the recorder's
-    deprecated ``gen_ai.system`` is renamed), the request's ``gen_ai.request.*`` parameters and
+    deprecated names are renamed: :data:`RENAMED_ATTRIBUTES`), the request's ``gen_ai.request.*`` parameters and
     ``gen_ai.tool.definitions``, ``gen_ai.system_instructions``,
     ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (tool calls as ``tool_call`` parts,
     tool results as ``tool_call_response`` parts); a tool span is ``execute_tool {name}``, a task
@@ -628,8 +638,9 @@ def otlp_span(s: dict) -> dict:
     """
     a = dict(s.get("attributes") or {})
     attrs: dict[str, Any] = dict(a)
-    if "gen_ai.system" in attrs:
-        attrs.setdefault("gen_ai.provider.name", attrs.pop("gen_ai.system"))
+    for old, new in RENAMED_ATTRIBUTES.items():
+        if old in attrs:
+            attrs.setdefault(new, attrs.pop(old))
     name = s["name"]
     if s["kind"] == "llm":
         if is_chat_span(s):
