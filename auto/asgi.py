@@ -1,7 +1,8 @@
 """Serving an ASGI app with uvicorn, as ``auto proxy`` and ``auto serve`` both do.
 
 :func:`uvicorn_config` picks the ``uvloop`` event loop and the ``httptools`` HTTP parser when they
-are installed (else asyncio and h11), no access log, warnings only.
+are installed (else asyncio and h11), no access log, warnings only. :func:`listen_socket` binds the
+address before the server starts, so a command can announce the port it got (``--port 0``).
 """
 
 from __future__ import annotations
@@ -37,14 +38,28 @@ def check_listen(host: str, port: int) -> None:
     Raises:
         ListenError: the address cannot be bound (the operating system's reason).
     """
+    listen_socket(host, port).close()
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``SO_REUSEADDR``, as uvicorn binds), for
+    ``uvicorn.Server.run(sockets=[sock])``; with ``port`` 0 the system picks a free port, which
+    ``sock.getsockname()[1]`` gives.
+
+    Raises:
+        ListenError: the address cannot be bound (the operating system's reason).
+    """
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(addr)
-        except OSError as e:
-            raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.set_inheritable(True)
+    return sock

@@ -188,6 +188,21 @@ def _existing_store(path: str) -> Any:
     return Store(path, create=False)
 
 
+def _no_task(store: Any, task: str) -> UsageError:
+    """The usage error of a ``--task`` the store does not hold: it names the recorded tasks and,
+    when there are none (calls recorded outside any task, as the proxy records them), the
+    model-call sites, which ``--site`` takes."""
+    names = sorted(store.tasks())
+    where = f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'}"
+    if not names:
+        from auto.sites import store_sites
+
+        sites = sorted(store_sites(store))
+        if sites:
+            return UsageError(f"{where}; model-call sites: {', '.join(sites)}, which auto compile --site takes)")
+    return UsageError(where + ")")
+
+
 def _emit_json(obj: Any) -> None:
     """Data on stdout as strict JSON (NaN or infinity, which JSON cannot hold, is an error)."""
     try:
@@ -261,8 +276,7 @@ def census(store_path: str | None, parquet_dir: str | None, task: str | None, as
         with _existing_store(store_path) as store:
             c = census_store(store, task=task, with_inputs=with_inputs)
             if task is not None and not c.sites:  # a typo: name what was recorded instead of an empty table
-                names = sorted(store.tasks())
-                raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(names) or 'none'})")
+                raise _no_task(store, task)
     if as_json:
         _emit_json(c.to_dict(with_inputs=with_inputs))
     else:
@@ -319,8 +333,7 @@ def compile_cmd(store_path: str, task: str | None, site: str | None, all_tasks: 
         if site is not None:
             task = _resolve_site(store, store.location, site)
         elif not store.has_task(task):
-            tasks = store.tasks()
-            raise UsageError(f"no task {task!r} in {store.location} (tasks recorded: {', '.join(sorted(tasks)) or 'none'})")
+            raise _no_task(store, task)
         assert task is not None
         contract = Contract.load(contract_path, task=task) if contract_path else Contract.default_for(task)
         with _compile_lock(store_path):
@@ -557,23 +570,25 @@ def proxy(upstream: str, store_path: str, host: str, port: int, record_only: boo
     from auto.asgi import check_listen
 
     up_label = Upstream(upstream).label  # a bad URL is a usage error before anything starts
-    check_listen(host, port)  # a taken port is one line, and no store file is created
-    Store(store_path).close()
+    # every argument is checked before the store is opened: a proxy that cannot start writes nothing
     if contract_path:
         Contract.load(contract_path, task="site:check")  # a bad contract fails before anything listens
     if sign_key and not registry_dir:
         raise UsageError("--sign-key needs --registry (where the signatures go)")
     trust = _trust(trust_keys)
+    private_key = load_private_key(sign_key) if sign_key else None
+    check_listen(host, port)  # a taken port is one line, and no store file is created
+    Store(store_path).close()
     cfg = ProxyConfig(upstream=upstream, store=store_path, host=host, port=port, answer=not record_only, trust=trust,
                       registry=Registry(registry_dir) if registry_dir else None,
-                      sign_key=load_private_key(sign_key) if sign_key else None,
+                      sign_key=private_key,
                       audit_rate=DEFAULT_AUDIT_RATE if audit_rate is None else audit_rate, timeout_s=timeout_s,
                       contract_path=contract_path, client_keys=tuple(k for k in client_keys if k), key_ttl_s=key_ttl_s,
                       audit_key=audit_key or None, record_tier1=not no_tier1_spans)
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can use the upstream with the keys they send")
-    run_proxy(cfg, announce=lambda: say(
-        f"auto proxy on http://{host}:{port}/v1 -> {up_label}, recording into {location_label(store_path)}"
+    run_proxy(cfg, announce=lambda bound: say(
+        f"auto proxy on http://{host}:{bound}/v1 -> {up_label}, recording into {location_label(store_path)}"
         + (" (record only)" if record_only else "") + (f", trusting {', '.join(trust.key_ids)}" if trust else "")))
 
 
@@ -595,9 +610,9 @@ def receive(store_path: str, host: str, port: int) -> None:
     from auto.interchange.receiver import serve
     from auto.store.postgres import location_label
 
-    got = serve(store_path, host, port, announce=lambda: say(
-        f"auto receive on http://{host}:{port}/v1/traces, into {location_label(store_path)} "
-        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port})"))
+    got = serve(store_path, host, port, announce=lambda bound: say(
+        f"auto receive on http://{host}:{bound}/v1/traces, into {location_label(store_path)} "
+        f"(OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{bound})"))
     say(f"received {got['spans']} spans in {got['requests']} requests ({got['skipped']} spans of no GenAI "
         f"convention skipped, {got['refused']} requests refused)")
 

@@ -240,3 +240,28 @@ def test_an_error_without_a_message_is_said_in_its_class_s_words():
     said = _message(IngestError())  # no message: the first line of the class's docstring, no class name
     assert said == "A batch could not be ingested; the transaction was rolled back, nothing was written"
     assert "IngestError" not in said
+
+
+@pytest.mark.parametrize("case", ["contract", "sign-key without registry", "sign key", "trust key"])
+def test_a_proxy_that_cannot_start_writes_no_store(tmp_path, case):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a key\n")
+    bad_contract = tmp_path / "bad.toml"
+    bad_contract.write_text('epsilon = "x"\n')
+    (tmp_path / "reg").mkdir()
+    extra = {"contract": ["--contract", str(bad_contract)], "sign-key without registry": ["--sign-key", str(junk)],
+             "sign key": ["--registry", str(tmp_path / "reg"), "--sign-key", str(junk)],
+             "trust key": ["--trust-key", str(junk)]}[case]
+    store = tmp_path / "p.sqlite"
+    p = subprocess.run([*AUTO, "proxy", "--upstream", "http://127.0.0.1:9/v1", "--store", str(store), "--port", "0",
+                        *extra], capture_output=True, text=True, timeout=120)
+    assert p.returncode in (1, 2) and "Traceback" not in p.stderr, p.stderr
+    assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 1, p.stderr
+    assert not store.exists() and not list(tmp_path.glob("p.sqlite*")), sorted(tmp_path.iterdir())
+
+
+def test_record_of_a_command_that_is_not_found_writes_no_store(tmp_path):
+    store = tmp_path / "r.sqlite"
+    p = auto("record", "--store", str(store), "--", "no-such-command-anywhere", code=2)
+    assert "command not found: no-such-command-anywhere" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.glob("r.sqlite*")), sorted(tmp_path.iterdir())

@@ -153,6 +153,45 @@ def test_bad_otlp_files_fail_whole_naming_the_record(tmp_path):
     assert p.stderr.count("\n") == 1 and "spanId" in p.stderr
 
 
+@pytest.mark.parametrize("where, value", [
+    (("resourceSpans", 0), "x"), (("resourceSpans", 0), 5), (("resourceSpans", 0, "scopeSpans"), 5),
+    (("resourceSpans", 0, "scopeSpans"), "ab"), (("resourceSpans", 0, "scopeSpans", 0), [1]),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans"), True), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "status"), "ok"),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), 7), (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "events"), {}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"arrayValue": 5}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"arrayValue": {"values": 5}}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"kvlistValue": 5}),
+    (("resourceSpans", 0, "scopeSpans", 0, "spans", 2, "attributes", 0, "value"), {"doubleValue": [1]})])
+def test_a_malformed_otlp_structure_is_one_named_line(tmp_path, where, value):
+    doc = _genai_doc(2)
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = value
+    f = tmp_path / "shape.json"
+    f.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.db") as st:
+        with pytest.raises(InterchangeError, match=r"shape\.json: resourceSpans\[0\]"):
+            import_otlp(st, f)
+        assert st.spans() == []
+    p = auto("store", "import", "--store", str(tmp_path / "c.db"), "--otlp", str(f), code=1)
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr and not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("key, text", [("gen_ai.input.messages", '[{"role": "user", "parts": 5}]'),
+                                       ("gen_ai.system_instructions", "5")])
+def test_message_attributes_of_an_odd_shape_import_without_their_text(tmp_path, key, text):
+    doc = _genai_doc(1)
+    attrs = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][2]["attributes"]
+    attrs[:] = [a for a in attrs if a["key"] != key] + [{"key": key, "value": {"stringValue": text}}]
+    f = tmp_path / "odd.json"
+    f.write_text(json.dumps(doc))
+    with Store(tmp_path / "s.db") as st:
+        import_otlp(st, f)
+        (llm,) = st.spans(kind="llm")
+        assert llm["output"]["content"] == "billing"  # the answer is kept; the odd message has no text
+
+
 def test_an_exported_span_whose_content_changed_is_refused(triage_store, tmp_path):
     f = tmp_path / "x.jsonl"
     with Store(triage_store) as src:
@@ -179,3 +218,33 @@ def test_cli_export_and_census_over_parquet(triage_store, tmp_path):
     res = json.loads(auto("store", "export", "--store", str(triage_store), "--otlp", str(tmp_path / "o.jsonl")).stdout)
     with Store(triage_store) as st:
         assert res["spans"] == st.counts()["spans"] and res["lines"] >= 1
+
+
+def test_an_overlay_answer_s_fingerprint_marks_a_tier1_span():
+    """A tool that dropped the ``auto.*`` attributes keeps the fingerprint: an overlay answer's
+    ``auto-overlay`` is a tier-1 answer as ``auto-gen<N>`` is, never a witness."""
+    from auto.interchange.genai import is_tier1
+
+    for fp in ("auto-gen3", "auto-overlay", "auto-genNone"):
+        assert is_tier1({"openai.response.system_fingerprint": fp})
+    assert not is_tier1({"openai.response.system_fingerprint": "fp_44709d6fcb"})
+
+
+def test_an_otlp_export_that_fails_leaves_nothing_and_names_the_given_path(triage_store, tmp_path, monkeypatch):
+    import auto.interchange.otlp as otlp
+
+    p = auto("store", "export", "--store", str(triage_store), "--otlp", str(tmp_path / "missing" / "o.jsonl"), code=1)
+    assert p.stderr.strip() == f"error: cannot use {tmp_path / 'missing' / 'o.jsonl'}: No such file or directory"
+    calls = []
+
+    def failing(span):
+        calls.append(span)
+        if len(calls) > 3:
+            raise RuntimeError("stop")
+        return otlp_span(span)
+
+    otlp_span = otlp.otlp_span
+    monkeypatch.setattr(otlp, "otlp_span", failing)
+    with Store(triage_store) as st, pytest.raises(RuntimeError):
+        otlp.export_otlp(st, tmp_path / "o.jsonl", batch=2)
+    assert list(tmp_path.iterdir()) == []

@@ -470,3 +470,31 @@ def test_a_call_on_a_site_not_compiled_yet_is_marked_tier_0(tmp_path):
     with ScriptedUpstream("tickets") as up, proxy(up.base_url, tmp_path / "fresh.sqlite", client_keys=(KEY,)) as px:
         raw = client(px).chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(site_words()[0]))
         assert raw.headers["x-auto-tier"] == "0" and len(up.requests) == 1
+
+
+def test_an_overlay_answer_before_any_generation_names_no_generation(tmp_path):
+    """Before any generation is installed, a repeat is answered by the table overlay: the answer,
+    its headers and its tier-1 span say so, and never render the missing generation as text."""
+    store = tmp_path / "o.sqlite"
+    never = CompilePolicy(first_at=10**6, first_repeats=10**6)
+    with ScriptedUpstream("tickets") as up, proxy(up.base_url, store, audit_rate=0.0, client_keys=(KEY,),
+                                                   ratchet_options={"worker": "thread", "policy": never}) as px:
+        c = client(px)
+        word = site_words()[0]
+        deadline = time.time() + 60
+        raw = None
+        while time.time() < deadline:
+            raw = c.chat.completions.with_raw_response.create(model="m-1", messages=ticket_messages(word))
+            if raw.headers.get("x-auto-tier") == "1":
+                break
+            time.sleep(0.3)
+        assert raw is not None and raw.headers.get("x-auto-tier") == "1", px.proxy.sites.status()
+        body = raw.parse()
+        assert "None" not in (body.system_fingerprint or "") and body.system_fingerprint == "auto-overlay"
+        assert "x-auto-generation" not in raw.headers and "x-auto-artifact-id" not in raw.headers
+        assert raw.headers["x-auto-origin"] == "overlay"
+        px.proxy.recorder.flush()
+    (t1,) = [r for r in spans(store, kind="llm") if r["name"] == "auto.tier1"][:1]
+    a = t1["attributes"]
+    assert a["auto.origin"] == "overlay" and a["auto.generation"] is None
+    assert a["gen_ai.openai.response.system_fingerprint"] == "auto-overlay"

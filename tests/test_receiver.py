@@ -94,12 +94,13 @@ def test_sixteen_concurrent_exporters_lose_nothing(tmp_path):
 def test_bad_bodies_are_refused_and_nothing_is_kept(tmp_path):
     with ReceiverServer(Store(tmp_path / "r.db")) as rx:
         for data, ctype, code in ((b"\xff\x00garbage", "application/x-protobuf", 400), (b"{", "application/json", 400),
-                                  (b"x", "text/plain", 415)):
+                                  (b"x", "text/plain", 415), (b'{"resourceSpans": ["x"]}', "application/json", 400),
+                                  (b'{"resourceSpans": [{"scopeSpans": 5}]}', "application/json", 400)):
             req = urllib.request.Request(rx.endpoint + "/v1/traces", data=data, headers={"Content-Type": ctype})
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(req, timeout=30)
             assert e.value.code == code
-        assert rx.receiver.counters["refused"] == 3
+        assert rx.receiver.counters["refused"] == 5
     with Store(tmp_path / "r.db") as st:
         assert st.counts()["spans"] == 0
     assert status_bytes(3, "é") == b"\x08\x03\x12\x02\xc3\xa9"  # google.rpc.Status{code: 3, message: "é"}
@@ -146,3 +147,29 @@ def test_a_taken_port_is_one_line_and_creates_no_store(tmp_path):
             lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
             assert p.returncode == 1 and len(lines) == 1 and "cannot listen" in lines[0], p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["receive", "proxy"])
+def test_port_0_announces_the_port_it_listens_on(tmp_path, command):
+    """``--port 0`` (any free port): the announced address is the one bound, and it answers."""
+    import re
+
+    args = (["receive", "--store", str(tmp_path / "a.db")] if command == "receive" else
+            ["proxy", "--store", str(tmp_path / "b.db"), "--upstream", "http://127.0.0.1:9/v1"])
+    proc = subprocess.Popen([*AUTO, *args, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        assert m and m.group(1) != "0", line
+        deadline = time.time() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/auto/health", timeout=5) as r:
+                    assert json.loads(r.read())["ok"] is True
+                break
+            except urllib.error.URLError:
+                assert time.time() < deadline, line
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)

@@ -106,7 +106,8 @@ def _parts_message(m: dict) -> list[dict]:
     role = m.get("role") or "user"
     if "parts" not in m:  # a plain {"role", "content"} message
         return [{k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "tool_call_id", "name")}]
-    parts = [p for p in (m.get("parts") or []) if isinstance(p, dict)]
+    raw_parts = m.get("parts")
+    parts = [p for p in raw_parts if isinstance(p, dict)] if isinstance(raw_parts, list) else []
     texts = [p.get("content") for p in parts if p.get("type") == "text"]
     calls = [{"id": p.get("id"), "type": "function", "function": {"name": p.get("name"),
                                                                    "arguments": _json_text(p.get("arguments", {}))}}
@@ -135,7 +136,8 @@ def _current_messages(attrs: dict) -> list[dict] | None:
     instr = loads_maybe(attrs.get("gen_ai.system_instructions"))
     if instr:
         text = instr if isinstance(instr, str) else "".join(
-            str(p.get("content")) for p in instr if isinstance(p, dict) and p.get("type") == "text")
+            str(p.get("content")) for p in (instr if isinstance(instr, list) else [])
+            if isinstance(p, dict) and p.get("type") == "text")
         msgs.append({"role": "system", "content": text})
     for m in raw:
         if isinstance(m, dict):
@@ -399,9 +401,10 @@ def task_messages(attrs: dict, events: list[dict]) -> list[dict]:
     return msgs or []
 
 
-TIER1_FINGERPRINT = re.compile(r"auto-gen(\d+|None)")
-"""The ``system_fingerprint`` of a tier-1 answer Auto gave (``auto-gen<N>``, N the generation:
-:mod:`auto.proxy.answer`)."""
+TIER1_FINGERPRINT = re.compile(r"auto-gen(\d+|None)|auto-overlay")
+"""The ``system_fingerprint`` of a tier-1 answer Auto gave (``auto-gen<N>``, N the generation, or
+``auto-overlay``: :mod:`auto.proxy.answer`; ``auto-genNone`` is what earlier versions wrote for
+an overlay answer)."""
 
 FINGERPRINT_ATTRS = ("openai.response.system_fingerprint", "gen_ai.openai.response.system_fingerprint")
 """Where the conventions put a response's system fingerprint (current and previous names)."""

@@ -128,11 +128,15 @@ def from_any_value(v: Any, where: str) -> Any:
         x = v["doubleValue"]
         if isinstance(x, str):  # NaN / Infinity as strings: not JSON
             raise InterchangeError(f"{where}: doubleValue {x!r} is not a finite number")
+        if not isinstance(x, (int, float)):
+            raise InterchangeError(f"{where}: doubleValue {x!r:.40} is not a number")
         return float(x)
     if "arrayValue" in v:
-        return [from_any_value(x, where) for x in (v["arrayValue"] or {}).get("values") or []]
+        values = _array(_object(v["arrayValue"], f"{where} arrayValue").get("values"), f"{where} arrayValue.values")
+        return [from_any_value(x, where) for x in values]
     if "kvlistValue" in v:
-        return attributes_of((v["kvlistValue"] or {}).get("values") or [], where)
+        return attributes_of(_array(_object(v["kvlistValue"], f"{where} kvlistValue").get("values"),
+                                    f"{where} kvlistValue.values"), where)
     if "bytesValue" in v:
         return v["bytesValue"]
     raise InterchangeError(f"{where}: unknown AnyValue {sorted(v)}")
@@ -227,6 +231,26 @@ def _ns(value: Any, what: str, where: str) -> int:
     return n
 
 
+def _object(value: Any, where: str) -> dict:
+    """``value`` when it is a JSON object, ``{}`` when absent (null); anything else is a malformed
+    record (OTLP/JSON: resources, scopes and status are messages)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InterchangeError(f"{where}: not an object (got {type(value).__name__})")
+    return value
+
+
+def _array(value: Any, where: str) -> list:
+    """``value`` when it is a JSON array, ``[]`` when absent (null); anything else is a malformed
+    record (OTLP/JSON: repeated fields are arrays)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InterchangeError(f"{where}: not an array (got {type(value).__name__})")
+    return value
+
+
 def raw_spans(path: str | os.PathLike) -> Iterator[dict]:
     """Every span of an OTLP/JSON file (:func:`doc_spans` of each of its requests).
 
@@ -248,8 +272,11 @@ def doc_spans(doc: Any, where: str) -> Iterator[dict]:
     if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
         raise InterchangeError(f"{where}: not an OTLP/JSON ExportTraceServiceRequest (no resourceSpans list)")
     for i, rs in enumerate(doc["resourceSpans"]):
-        for j, ss in enumerate((rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or []):
-            for k, sp in enumerate((ss or {}).get("spans") or []):
+        rs = _object(rs, f"{where}: resourceSpans[{i}]")
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")
+        for j, ss in enumerate(_array(scopes, f"{where}: resourceSpans[{i}].scopeSpans")):
+            ss = _object(ss, f"{where}: resourceSpans[{i}].scopeSpans[{j}]")
+            for k, sp in enumerate(_array(ss.get("spans"), f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans")):
                 w = f"{where}: resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
                 if not isinstance(sp, dict):
                     raise InterchangeError(f"{w}: not an object")
@@ -258,10 +285,10 @@ def doc_spans(doc: Any, where: str) -> Iterator[dict]:
                 for key in ("traceId", "spanId", "name", "startTimeUnixNano"):
                     if key not in sp:
                         raise InterchangeError(f"{w}: missing {key}")
-                status = sp.get("status") or {}
+                status = _object(sp.get("status"), f"{w}: status")
                 code = status.get("code", 0)
                 events = []
-                for e in sp.get("events") or []:
+                for e in _array(sp.get("events"), f"{w}: events"):
                     if not isinstance(e, dict):
                         raise InterchangeError(f"{w}: an event is not an object")
                     events.append({"name": e.get("name"), "attributes": attributes_of(e.get("attributes") or [], w)})
@@ -586,12 +613,22 @@ def is_chat_span(s: dict) -> bool:
             and isinstance(s["input"].get("messages"), list))
 
 
+RENAMED_ATTRIBUTES = {
+    "gen_ai.system": "gen_ai.provider.name",
+    "gen_ai.openai.request.service_tier": "openai.request.service_tier",
+    "gen_ai.openai.response.service_tier": "openai.response.service_tier",
+    "gen_ai.openai.response.system_fingerprint": "openai.response.system_fingerprint",
+}
+"""Deprecated attribute names the recorder writes, and the current names the export writes for
+them (OpenTelemetry semantic conventions: each deprecated name is "Replaced by" the other)."""
+
+
 def otlp_span(s: dict) -> dict:
     """One Auto span (a dict from :meth:`auto.store.Store.iter_spans`) as an OTLP/JSON span.
 
     The GenAI semantic conventions (≥ 1.37) for other tools: a chat completion is named ``chat
     {model}`` with ``gen_ai.operation.name`` ``chat``, ``gen_ai.provider.name`` (the recorder's
-    deprecated ``gen_ai.system`` is renamed), the request's ``gen_ai.request.*`` parameters and
+    deprecated names are renamed: :data:`RENAMED_ATTRIBUTES`), the request's ``gen_ai.request.*`` parameters and
     ``gen_ai.tool.definitions``, ``gen_ai.system_instructions``,
     ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (tool calls as ``tool_call`` parts,
     tool results as ``tool_call_response`` parts); a tool span is ``execute_tool {name}``, a task
@@ -601,8 +638,9 @@ def otlp_span(s: dict) -> dict:
     """
     a = dict(s.get("attributes") or {})
     attrs: dict[str, Any] = dict(a)
-    if "gen_ai.system" in attrs:
-        attrs.setdefault("gen_ai.provider.name", attrs.pop("gen_ai.system"))
+    for old, new in RENAMED_ATTRIBUTES.items():
+        if old in attrs:
+            attrs.setdefault(new, attrs.pop(old))
     name = s["name"]
     if s["kind"] == "llm":
         if is_chat_span(s):
@@ -666,10 +704,14 @@ def otlp_span(s: dict) -> dict:
 def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     """Write every span of ``store`` to ``path`` as OTLP/JSON Lines (one
     ``ExportTraceServiceRequest`` of up to ``batch`` spans per line), streamed; the file is
-    written under a temporary name and renamed, so a reader never sees half of it.
+    written under a temporary name and renamed, so a reader never sees half of it, and removed
+    when the export fails.
 
     Returns:
         ``{"spans", "lines", "bytes", "file"}``.
+
+    Raises:
+        OSError: ``path`` cannot be written (naming ``path``).
     """
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
@@ -681,19 +723,25 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
         doc = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}]}
         f.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n")
 
-    with open(tmp, "w", encoding="utf-8") as f:
-        buf: list[dict] = []
-        for s in store.iter_spans():
-            buf.append(otlp_span(s))
-            n += 1
-            if len(buf) >= batch:
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            buf: list[dict] = []
+            for s in store.iter_spans():
+                buf.append(otlp_span(s))
+                n += 1
+                if len(buf) >= batch:
+                    write(f, buf)
+                    lines += 1
+                    buf = []
+            if buf:
                 write(f, buf)
                 lines += 1
-                buf = []
-        if buf:
-            write(f, buf)
-            lines += 1
-    tmp.replace(p)
+        tmp.replace(p)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left
+        if isinstance(e, OSError) and e.filename == str(tmp):  # the user's path, not the temporary name
+            raise OSError(e.errno, e.strerror, str(p)) from None
+        raise
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 

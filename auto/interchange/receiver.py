@@ -253,8 +253,9 @@ def _status(code: int, message: str, proto: bool) -> Response:
 
 def serve(store_path: str, host: str, port: int, announce: Any = None) -> dict:
     """Receive in the foreground until interrupted (SIGINT/SIGTERM), then write what is
-    journaled. The address is checked before the store is opened, so a taken port creates
-    nothing; ``announce()`` is called just before listening.
+    journaled. The address is bound before the store is opened, so a taken port creates
+    nothing; ``announce(port)`` is called just before serving (``port``: the one bound, the
+    system's pick for ``port`` 0).
 
     Returns:
         the receiver's counters.
@@ -264,17 +265,20 @@ def serve(store_path: str, host: str, port: int, announce: Any = None) -> dict:
     """
     import uvicorn
 
-    from auto.asgi import check_listen, uvicorn_config
+    from auto.asgi import listen_socket, uvicorn_config
     from auto.store import Store
 
-    check_listen(host, port)
-    rec = Receiver(Store(store_path))
-    if announce is not None:
-        announce()
+    sock = listen_socket(host, port)
     try:
-        uvicorn.Server(uvicorn_config(rec.app, host, port)).run()
+        rec = Receiver(Store(store_path))
+        if announce is not None:
+            announce(sock.getsockname()[1])
+        try:
+            uvicorn.Server(uvicorn_config(rec.app, host, port)).run(sockets=[sock])
+        finally:
+            rec.close()
     finally:
-        rec.close()
+        sock.close()
     return dict(rec.counters)
 
 

@@ -5,7 +5,8 @@ The body is shaped like the upstream's (``object: "chat.completion"``; each choi
 with ``role``, ``content``, ``refusal`` and, for tool calls, ``tool_calls`` with fresh
 ``call_auto_…`` ids; ``finish_reason`` ``stop``/``tool_calls`` or the recorded one; ``logprobs``
 null), with ``model`` = the requested model, ``id`` = ``chatcmpl-auto-<24 hex>`` and
-``system_fingerprint`` = ``auto-gen<N>``.
+``system_fingerprint`` = ``auto-gen<N>`` (:func:`system_fingerprint`; ``auto-overlay`` for an
+answer of the table overlay before any generation is installed, which has no generation).
 
 ``usage`` counts model tokens processed to produce the answer. A tier-1 answer is computed by
 the compiled artifact, so no model token was read or written: ``prompt_tokens``,
@@ -15,7 +16,9 @@ prices this one at zero. A stream carries the usage chunk (``choices: []``) only
 ``stream_options.include_usage`` is true, as the OpenAI API does.
 
 Response headers (:func:`tier1_headers`): ``x-auto-tier: 1``, ``x-auto-generation: <N>``,
-``x-auto-artifact-id: sha256:…``, ``x-auto-site: site:…`` and ``x-auto-cost-usd-micros: 0``.
+``x-auto-artifact-id: sha256:…`` (both left out when no generation answered), ``x-auto-site:
+site:…``, ``x-auto-cost-usd-micros: 0`` and, for an answer of the table overlay
+(:mod:`auto_runtime.overlay`), ``x-auto-origin: overlay``.
 """
 
 from __future__ import annotations
@@ -32,15 +35,33 @@ ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
 """The ``usage`` of a tier-1 answer (see the module docstring)."""
 
 
-def tier1_headers(site: str, generation: int | None, artifact_id: str | None) -> dict[str, str]:
-    """The headers that mark a tier-1 answer."""
-    return {"x-auto-tier": "1", "x-auto-generation": str(generation), "x-auto-artifact-id": str(artifact_id),
-            "x-auto-site": site, "x-auto-cost-usd-micros": "0"}
+OVERLAY_FINGERPRINT = "auto-overlay"
+"""The ``system_fingerprint`` of a tier-1 answer no generation gave (the table overlay's, before
+any generation is installed)."""
+
+
+def system_fingerprint(generation: int | None) -> str:
+    """``auto-gen<N>`` for generation N, :data:`OVERLAY_FINGERPRINT` when there is none."""
+    return OVERLAY_FINGERPRINT if generation is None else f"auto-gen{generation}"
+
+
+def tier1_headers(site: str, generation: int | None, artifact_id: str | None,
+                  origin: str | None = None) -> dict[str, str]:
+    """The headers that mark a tier-1 answer (see the module docstring); ``origin``: what answered
+    when it was not the generation's artifact (``"overlay"``)."""
+    h = {"x-auto-tier": "1", "x-auto-site": site, "x-auto-cost-usd-micros": "0"}
+    if generation is not None:
+        h["x-auto-generation"] = str(generation)
+    if artifact_id is not None:
+        h["x-auto-artifact-id"] = artifact_id
+    if origin is not None:
+        h["x-auto-origin"] = origin
+    return h
 
 
 def _head(request: dict, generation: int | None, obj: str) -> dict[str, Any]:
     return {"id": "chatcmpl-auto-" + os.urandom(12).hex(), "object": obj, "created": int(time.time()),
-            "model": request.get("model"), "system_fingerprint": f"auto-gen{generation}"}
+            "model": request.get("model"), "system_fingerprint": system_fingerprint(generation)}
 
 
 def completion_body(request: dict, answer: Any, generation: int | None) -> dict[str, Any]:

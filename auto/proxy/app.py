@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import aiohttp
+from auto_runtime.overlay import ORIGIN as OVERLAY_ORIGIN
+from auto_runtime.tiered import OVERLAY_REASON
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
@@ -394,10 +396,12 @@ class Proxy:
         return await self._forward_call(request, raw, name, extra, done, marks, key)
 
     def _tier1(self, body: dict, res: Any, site_id: str, started_ns: int) -> RawResponse:
+        origin = OVERLAY_ORIGIN if res.reason == OVERLAY_REASON else None
         if self.config.record_tier1:
-            span, trace, complete = tier1_span(body, res.answer, site_id, res.generation, res.artifact_id, started_ns)
+            span, trace, complete = tier1_span(body, res.answer, site_id, res.generation, res.artifact_id, started_ns,
+                                               origin)
             self.recorder.write([span], [trace], complete)  # queued; built and written off the request path
-        headers = _h(tier1_headers(site_id, res.generation, res.artifact_id))
+        headers = _h(tier1_headers(site_id, res.generation, res.artifact_id, origin))
         if body.get("stream"):
             return RawResponse(200, [(b"content-type", b"text/event-stream; charset=utf-8"),
                                      (b"cache-control", b"no-cache"), *headers],

@@ -359,11 +359,13 @@ def opaque_trace(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def tier1_span(body: dict, answer: Any, site_id: str, generation: int | None, artifact_id: str | None,
-               started_ns: int) -> tuple[dict[str, Any], dict[str, Any], Callable[[], None]]:
+               started_ns: int, origin: str | None = None) -> tuple[dict[str, Any], dict[str, Any], Callable[[], None]]:
     """``(span, trace, complete)`` of one tier-1 answer (see the module docstring): pass them to
     :meth:`QueuedRecorder.write`; ``complete()`` fills in the input, the output and the
     ``gen_ai.*`` attributes on the sender thread. ``started_ns``: when the request arrived (ns
-    since the epoch); the span ends when it is built (the answer is computed by then)."""
+    since the epoch); the span ends when it is built (the answer is computed by then). ``origin``
+    (``"overlay"``: the table overlay answered, not the generation's artifact) becomes
+    ``auto.origin``."""
     ended = time.time_ns()
     span: dict[str, Any] = {
         "trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": TIER1_SPAN,
@@ -373,7 +375,7 @@ def tier1_span(body: dict, answer: Any, site_id: str, generation: int | None, ar
              "status": "ok", "attributes": {"auto.root_kind": "llm", "auto.tier": 1}}
 
     def complete() -> None:
-        from auto.proxy.answer import completion_body
+        from auto.proxy.answer import completion_body, system_fingerprint
         from auto.record.completion import assemble_completion
         from auto.record.model_call import REQUEST_ATTRS
 
@@ -383,10 +385,12 @@ def tier1_span(body: dict, answer: Any, site_id: str, generation: int | None, ar
             if body.get(k) is not None:
                 attrs[a] = body[k]
         attrs.update({"gen_ai.response.finish_reasons": meta.get("finish_reasons") or [],
-                      "gen_ai.openai.response.system_fingerprint": f"auto-gen{generation}",
+                      "gen_ai.openai.response.system_fingerprint": system_fingerprint(generation),
                       "gen_ai.usage.input_tokens": 0, "gen_ai.usage.output_tokens": 0,
                       "auto.proxy": True, "auto.tier": 1, "auto.site": site_id, "auto.generation": generation,
                       "auto.artifact_id": artifact_id, "auto.cost_usd_micros": 0})
+        if origin is not None:
+            attrs["auto.origin"] = origin
         span.update({"input": body, "output": output, "attributes": attrs})
 
     return span, trace, complete

@@ -12,7 +12,7 @@ from typing import Callable
 
 import uvicorn
 
-from auto.asgi import check_listen, uvicorn_config
+from auto.asgi import listen_socket, uvicorn_config
 from auto.errors import ArgumentError
 from auto.proxy.app import Proxy, ProxyConfig
 
@@ -23,22 +23,26 @@ the store writer and the ratchets' threads hold the GIL for at most this long be
 loop may run, so background work adds at most about this much to a request's latency."""
 
 
-def run(config: ProxyConfig, announce: Callable[[], None] | None = None) -> None:
+def run(config: ProxyConfig, announce: Callable[[int], None] | None = None) -> None:
     """Serve in the foreground until interrupted (SIGINT/SIGTERM), then write what is queued;
-    ``announce`` is called once the address is free and the proxy is built, just before listening.
+    ``announce(port)`` is called once the address is bound (``port``: the one bound, the
+    system's pick for ``config.port`` 0) and the proxy is built, just before serving.
 
     Raises:
         ListenError: the address cannot be listened on.
     """
-    check_listen(config.host, config.port)
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
-    proxy = Proxy(config)
-    if announce is not None:
-        announce()
+    sock = listen_socket(config.host, config.port)
     try:
-        uvicorn.Server(uvicorn_config(proxy.app, config.host, config.port)).run()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        proxy = Proxy(config)
+        if announce is not None:
+            announce(sock.getsockname()[1])
+        try:
+            uvicorn.Server(uvicorn_config(proxy.app, config.host, config.port)).run(sockets=[sock])
+        finally:
+            proxy.close()
     finally:
-        proxy.close()
+        sock.close()
 
 
 class ProxyServer:

@@ -7,12 +7,14 @@ directory holds a ``sitecustomize.py`` which Python imports at start-up (unless 
 * ``AUTO_RECORD_STORE`` — the store path (absolute) or ``postgresql://`` URI, and
 * ``AUTO_RECORD_TASK`` — optional: model calls made outside any ``@auto.task`` are grouped
   under one task span named T per process (otherwise they are top-level ``llm`` spans),
-* ``AUTO_RECORD_SITE_PATHS`` — set when the child's command is a Python interpreter other than
-  this one (another virtual environment): this interpreter's package folders, appended to the
-  child's ``sys.path`` after its own packages, so Auto's dependencies load there too. That
-  interpreter is asked to load the recorder before the child runs; when it cannot (another
-  Python version whose binary packages differ, a package of its own that shadows one Auto
-  needs), ``auto record`` says so in one line and runs nothing,
+* ``AUTO_RECORD_SITE_PATHS`` and ``AUTO_RECORD_PYTHON`` — this interpreter's package folders
+  and its version (``3.11``): a Python process of the child of the same version appends the
+  folders to its ``sys.path`` after its own packages, so Auto's dependencies load in another
+  virtual environment too, whether its interpreter is the command itself or is started by a
+  shell, a script or another process (binary packages are only borrowed by the version they
+  were built for). When the command itself is another Python interpreter, it is asked to load
+  the recorder before the child runs; when it cannot (another Python version, a package of its
+  own that shadows one Auto needs), ``auto record`` says so in one line and runs nothing,
 
 starts recording (patching ``openai`` when it is imported), stops at interpreter exit, and then
 runs any ``sitecustomize`` that the bootstrap shadows, so an existing one keeps working. Child
@@ -37,8 +39,12 @@ BOOTSTRAP_DIR = str(Path(__file__).resolve().parent / "_bootstrap")
 ENV_STORE = "AUTO_RECORD_STORE"
 ENV_TASK = "AUTO_RECORD_TASK"
 ENV_SITE_PATHS = "AUTO_RECORD_SITE_PATHS"
-"""Set for a child whose Python interpreter is not this one: the folders of this interpreter's
-packages, which the bootstrap appends to the child's ``sys.path`` (after its own packages)."""
+"""The folders of this interpreter's packages, which the bootstrap appends to a child's
+``sys.path`` (after its own packages) when the child's Python version is :data:`ENV_PYTHON`'s."""
+
+ENV_PYTHON = "AUTO_RECORD_PYTHON"
+"""This interpreter's ``major.minor`` version: only a child Python of that version borrows
+:data:`ENV_SITE_PATHS` (binary packages are built per version)."""
 
 
 INTERRUPT_GRACE_S = 1.0
@@ -137,6 +143,16 @@ def check_child_python(program: str, exe: str, env: dict[str, str]) -> None:
         f"{sys.executable}, or record any client through `auto proxy`")
 
 
+def _check_program(program: str) -> None:
+    """Raise :class:`ArgumentError` when ``program`` (a name looked up on ``PATH``, or a path)
+    cannot be started: not found, or not executable."""
+    if shutil.which(program) is not None:
+        return
+    if os.sep in program and os.path.exists(program):
+        raise ArgumentError(f"auto record: command not executable: {program}")
+    raise ArgumentError(f"auto record: command not found: {program}")
+
+
 def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     """Run ``cmd`` with recording into ``store``; return the child's exit code.
 
@@ -158,14 +174,17 @@ def run_recorded(cmd: list[str], store: str, task: str | None = None) -> int:
     import json
     import tempfile
 
-    with Store(store) as st:
-        st.check()
+    _check_program(cmd[0])  # before the store is opened: a command that cannot start writes nothing
     child_python = foreign_python(cmd[0])
     env = recording_env(store, task)
-    if child_python:  # Auto's dependencies, after the child's own packages (the bootstrap appends them)
-        env[ENV_SITE_PATHS] = os.pathsep.join(auto_site_paths())
+    # Auto's dependencies for any Python of the child of this version, after its own packages
+    # (the bootstrap appends them): the command itself or one a shell or script starts
+    env[ENV_SITE_PATHS] = os.pathsep.join(auto_site_paths())
+    env[ENV_PYTHON] = "%d.%d" % sys.version_info[:2]
     if child_python:
         check_child_python(cmd[0], child_python, env)
+    with Store(store) as st:
+        st.check()
     status_dir = tempfile.mkdtemp(prefix="auto-record-")
     env["AUTO_RECORD_STATUS"] = status_dir
     try:

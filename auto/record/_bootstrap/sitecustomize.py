@@ -25,8 +25,12 @@ def _auto_status(**fields):
 
 
 def _auto_borrow_packages():
-    """Append ``$AUTO_RECORD_SITE_PATHS`` (the folders of the recording Auto's packages, set when
-    the child's interpreter is another one) to ``sys.path``, after the child's own packages."""
+    """Append ``$AUTO_RECORD_SITE_PATHS`` (the folders of the recording Auto's packages) to
+    ``sys.path``, after the child's own packages, when this Python's version is
+    ``$AUTO_RECORD_PYTHON`` (binary packages are built per version)."""
+    want = os.environ.get("AUTO_RECORD_PYTHON")
+    if want and want != "%d.%d" % sys.version_info[:2]:
+        return
     for p in (os.environ.get("AUTO_RECORD_SITE_PATHS") or "").split(os.pathsep):
         if p and p not in sys.path:
             sys.path.append(p)
