@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml runtime/pyproject.toml bench/pyproject.toml
 	$(BIN)/python -m pip install -q -e runtime -e ".[test,postgres,interchange,distributed]" -e bench > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
 	touch $@
 
-# The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest to test it).
+# The runtime alone, as a deploy host installs it: wasmtime + numpy (+ pytest and hypothesis to test it).
 $(RT_VENV)/.installed: runtime/pyproject.toml
 	$(PY) -m venv $(RT_VENV)
 	$(RT_VENV)/bin/python -m pip install -q --upgrade pip
