@@ -193,7 +193,8 @@ def test_the_size_check_sees_long_functions_and_classes(tmp_path):
 
 def test_no_function_over_100_lines_nor_class_over_400_beyond_the_shrinking_list():
     found: dict[str, int] = {}
-    for root in ("auto", "runtime"):
+    # the sources only: an install's build/ copy of the runtime (pip's non-editable build) is not code
+    for root in ("auto", "runtime/auto_runtime", "runtime/tests"):
         paths = sorted((REPO / root).rglob("*.py"))
         assert len(paths) > 10, root
         for path in paths:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import auto
-from auto.errors import ArgumentError
+from auto.errors import ArgumentError, StoreError
 from auto.ratchet import CompilePolicy, Ratchet
 from auto.ratchet.evidence import RiskMonitor, upper_confidence_bound
 from auto.ratchet.policy import PolicyState
@@ -290,6 +290,23 @@ def test_auto_ratchet_keeps_the_task_signature(tmp_path):
         auto.ratchet(lambda x: x, store=tmp_path / "t.sqlite")
     with pytest.raises(ArgumentError):
         Ratchet(lambda i: 1, tmp_path / "u.sqlite", "t", audit_rate=2.0)
+
+
+def test_a_call_after_close_is_one_store_error_and_calls_nothing(tmp_path):
+    calls = []
+
+    def triage(ticket: str) -> str:
+        calls.append(ticket)
+        return classify(ticket)
+
+    served = auto.ratchet(triage, store=tmp_path / "s.sqlite", worker="thread", audit_rate=0.0)
+    assert served("my invoice and refund") == classify("my invoice and refund")
+    served.close()
+    for call in (lambda: served("crash on start"), lambda: served.call_result({"ticket": "x"}),
+                 lambda: served.decide({"ticket": "x"})):
+        with pytest.raises(StoreError, match="closed"):
+            call()
+    assert calls == ["my invoice and refund"]  # the function was not called after close
 
 
 KILL_SCRIPT = textwrap.dedent("""

@@ -69,7 +69,7 @@ from auto_runtime.overlay import TableOverlay
 from auto_runtime.tiered import TIER_1
 
 from auto.canonical import canonical_json
-from auto.errors import ArgumentError, AutoError
+from auto.errors import ArgumentError, AutoError, StoreError
 from auto.gate import Contract
 from auto.ratchet.capture import Capture
 from auto.ratchet.events import AlarmRow, Fired, LogRow, Trigger
@@ -253,15 +253,28 @@ class Ratchet:
     def call(self, input_obj: dict[str, Any]) -> Any:
         """Answer one input (a dict of the task's named arguments); returns the answer.
 
+        An input that is not JSON-encodable is answered by the reference and never captured (it
+        cannot be compiled); a warning says so.
+
         Raises:
             Exception: whatever the reference raises on a deopt (nothing is captured then).
-            InputSchemaError: the input is not JSON-encodable.
+            StoreError: the ratchet is closed (:meth:`close`); nothing is called.
         """
         return self.call_result(input_obj).answer
 
+    def _check_open(self) -> None:
+        if self.scheduler.closed:
+            raise StoreError(f"this ratchet (task {self.task!r}) is closed, and its store with it: make a new "
+                             "one (auto.ratchet(...)) to keep serving")
+
     def call_result(self, input_obj: dict[str, Any]) -> Any:
         """Like :meth:`call`, returning the :class:`auto_runtime.CallResult` (tier, reason, score,
-        latency, generation)."""
+        latency in µs, generation).
+
+        Raises:
+            StoreError: the ratchet is closed; nothing is called.
+        """
+        self._check_open()
         prime = self.installer.prime
         if prime is not None:
             prime(input_obj)
@@ -271,7 +284,12 @@ class Ratchet:
         """The tier decision without calling the reference: the :class:`auto_runtime.CallResult`
         of a tier-1 answer, or a ``declined`` one (reason, score, would-be output) the caller
         answers itself and then passes to :meth:`complete`. For hosts that answer deopts
-        asynchronously (a proxy forwarding them upstream); counted like :meth:`call_result`."""
+        asynchronously (a proxy forwarding them upstream); counted like :meth:`call_result`.
+
+        Raises:
+            StoreError: the ratchet is closed.
+        """
+        self._check_open()
         prime = self.installer.prime
         if prime is not None:
             prime(input_obj)
