@@ -775,6 +775,13 @@ def fused_presets(spec: str) -> tuple:
     return tuple(known[n] for n in names)
 
 
+def portable_argv(argv: list[str], out: str) -> list[str]:
+    """``argv`` as a recording keeps it: the output folder (a path of the machine that ran it)
+    written as ``$OUT``."""
+    return ["$OUT" + a[len(out):] if out and (a == out or a.startswith(out.rstrip("/") + "/")) else a
+            for a in argv]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.kernel_tuning.e2e")
     ap.add_argument("--artifact", default=None, help="the compiled specialist (.wasm); without it every key deopts")

@@ -589,3 +589,16 @@ def test_plan_risk_names_exactly_the_recorded_points_that_failed():
     assert plan_risk(parse_plan("Qwen3-4B=8x512;Llama-3.2-1B=1x512,1x4096", "", "", 1)) == [
         ("Llama-3.2-1B", 1, 512), ("Llama-3.2-1B", 1, 4096)]
 
+
+
+def test_recordings_keep_no_path_of_the_machine_that_ran_them():
+    """A recording names its output folder ``$OUT`` and each cache folder by its own name, never
+    by where the GPU machine put it."""
+    from bench.kernel_tuning.e2e import portable_argv
+
+    assert portable_argv(["--out", "/srv/x/e2e", "--log", "/srv/x/e2e/a.log", "/srv/x/e2e2"], "/srv/x/e2e") == \
+        ["--out", "$OUT", "--log", "$OUT/a.log", "/srv/x/e2e2"]
+    for path in sorted(TRACES.glob("**/e2e_*.json")):
+        text = path.read_text()
+        for root in ("/tmp/", "/root/", "/home/"):
+            assert root not in text, (path.name, root)
