@@ -82,8 +82,10 @@ def _graph_for(run, copies, out):
         for args in copies:
             run(args, out)
     torch.cuda.current_stream().wait_stream(s)
+    from .graphs import own_blas_workspace
+
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with own_blas_workspace(torch), torch.cuda.graph(g):  # the graph's cuBLAS workspace in its own pool
         for args in copies:
             run(args, out)
     return g

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from . import decode_kernels as DK
 from . import kernels as KN
 from .decoder import DecoderConfig, Weights
+from .graphs import capture_step
 from .workloads import Workload
 
 
@@ -65,23 +66,6 @@ def _qk_triton(cfg: DecoderConfig, batch: int, conf: dict[str, int]):
         DK.qk_norm_rows(conf, qkv, lw["qk"], h, kv, hd, eps)
         return (qkv[:, :h * hd].view(batch, h, hd), qkv[:, h * hd:(h + kv) * hd].view(batch, kv, hd))
     return run
-
-
-def capture_step(forward, warmup: int = 2) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-    """``forward()`` run ``warmup`` times on a side stream (compiles every kernel), then captured
-    in one CUDA graph: ``(graph, logits)``, the logits tensor the replays rewrite."""
-    st = torch.cuda.Stream()
-    st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for _ in range(warmup):
-            forward()
-    torch.cuda.current_stream().wait_stream(st)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        logits = forward()
-    torch.cuda.synchronize()
-    return graph, logits
 
 
 class ChoiceStep:

@@ -245,7 +245,7 @@ def numerics(cfg, weights, answers, wls, steps: int, seed: int = 3, fused: tuple
 
 
 def _capture(fn: Callable[[], Any], warmup: int = 2):
-    from .choice_step import capture_step
+    from .graphs import capture_step
 
     return capture_step(fn, warmup)
 
@@ -405,8 +405,10 @@ def fresh_inductor(base: str, tag: str, caches_off: bool = False) -> dict[str, A
             f()
             cleared = fname
             break
-    return {"inductor_cache_dir": d, "config_off": off, "cleared": cleared,
-            "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR")}
+    tcd = os.environ.get("TRITON_CACHE_DIR")
+    # recorded by their own names: a recording keeps no path of the machine that ran it
+    return {"inductor_cache_dir": os.path.basename(d), "config_off": off, "cleared": cleared,
+            "triton_cache_dir": os.path.basename(tcd.rstrip("/")) if tcd else None}
 
 
 TC_CONFIGS = {
@@ -748,8 +750,12 @@ def parse_plan(plan: str | None, models: str, configs: str, compiles: int) -> li
 def plan_risk(plan: list[tuple[str, list[tuple[int, int, int]]]]) -> list[tuple[str, int, int]]:
     """The points ``(model, batch, context)`` of ``plan`` at batch 1 that come after a point at
     batch > 1 in the same process. Every such point of the recorded runs (``e2e_2``, ``e2e_8``,
-    ``e2e_9``, ``e2e_10``) failed with an illegal memory access, and no other point did; the cause
-    is not established, so ``main`` warns about them (run batch 1 first, or in its own process)."""
+    ``e2e_9``, ``e2e_10``) failed with an illegal memory access, and no other point did. The cause:
+    the batch > 1 compiled step (cuBLAS GEMMs) was its point's last CUDA-graph capture, the cuBLAS
+    workspace that capture allocated in its graph's pool stayed cached after the point, the next
+    point's eager-step graph baked it in, and a torch.compile CUDA-graph tree freed it
+    (``graphs``; reproduced by ``workspace_repro``). Captures now own their workspace, so such a
+    plan is safe; the list is kept in the run's ``plan_risk`` for the record."""
     out, seen_multi = [], False
     for m, pts in plan:
         for b, c, _ in pts:
@@ -826,10 +832,6 @@ def main(argv: list[str] | None = None) -> int:
 
     plan = parse_plan(args.plan, args.models, args.configs, args.compiles)
     risky = plan_risk(plan)
-    if risky:
-        print("warning: batch-1 point(s) after a batch > 1 point in one process: "
-              + ", ".join(f"{m} {b}x{c}" for m, b, c in risky)
-              + " (every such recorded point failed with an illegal memory access; run batch 1 first)", file=sys.stderr)
 
     import torch
 
@@ -849,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = os.path.splitext(args.file)[0]
     result: dict[str, Any] = {
         "schema": SCHEMA, "env": env, "env_hash": env["env_hash"], "copy_gbs": copy_gbs,
-        "argv": sys.argv[1:] if argv is None else list(argv), "models": {}, "deopts": [],
+        "argv": portable_argv(sys.argv[1:] if argv is None else list(argv), args.out), "models": {}, "deopts": [],
         "plan": [[m, [list(p) for p in pts]] for m, pts in plan],
         "fixed_paths": FIXED_PATHS, "legs": {
             "compiled": "specialist's kernel choices + fixed paths, one CUDA graph",
@@ -871,6 +873,8 @@ def main(argv: list[str] | None = None) -> int:
         "nvml_error": clocks.error,
         "started_unix": int(t_start), "complete": False,
         "plan_risk": [list(p) for p in risky],
+        "capture": "graphs.capture_step: cuBLAS workspaces cleared before and after every CUDA-graph capture (each "
+                   "graph owns its workspace)",
     }
     spec = Specialist(args.artifact, env, os.path.join(args.out, f"{stem}_deopt.jsonl"), log)
     result["artifact"] = {"id": spec.artifact.id, "generation": spec.tt.generation} if spec.artifact else None

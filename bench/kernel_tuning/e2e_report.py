@@ -167,12 +167,21 @@ def fused_row(run: dict[str, Any]) -> dict[str, Any] | None:
             "best_over_compiled": min(timed) if timed else None}
 
 
+def headline_key(row: dict[str, Any]) -> int:
+    """How strong a measurement's baseline is: its timed fresh compiles of both torch.compile
+    configurations together (a later measurement replaces the headline only when this is larger)."""
+    return sum(c["compiles"] for c in (row.get("torch_compile_configs") or {}).values())
+
+
 def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """The ``e2e`` block of the replay's results from several runs ``[(file name, e2e json), ...]``
-    (each point is measured in one process; a point measured twice keeps its first successful
-    measurement). Headline points (:data:`HEADLINE_POINTS`) go to ``models``; other points (the
-    ratchet's batch 4) to ``other_points``; failed attempts to ``failed_points``; planned headline
-    points without a successful measurement to ``not_measured``."""
+    (each point is measured in one process). A point measured more than once keeps, as its
+    headline, the measurement with the most timed fresh torch.compile compiles (both
+    configurations together: the strongest baseline a run measured), the first such in run order
+    on a tie (:func:`headline_key`); every measurement is listed under ``repeats``. Headline points
+    (:data:`HEADLINE_POINTS`) go to ``models``; other points (the ratchet's batch 4) to
+    ``other_points``; failed attempts to ``failed_points``; planned headline points without a
+    successful measurement to ``not_measured``."""
     models: dict[str, list[dict[str, Any]]] = {}
     other: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
@@ -211,13 +220,16 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                     failed.append(row)
                 elif (run["batch"], run["context"]) in HEADLINE_POINTS:
                     have = models.setdefault(m, [])
-                    if not any((r["batch"], r["context"]) == (run["batch"], run["context"]) for r in have):
+                    old = next((i for i, r in enumerate(have) if (r["batch"], r["context"]) == (run["batch"], run["context"])), None)
+                    if old is None:
                         have.append(row)
+                    elif headline_key(row) > headline_key(have[old]):
+                        have[old] = row
                 else:
                     other.append(row)
     for rows in models.values():
         rows.sort(key=lambda r: HEADLINE_POINTS.index((r["batch"], r["context"])))
-    # every measurement of a point (the headline keeps the first), and every fused-family row
+    # every measurement of a point (the headline: headline_key), and every fused-family row
     repeats: dict[str, list[dict[str, Any]]] = {}
     fused: list[dict[str, Any]] = []
     for name, e in parts:
@@ -234,6 +246,10 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 if row["fused"]:
                     fused.append(dict(row["fused"], model=m, batch=run["batch"], context=run["context"], source=name,
                                       compiled_ms=row["step_ms"]["compiled"]))
+    heads = {f"{m} {r['batch']}x{r['context']}": r["source"] for m, rows in models.items() for r in rows}
+    for k, v in repeats.items():
+        for x in v:
+            x["headline"] = heads.get(k) == x["source"]
     measured = {(m, r["batch"], r["context"]) for m, rows in models.items() for r in rows}
     missing = sorted({p for p in planned if (p[1], p[2]) in HEADLINE_POINTS} - measured)
     return {"runs": runs, "models": models, "other_points": other, "failed_points": failed,
@@ -241,6 +257,43 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             "numerics": numerics, "answer_tiers": tiers, "deopts": deopts,
             "repeats": {k: v for k, v in repeats.items() if len(v) > 1}, "fused_candidate": fused,
             "fused_numerics": fused_numerics}
+
+
+def risky_points(plan: list) -> list[tuple[str, int, int]]:
+    """The batch-1 points of a recorded plan that came after a point at batch > 1 in the same
+    process (``e2e.plan_risk``, on the recorded ``[[model, [[b, c, n], ...]], ...]``)."""
+    out, seen_multi = [], False
+    for m, pts in plan or []:
+        for p in pts:
+            if p[0] == 1 and seen_multi:
+                out.append((m, p[0], p[1]))
+            seen_multi = seen_multi or p[0] > 1
+    return out
+
+
+def capture_fix(parts: list[tuple[str, dict[str, Any]]], repro: dict[str, Any] | None) -> dict[str, Any]:
+    """The illegal memory access of batch-1 points after a batch > 1 point, before and after the
+    captures owned their cuBLAS workspace (``graphs``; a run records ``capture`` from then on): per
+    run its risky points and whether each was measured or failed, and the isolated reproduction
+    (``workspace_repro.json``: per variant ok / error)."""
+    runs = []
+    for name, e in parts:
+        risky = risky_points(e.get("plan"))
+        if not risky:
+            continue
+        got = {(m, r["batch"], r["context"]): ("failed" if r.get("error") else "measured")
+               for m, mv in (e.get("models") or {}).items() for r in mv.get("runs") or []}
+        runs.append({"file": name, "own_workspace": bool(e.get("capture")),
+                     "points": [{"model": m, "batch": b, "context": c, "outcome": got.get((m, b, c), "not reached")}
+                                for m, b, c in risky]})
+    before = [p["outcome"] for r in runs if not r["own_workspace"] for p in r["points"] if p["outcome"] != "not reached"]
+    after = [p["outcome"] for r in runs if r["own_workspace"] for p in r["points"] if p["outcome"] != "not reached"]
+    rep = None
+    if repro:
+        rep = {v: {"ok": row.get("ok"), "error": row.get("error"), "clear": row.get("clear"),
+                   "own_workspace": row.get("own_workspace")} for v, row in sorted((repro.get("variants") or {}).items())}
+    return {"runs": runs, "before_fix": {"measured": before.count("measured"), "failed": before.count("failed")},
+            "after_fix": {"measured": after.count("measured"), "failed": after.count("failed")}, "repro": rep}
 
 
 def summarize_runs(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

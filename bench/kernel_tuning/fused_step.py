@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from . import decode_kernels as DK
-from .choice_step import capture_step
+from .graphs import capture_step
 from .decoder import DecoderConfig, Weights
 from .fused_configs import Preset, site_config
 from .legality import cdiv

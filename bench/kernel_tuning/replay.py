@@ -267,6 +267,8 @@ def e2e_block(replay_dir: Path, store: Any, entries: list, deopts: list[dict[str
                     else:
                         diff += 1
     block["tier1_answers_match_replayed_table"] = {"same": same, "different": diff}
+    rp = replay_dir / "workspace_repro.json"
+    block["capture_fix"] = ER.capture_fix(parts, ER.load(str(rp)) if rp.exists() else None)
     block["ratchet"] = ratchet(store, entries, deopts, probes, out_dir, say)
     block["ratchet"]["gpu"] = gpu_ratchet(parts, (block["ratchet"].get("next_generation") or {}).get("artifact_id"))
     return block
