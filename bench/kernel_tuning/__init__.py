@@ -23,6 +23,9 @@ Modules (torch/triton are imported at module level only by ``kernels``, ``decode
 * ``decode_kernels`` — fixed Triton kernels of the step (rotary + KV write, split-KV decode
                     attention) and the QK-norm variant of the RMSNorm template.
 * ``choice_step`` — the decode step built from the specialist's answers, one CUDA graph.
+* ``graphs``     — CUDA-graph capture that owns its cuBLAS workspace (cleared before and after).
+* ``workspace_repro`` — the shared-workspace illegal memory access reproduced in isolation
+                    (``python -m bench.kernel_tuning.workspace_repro --out DIR``).
 * ``e2e``        — ``python -m bench.kernel_tuning.e2e``: specialist (+ live deopt), numerics,
                     interleaved legs (fresh torch.compile compiles of two configurations), HBM floor,
                     per-kernel breakdown → ``e2e_<n>.json``; ``run_on_gpu`` for ``bench run --e2e``.

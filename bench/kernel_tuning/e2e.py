@@ -756,13 +756,9 @@ def plan_risk(plan: list[tuple[str, list[tuple[int, int, int]]]]) -> list[tuple[
     point's eager-step graph baked it in, and a torch.compile CUDA-graph tree freed it
     (``graphs``; reproduced by ``workspace_repro``). Captures now own their workspace, so such a
     plan is safe; the list is kept in the run's ``plan_risk`` for the record."""
-    out, seen_multi = [], False
-    for m, pts in plan:
-        for b, c, _ in pts:
-            if b == 1 and seen_multi:
-                out.append((m, b, c))
-            seen_multi = seen_multi or b > 1
-    return out
+    from .e2e_report import risky_points
+
+    return risky_points(plan)
 
 
 def fused_presets(spec: str) -> tuple:

@@ -260,8 +260,9 @@ def merge(parts: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def risky_points(plan: list) -> list[tuple[str, int, int]]:
-    """The batch-1 points of a recorded plan that came after a point at batch > 1 in the same
-    process (``e2e.plan_risk``, on the recorded ``[[model, [[b, c, n], ...]], ...]``)."""
+    """The batch-1 points ``(model, 1, context)`` of a plan (``[(model, [(b, c, n), ...]), ...]``,
+    as parsed or as recorded in a run's ``plan``) that come after a point at batch > 1 in the same
+    process (``e2e.plan_risk``)."""
     out, seen_multi = [], False
     for m, pts in plan or []:
         for p in pts:
