@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from auto_runtime import Artifact, Limits
 from auto_runtime.errors import AutoError
+from auto_runtime.manifest import Interface
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
 from auto.models import region as R
@@ -261,9 +262,9 @@ def region_manifest(ctx: RungContext, runs: RegionRuns, plan: RegionPlan, code: 
     out_fields = sorted({k for t in runs.traces for k in (t.output if isinstance(t.output, dict) else {"answer": 0})})
     return ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="region",
-        interface={"input": {"type": "object", "properties": {field: {"type": "string"}}, "required": [field],
-                             "additionalProperties": False},
-                   "output": {"fields": out_fields}},
+        interface=Interface(input={"type": "object", "properties": {field: {"type": "string"}}, "required": [field],
+                                   "additionalProperties": False},
+                            output={"fields": out_fields}),
         model={"kind": "region", "field": field, "region": region_json, "text": R.render(plan.region),
                "region_digest": digest_bytes(canonical_json(region_json).encode()),
                "values": plan_summary(plan)["values"], "compiled_sites": plan.compiled_sites, "notes": plan.notes,
