@@ -187,7 +187,7 @@ class RungRefused(GateRefused):
         final: no lower rung may be tried (e.g. every witness has the same output).
         applies: False when the rung steps aside because the task is not of its kind (e.g. the
             region rung for a task whose runs make a single model call): the ladder then neither
-            lists it among the rungs tried nor cites it.
+            records it among the rungs tried nor cites it.
     """
 
     def __init__(self, rung: str, reason: str, eval_run_id: str | None = None, *, citation: str | None = None,

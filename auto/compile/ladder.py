@@ -11,9 +11,9 @@ contract and the :class:`~auto.compile.context.RungContext`, and returns the emi
 or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is the
 generation. A refusal marked ``final`` stops the ladder (nothing below can help, e.g. every
 witness has the same output); a rung for which the task is not of its kind steps aside (a
-refusal that does not ``apply``: neither listed among the rungs tried nor cited). When every rung refuses, the ladder raises
-:class:`~auto.errors.GateRefused` whose reason cites each rung's refusal in order, then the last
-rung's reason, with the last eval run attached.
+refusal that does not ``apply``: not recorded among the rungs tried, not cited). When every rung
+refuses, the ladder raises :class:`~auto.errors.GateRefused` whose reason cites each rung's
+refusal in order, then the last rung's reason, with the last eval run attached.
 
 Rungs (:data:`RUNGS`):
 

@@ -227,6 +227,9 @@ class ValueLadder:
                                               (memo_rung.NAME, self.memo_value)]
 
     def __call__(self, label: str, pairs: list[tuple[dict[str, Any], Any]]) -> ValueCompile:
+        """The value ``label`` from its ``(input object, value)`` pairs, one per training run in
+        order: the first rung's program that passes, or ``compiled_as: "refused"`` citing every
+        refusal."""
         ctx = self.ctx
         vtask = f"{ctx.task}.{label}"
         vws = WitnessSet.of(vtask, [_Witness(inp, out, t.trace_id) for (inp, out), t in zip(pairs, self.train)],
