@@ -185,12 +185,16 @@ class RungRefused(GateRefused):
             attempted and stored nothing).
         citation: how a later rung's reason cites this refusal (names the rung and the eval run).
         final: no lower rung may be tried (e.g. every witness has the same output).
+        applies: False when the rung steps aside because the task is not of its kind (e.g. the
+            region rung for a task whose runs make a single model call): the ladder then neither
+            records it among the rungs tried nor cites it.
     """
 
     def __init__(self, rung: str, reason: str, eval_run_id: str | None = None, *, citation: str | None = None,
-                 final: bool = False):
+                 final: bool = False, applies: bool = True):
         super().__init__(reason, eval_run_id)
         self.rung = rung
         self.citation = citation if citation is not None else (
             f"{reason} (eval run {eval_run_id})" if eval_run_id else reason)
         self.final = final
+        self.applies = applies

@@ -127,14 +127,9 @@ def hash_loops(spec, L: Layout, simd: bool) -> list[str]:
     return out
 
 
-def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
-    """WAT text of ``$eval (param $o i32) (result i32)``: featurize the string at ``$sval``,
-    score, write the answer object at ``$o``; returns the end of what it wrote. ``name`` renames
-    the function (a memo-first artifact calls it ``$spec_eval`` behind its table lookup)."""
-    spec = model.features
-    R, K = model.n_rows, model.n_prototypes
-    H, H2 = R + K, L.H2
-    init = [float(v) for v in model.b.astype(np.float64)] + [0.0] * (H2 - R)
+def eval_locals(H2: int, simd: bool) -> list[str]:
+    """The ``local`` declarations of ``$eval``: the scalars, one f64 accumulator per padded row
+    (``H2`` of them) and, with SIMD, one f64x2 register per pair of rows."""
     loc = ["(local $buf i32) (local $len i32) (local $i i32) (local $lim i32) (local $h i32)",
            "(local $b i32) (local $c i32) (local $t i32) (local $tend i32) (local $w i32)",
            "(local $sq i64) (local $norm f64) (local $x f64) (local $m f64) (local $nc f64)",
@@ -143,20 +138,20 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
     loc.append(" ".join(f"(local $s{r} f64)" for r in range(H2)))
     if simd:
         loc.append("(local $xx v128) (local $hv v128) " + " ".join(f"(local $v{j} v128)" for j in range(H2 // 2)))
-    body = ["(call $clear)",
-            "(local.set $buf (global.get $scratch))",
-            "(local.set $len (call $frame))"]
-    body += hash_loops(spec, L, simd)
-    body += word_loop(spec, L)
-    body += [
+    return loc
+
+
+def normalize_touched(L: Layout) -> list[str]:
+    """After the counting loops: publish the touched list, take ``norm = sqrt(sum of squared
+    counts)`` and store ``x_i = count_i / norm`` for every touched bucket, in first-touch order.
+    Counts below ``TABLE`` read ``k / norm`` from a table computed once per call (the same IEEE
+    division, so the same value); larger counts divide."""
+    body = [
         # the touched list now matches the counts: publish it for the next call's $clear
         "(global.set $nt (local.get $nt))",
         "(global.set $dirty (i32.const 0))",
         "(local.set $tend (i32.shl (local.get $nt) (i32.const 2)))",
         "(local.set $norm (f64.sqrt (f64.convert_i64_u (local.get $sq))))"]
-    # x_i = count_i / norm for every touched bucket, in first-touch order. Counts below TABLE
-    # read k / norm from a table computed once per call (the same IEEE division, so the same
-    # value); larger counts divide.
     body += [f"(f64.store offset={L.table + 8 * k} (i32.const 0) (f64.div (f64.const {k}) "
              "(local.get $norm)))" for k in range(1, TABLE)]
     xcalc = [
@@ -166,14 +161,21 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
         f"      (then (f64.load offset={L.table} (i32.shl (local.get $c) (i32.const 3))))",
         "      (else (f64.div (f64.convert_i32_u (local.get $c)) (local.get $norm)))))",
         "  (local.set $t (i32.add (local.get $t) (i32.const 4)))"]
-    body += [
+    return body + [
         "(local.set $t (i32.const 0))",
         "(block $xd (loop $xl",
         "  (br_if $xd (i32.ge_u (local.get $t) (local.get $tend)))",
         *xcalc,
         "  (br $xl)))"]
-    # dot products, a group of rows at a time (the group's accumulators stay in registers);
-    # each row still sums its terms in first-touch order
+
+
+def dot_products(L: Layout, H: int, init: list[float], simd: bool) -> list[str]:
+    """The ``H`` rows' dot products with the touched ``x``, starting from ``init`` (the
+    intercepts, 0 for the prototypes and the padding), a group of rows at a time (the group's
+    accumulators stay in registers; two rows per f64x2 lane pair with SIMD); each row still sums
+    its terms in first-touch order. Leaves row ``r``'s score in ``$s<r>``."""
+    H2 = L.H2
+    body: list[str] = []
     lanes = 2 if simd else 1
     for g0 in range(0, H, GROUP * lanes):
         rows = range(g0, min(H2, g0 + GROUP * lanes))
@@ -204,8 +206,13 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
             "  (local.set $t (i32.add (local.get $t) (i32.const 4)))",
             f"  (br $a{g0})))",
             *done]
-    # novelty head
-    body.append(f"(local.set $best (local.get $s{R}))")
+    return body
+
+
+def novelty_head(model, R: int, H: int) -> list[str]:
+    """``$nc = 1 - max(prototype scores)`` (rows ``R .. H-1``), or 1 for a text longer than every
+    training text (``model.max_bytes``)."""
+    body = [f"(local.set $best (local.get $s{R}))"]
     for k in range(R + 1, H):
         body.append(f"(if (f64.gt (local.get $s{k}) (local.get $best)) "
                     f"(then (local.set $best (local.get $s{k}))))")
@@ -213,10 +220,15 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
     if model.max_bytes is not None:  # longer than every training text: the largest score
         body.append(f"(if (i32.gt_u (local.get $len) (i32.const {int(model.max_bytes)})) "
                     "(then (local.set $nc (f64.const 1))))")
-    # classification head
+    return body
+
+
+def classification_head(model, L: Layout, R: int) -> list[str]:
+    """The class index ``$arg`` and its margin ``$m``: a tree walk (leaf class and value), the
+    sign of the one score of a binary linear model, or the top-2 gap over ``R`` rows."""
     if model.kind == "tree":
         T = L.tree
-        body += [
+        return [
             "(local.set $nd (i32.const 0))",
             "(block $leaf (loop $walk",
             f"  (local.set $f (i32.load offset={T} (local.get $nd)))",
@@ -232,20 +244,25 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
             "  (br $walk)))",
             f"(local.set $arg (i32.load offset={T + 4} (local.get $nd)))",
             f"(local.set $m (f64.load offset={T + 16} (local.get $nd)))"]
-    elif R == 1:
-        body += ["(local.set $arg (f64.gt (local.get $s0) (f64.const 0)))",
-                 "(local.set $m (f64.abs (local.get $s0)))"]
-    else:
-        body += ["(local.set $best (local.get $s0))",
-                 "(local.set $second (f64.const -inf))"]
-        for r in range(1, R):
-            body.append(
-                f"(if (f64.gt (local.get $s{r}) (local.get $best)) (then "
-                f"(local.set $second (local.get $best)) (local.set $best (local.get $s{r})) "
-                f"(local.set $arg (i32.const {r}))) (else (if (f64.gt (local.get $s{r}) "
-                f"(local.get $second)) (then (local.set $second (local.get $s{r}))))))")
-        body.append("(local.set $m (f64.sub (local.get $best) (local.get $second)))")
-    body += [
+    if R == 1:
+        return ["(local.set $arg (f64.gt (local.get $s0) (f64.const 0)))",
+                "(local.set $m (f64.abs (local.get $s0)))"]
+    body = ["(local.set $best (local.get $s0))",
+            "(local.set $second (f64.const -inf))"]
+    for r in range(1, R):
+        body.append(
+            f"(if (f64.gt (local.get $s{r}) (local.get $best)) (then "
+            f"(local.set $second (local.get $best)) (local.set $best (local.get $s{r})) "
+            f"(local.set $arg (i32.const {r}))) (else (if (f64.gt (local.get $s{r}) "
+            f"(local.get $second)) (then (local.set $second (local.get $s{r}))))))")
+    body.append("(local.set $m (f64.sub (local.get $best) (local.get $second)))")
+    return body
+
+
+def write_answer(L: Layout) -> list[str]:
+    """Write ``{"answer": <class $arg>, "margin": $m, "nonconformity": $nc}`` at ``$o`` from the
+    per-class answer prefixes and the fixed-point writer; leaves the end of what it wrote on the stack."""
+    return [
         "(local.set $t (i32.shl (local.get $arg) (i32.const 3)))",
         f"(local.set $o (call $copy (local.get $o) (i32.load offset={L.clstab} (local.get $t)) "
         f"(i32.load offset={L.clstab + 4} (local.get $t))))",
@@ -254,6 +271,26 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
         "(local.set $o (call $fixed (local.get $o) (local.get $nc)))",
         "(i32.store8 (local.get $o) (i32.const 125))",
         "(i32.add (local.get $o) (i32.const 1))"]
+
+
+def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
+    """WAT text of ``$eval (param $o i32) (result i32)``: featurize the string at ``$sval``,
+    score, write the answer object at ``$o``; returns the end of what it wrote. ``name`` renames
+    the function (a memo-first artifact calls it ``$spec_eval`` behind its table lookup)."""
+    spec = model.features
+    R, K = model.n_rows, model.n_prototypes
+    H, H2 = R + K, L.H2
+    init = [float(v) for v in model.b.astype(np.float64)] + [0.0] * (H2 - R)
+    body = ["(call $clear)",
+            "(local.set $buf (global.get $scratch))",
+            "(local.set $len (call $frame))"]
+    body += hash_loops(spec, L, simd)
+    body += word_loop(spec, L)
+    body += normalize_touched(L)
+    body += dot_products(L, H, init, simd)
+    body += novelty_head(model, R, H)
+    body += classification_head(model, L, R)
+    body += write_answer(L)
     return ("  ;; ---- generated: featurize, score, write one answer ----\n"
-            f"  (func {name} (param $o i32) (result i32)\n    " + "\n    ".join(loc) + "\n    "
+            f"  (func {name} (param $o i32) (result i32)\n    " + "\n    ".join(eval_locals(H2, simd)) + "\n    "
             + "\n    ".join(body) + ")\n")

@@ -7,7 +7,8 @@ Public API::
     CompileOutcome                                                    # the emitted generation
 
 Modules: :mod:`~auto.compile.ladder` (the ordered rungs and the refusal that cites each),
-:mod:`~auto.compile.rungs` (program, specialist, memo), :mod:`~auto.compile.witnesses`
+:mod:`~auto.compile.climb` (the one refusal loop, for a task's rungs and a region's values),
+:mod:`~auto.compile.rungs` (region, program, specialist, neardup, memo), :mod:`~auto.compile.witnesses`
 (grouping, splits, input schema), :mod:`~auto.compile.manifest` (the one manifest builder),
 :mod:`~auto.compile.measure` (fuel and latency through the runtime's sandbox),
 :mod:`~auto.compile.generation` (emitting and storing a generation),

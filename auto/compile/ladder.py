@@ -5,13 +5,15 @@ the task's witnesses once through the task index (:class:`~auto.compile.witnesse
 and, in the same snapshot, checks the integrity of the task's rows added since the last check
 (the cost follows the task, not the store: :meth:`auto.store.Store.task_witnesses` with
 ``verify``, the check of :meth:`auto.store.Store.verify` with ``task`` and ``incremental``),
-and tries the rungs in order; each rung has one signature (:data:`Rung`): it takes the witnesses,
-the contract and the :class:`~auto.compile.context.RungContext`, and returns the emitted
-generation or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is
-the generation. A refusal marked ``final`` stops the ladder (nothing below can help, e.g. every
-witness has the same output). When every rung refuses, the ladder raises
-:class:`~auto.errors.GateRefused` whose reason cites each rung's refusal in order, then the last
-rung's reason, with the last eval run attached.
+and tries the rungs in order through the one refusal loop (:func:`auto.compile.climb.climb`);
+each rung has one signature (:data:`~auto.compile.climb.Rung`): it takes the witnesses, the
+contract and the :class:`~auto.compile.context.RungContext`, and returns the emitted generation
+or raises :class:`~auto.errors.RungRefused`. The first rung that passes its gate is the
+generation. A refusal marked ``final`` stops the ladder (nothing below can help, e.g. every
+witness has the same output); a rung for which the task is not of its kind steps aside (a
+refusal that does not ``apply``: not recorded among the rungs tried, not cited). When every rung
+refuses, the ladder raises :class:`~auto.errors.GateRefused` whose reason cites each rung's
+refusal in order, then the last rung's reason, with the last eval run attached.
 
 Rungs (:data:`RUNGS`):
 
@@ -32,12 +34,11 @@ Rungs (:data:`RUNGS`):
 
 from __future__ import annotations
 
-import logging
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from auto.compile.bulk import cyclic_gc_paused
+from auto.compile.climb import Rung, climb
 from auto.compile.context import RungContext, next_generation
 from auto.compile.generation import CompileOutcome
 from auto.compile.rungs import memo as memo_rung
@@ -46,13 +47,8 @@ from auto.compile.rungs import program as program_rung
 from auto.compile.rungs import region as region_rung
 from auto.compile.rungs import specialist as specialist_rung
 from auto.compile.witnesses import WitnessSet
-from auto.errors import ArgumentError, AutoError, CompileError, GateRefused, RungRefused
+from auto.errors import ArgumentError, GateRefused
 from auto.gate import Contract
-
-log = logging.getLogger("auto.compile")
-
-Rung = Callable[[WitnessSet, Contract, RungContext], CompileOutcome]
-"""``rung(witnesses, contract, ctx) -> CompileOutcome``; raises :class:`~auto.errors.RungRefused`."""
 
 RUNGS: dict[str, Rung] = {
     region_rung.NAME: region_rung.compile_rung,
@@ -66,8 +62,7 @@ RUNGS: dict[str, Rung] = {
 
 def ladder(*, programs: bool = True, memo: bool = True) -> list[str]:
     """The rung names a compile tries: all of :data:`RUNGS`, without the program rung when
-    ``programs`` is False and without the memo and neardup rungs when ``memo`` is False (the
-    region rung is always first: it steps aside for a single-call task)."""
+    ``programs`` is False and without the memo and neardup rungs when ``memo`` is False."""
     return [name for name in RUNGS if (programs or name != "program") and (memo or name not in ("memo", "neardup"))]
 
 
@@ -133,33 +128,10 @@ def compile_task(
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
                       memo_first=memo, proposer=proposer, site=ws.site)
-    tried: list[dict[str, Any]] = []  # per rung: name, verdict, seconds, eval run
-    # a single-call task is not a region (nothing to cite): the region rung does not apply
-    todo = [n for n in names if not (n == region_rung.NAME and not region_rung.applies(store, task))]
-    ctx.say(f"  {len(ws.witnesses)} witnesses of {task}; rungs to try: {', '.join(todo) or 'none'}")
-    for i, name in enumerate(todo, 1):
-        ctx.say(f"  trying the {name} rung ({i} of {len(todo)})")  # a long phase: say which rung runs
-        t0 = time.perf_counter()
-        try:
-            try:
-                outcome = RUNGS[name](ws, contract, ctx)
-            except CompileError as e:  # the rung could not build a candidate: a refusal, the ladder goes on
-                raise RungRefused(name, f"{name} rung: {e}") from None
-            except (AutoError, RungRefused):
-                raise
-            except Exception as e:  # noqa: BLE001 - a rung's bug (e.g. a model library's ValueError) costs that rung only
-                log.exception("task %s: the %s rung failed", task, name)
-                raise RungRefused(name, f"{name} rung failed: {type(e).__name__}: {e}") from None
-        except RungRefused as r:
-            tried.append({"rung": name, "verdict": "refuse", "seconds": round(time.perf_counter() - t0, 3),
-                          "eval_run_id": r.eval_run_id})
-            ctx.prior.append(r)
-            if r.final:
-                break
-            ctx.say(f"  {r.citation}")
-            continue
-        tried.append({"rung": name, "verdict": "pass", "seconds": round(time.perf_counter() - t0, 3),
-                      "eval_run_id": outcome.eval_run_id})
+    ctx.say(f"  {len(ws.witnesses)} witnesses of {task}; rungs to try: {', '.join(names)}")
+    climbed = climb([(name, RUNGS[name]) for name in names], ws, contract, ctx)
+    tried, outcome = climbed.tried, climbed.outcome
+    if outcome is not None:
         outcome.rungs = tried
         if ctx.prior:
             outcome.reason = "; ".join([*(r.citation for r in ctx.prior), outcome.reason])

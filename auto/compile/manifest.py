@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from auto_runtime.manifest import ABI_EXPORTS, FORMAT
+from auto_runtime.manifest import ABI_EXPORTS, FORMAT, Interface
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class ManifestDraft:
         task: the task name.
         generation: the generation number (1, 2, …).
         compiled_as: ``"program"``, ``"specialist"``, ``"memo-first"`` or ``"memo"``.
-        interface: ``{"input": <JSON schema>, "output": {...}}``.
+        interface: the runtime's typed :class:`auto_runtime.manifest.Interface` (written with
+            its ``to_dict``), or its object ``{"input": <JSON schema>, "output": {...}}``.
         model: what was compiled (kind, sizes, digests; always ``code_digest``).
         capabilities: host functions the artifact imports (``{"module", "name"}``); none for a
             pure artifact.
@@ -42,7 +43,7 @@ class ManifestDraft:
     task: str
     generation: int
     compiled_as: str
-    interface: dict[str, Any]
+    interface: Interface | dict[str, Any]
     model: dict[str, Any]
     capabilities: tuple[dict[str, str], ...] = field(default_factory=tuple)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -58,7 +59,7 @@ class ManifestDraft:
             "task": self.task,
             "generation": self.generation,
             "compiled_as": self.compiled_as,
-            "interface": self.interface,
+            "interface": self.interface.to_dict() if isinstance(self.interface, Interface) else self.interface,
             "abi": {"exports": list(ABI_EXPORTS), "encoding": "canonical-json"},
             "capabilities": [dict(c) for c in self.capabilities],
             "model": self.model,

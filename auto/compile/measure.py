@@ -69,18 +69,22 @@ def fuel_per_call(artifact: Any, inputs: Sequence[dict[str, Any]], sessions: Any
             "n": len(used), "of": len(inputs)}
 
 
-def call_latency_us(artifact: Any, inputs: Sequence[dict[str, Any]], limit: int = LATENCY_SAMPLE) -> list[float]:
+def call_latency_us(artifact: Any, inputs: Sequence[dict[str, Any]], limit: int = LATENCY_SAMPLE,
+                    sessions: Any = None) -> list[float]:
     """Wall-clock latency of ``artifact.call`` on up to ``limit`` of ``inputs``, in µs each
-    (``perf_counter_ns``; JSON in and out, no guard). A call that hit its wall-clock deadline
-    (a descheduled call on a loaded host; a deopt in the runtime) keeps the time it took and
-    does not fail the compile; any other failure propagates."""
+    (``perf_counter_ns``; JSON in and out, no guard). For a capability artifact ``sessions(input)``
+    gives the tool session each call runs in (e.g. a replay of its recorded tool calls), made
+    before its clock starts. A call that hit its wall-clock deadline (a descheduled call on a
+    loaded host; a deopt in the runtime) keeps the time it took and does not fail the compile;
+    any other failure propagates."""
     from auto_runtime.errors import CallTimeout
 
     lat: list[float] = []
     for inp in list(inputs)[:limit]:
+        kw = {} if sessions is None else {"session": sessions(inp)}
         t0 = perf_counter_ns()
         try:
-            artifact.call(inp)
+            artifact.call(inp, **kw)
         except CallTimeout:
             pass
         lat.append((perf_counter_ns() - t0) / 1000.0)

@@ -256,6 +256,11 @@ class Interface:
         enum = self.output.get("enum") if isinstance(self.output, Mapping) else None
         return tuple(enum) if isinstance(enum, list) else ()
 
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's ``interface`` object, ``{"input": <schema>, "output": {...}}`` (deep
+        copies; the compiler writes a section it built as this type with it)."""
+        return {"input": copy.deepcopy(self.input), "output": copy.deepcopy(dict(self.output))}
+
 
 @dataclass(frozen=True)
 class Tool:

@@ -565,10 +565,7 @@ def distill(witnesses: Sequence[tuple[dict, Any, float]],
             non-string input field, a non-positive weight, an unknown model name, or a bad
             ``prototypes_per_class`` / ``heldout_fraction``.
     """
-    if not (isinstance(prototypes_per_class, int) and prototypes_per_class >= 1):
-        raise CompileError(f"prototypes_per_class must be an int >= 1, got {prototypes_per_class!r}")
-    if not 0.0 <= heldout_fraction < 1.0:
-        raise CompileError(f"heldout_fraction must be in [0, 1), got {heldout_fraction!r}")
+    _check_options(prototypes_per_class, heldout_fraction)
     witnesses = list(witnesses)
     if heldout is not None:
         allw = witnesses + list(heldout)
@@ -578,19 +575,7 @@ def distill(witnesses: Sequence[tuple[dict, Any, float]],
         tr_idx = ho_idx = []
     if not witnesses:
         raise CompileError("no witnesses to learn from")
-    inputs, labels, weights = [], [], []
-    for i, w in enumerate(allw):
-        try:
-            inp, lab, wt = w
-            labels.append(canonical_json(lab))
-        except (TypeError, ValueError) as e:
-            raise CompileError(f"witness {i} is not (input, JSON label, weight): {e}") from e
-        if not isinstance(inp, dict):
-            raise CompileError(f"witness {i}: input is not an object")
-        if not (isinstance(wt, (int, float)) and np.isfinite(wt) and wt > 0):
-            raise CompileError(f"witness {i}: weight must be a finite number > 0, got {wt!r}")
-        inputs.append(inp)
-        weights.append(float(wt))
+    inputs, labels, weights = _read_witnesses(allw)
     if heldout is None:
         tr_idx, ho_idx = split_witnesses(labels, heldout_fraction, seed)
     classes = tuple(sorted({labels[i] for i in tr_idx}))
@@ -605,45 +590,122 @@ def distill(witnesses: Sequence[tuple[dict, Any, float]],
         specs = default_specs(fld)
     if not specs:
         raise CompileError("no FeatureSpec candidates")
-    wts = np.asarray(weights)
-    y = np.asarray(labels, dtype=object)
-    tr, ho = np.asarray(tr_idx, int), np.asarray(ho_idx, int)
+    trial = _Trial(inputs, labels, np.asarray(weights), classes, tr_idx, ho_idx, seed, idf, select_epsilon)
+    best, cands = trial.select(specs, models)
+    return trial.result(best, cands, prototypes_per_class)
 
-    best = None
-    cands: list[Candidate] = []
-    for spec in specs:
-        texts = _texts(inputs, spec.field)
-        vecs = [featurize(t, spec) for t in texts]
-        X = matrix_of(vecs, spec.buckets)
-        w_idf = idf_weights(X[tr]) if idf else None
-        Xw = X @ sp.diags(w_idf) if w_idf is not None else X
-        for name in models:
-            est = _estimator(name, seed)
-            lin = name != "tree" and w_idf is not None
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                est.fit((Xw if lin else X)[tr], y[tr], sample_weight=wts[tr])
-            P0 = np.zeros((1, spec.buckets), np.float32)
-            P0[0, 0] = 1.0
-            cm = _to_model(est, name, spec, classes, P0, w_idf if lin else None)
-            preds = [cm._predict_vec(*vecs[i]) for i in range(len(allw))]
-            pred = [p.label for p in preds]
-            agree = np.asarray([pred[i] == labels[i] for i in range(len(allw))])
-            tr_rate = float(agree[tr].mean())
-            ho_rate = float(agree[ho].mean()) if ho.size else None
-            sel = (selective_coverage([preds[i].margin for i in ho], agree[ho], select_epsilon)
-                   if ho.size else None)
-            cand = Candidate(name, spec, tr_rate, ho_rate, sel)
-            cands.append(cand)
-            key = ((sel, ho_rate, tr_rate) if ho_rate is not None else (0.0, tr_rate, tr_rate))
-            if best is None or key > best[0]:
-                best = (key, cand, est, X, pred, (Xw, w_idf) if lin else (X, None))
-    _, cand, est, X, pred, (Xfit, w_best) = best
-    P = build_prototypes(X[tr], [labels[i] for i in tr], wts[tr], classes,
-                         prototypes_per_class, seed)
-    model = _to_model(est, cand.model, cand.features, classes, P, w_best)
-    tr_texts = _texts([inputs[i] for i in tr_idx], cand.features.field)
-    model = dataclasses.replace(model, max_bytes=max(len(t.encode("utf-8")) + 2 for t in tr_texts))
-    sk = est.predict(Xfit)
-    skl = float(np.mean([str(sk[i]) == pred[i] for i in range(len(allw))]))
-    return DistillResult(model, cand, cands, skl, tuple(tr_idx), tuple(ho_idx), est)
+
+def _check_options(prototypes_per_class: int, heldout_fraction: float) -> None:
+    """:func:`distill`'s option checks (raises :class:`CompileError`)."""
+    if not (isinstance(prototypes_per_class, int) and prototypes_per_class >= 1):
+        raise CompileError(f"prototypes_per_class must be an int >= 1, got {prototypes_per_class!r}")
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise CompileError(f"heldout_fraction must be in [0, 1), got {heldout_fraction!r}")
+
+
+def _read_witnesses(allw: Sequence[Any]) -> tuple[list[dict], list[str], list[float]]:
+    """``(inputs, labels as canonical JSON, weights)`` of ``(input, label, weight)`` triples
+    (raises :class:`CompileError` naming the first malformed one)."""
+    inputs, labels, weights = [], [], []
+    for i, w in enumerate(allw):
+        try:
+            inp, lab, wt = w
+            labels.append(canonical_json(lab))
+        except (TypeError, ValueError) as e:
+            raise CompileError(f"witness {i} is not (input, JSON label, weight): {e}") from e
+        if not isinstance(inp, dict):
+            raise CompileError(f"witness {i}: input is not an object")
+        if not (isinstance(wt, (int, float)) and np.isfinite(wt) and wt > 0):
+            raise CompileError(f"witness {i}: weight must be a finite number > 0, got {wt!r}")
+        inputs.append(inp)
+        weights.append(float(wt))
+    return inputs, labels, weights
+
+
+@dataclass
+class _Best:
+    """The leading candidate of a :class:`_Trial`: its selection key, the candidate, the fitted
+    estimator, the plain matrix, its predicted labels on every witness, and the matrix it was fit
+    on with the idf weights baked into it (None without idf)."""
+
+    key: tuple
+    cand: Candidate
+    est: Any
+    X: sp.csr_matrix
+    pred: list[str]
+    Xfit: sp.csr_matrix
+    w_idf: np.ndarray | None
+
+
+@dataclass
+class _Trial:
+    """The witnesses of one :func:`distill` call (every witness: training ones at ``tr_idx``,
+    held-out ones at ``ho_idx``), and how candidates are fit and ranked on them."""
+
+    inputs: list[dict]
+    labels: list[str]
+    wts: np.ndarray
+    classes: tuple[str, ...]
+    tr_idx: list[int]
+    ho_idx: list[int]
+    seed: int
+    idf: bool
+    select_epsilon: float
+
+    def select(self, specs: Sequence[FeatureSpec], models: Sequence[str]) -> tuple[_Best, list[Candidate]]:
+        """Fit every (spec, model) pair (specs outer, models inner) and keep the best by
+        :func:`distill`'s selection key; returns it with every candidate in trial order."""
+        best: _Best | None = None
+        cands: list[Candidate] = []
+        for spec in specs:
+            vecs = [featurize(t, spec) for t in _texts(self.inputs, spec.field)]
+            X = matrix_of(vecs, spec.buckets)
+            w_idf = idf_weights(X[np.asarray(self.tr_idx, int)]) if self.idf else None
+            Xw = X @ sp.diags(w_idf) if w_idf is not None else X
+            for name in models:
+                b = self._fit(name, spec, vecs, X, Xw, w_idf)
+                cands.append(b.cand)
+                if best is None or b.key > best.key:
+                    best = b
+        if best is None:
+            raise CompileError("no candidate models")
+        return best, cands
+
+    def _fit(self, name: str, spec: FeatureSpec, vecs: list, X: sp.csr_matrix, Xw: sp.csr_matrix,
+             w_idf: np.ndarray | None) -> _Best:
+        """One candidate fit on the training split (on ``Xw``, the idf-weighted ``X``, for a linear
+        model) and scored on every witness."""
+        y = np.asarray(self.labels, dtype=object)
+        tr, ho = np.asarray(self.tr_idx, int), np.asarray(self.ho_idx, int)
+        est = _estimator(name, self.seed)
+        lin = name != "tree" and w_idf is not None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit((Xw if lin else X)[tr], y[tr], sample_weight=self.wts[tr])
+        P0 = np.zeros((1, spec.buckets), np.float32)
+        P0[0, 0] = 1.0
+        cm = _to_model(est, name, spec, self.classes, P0, w_idf if lin else None)
+        preds = [cm._predict_vec(*vecs[i]) for i in range(len(self.labels))]
+        pred = [p.label for p in preds]
+        agree = np.asarray([pred[i] == self.labels[i] for i in range(len(self.labels))])
+        tr_rate = float(agree[tr].mean())
+        ho_rate = float(agree[ho].mean()) if ho.size else None
+        sel = (selective_coverage([preds[i].margin for i in ho], agree[ho], self.select_epsilon)
+               if ho.size else None)
+        key = ((sel, ho_rate, tr_rate) if ho_rate is not None else (0.0, tr_rate, tr_rate))
+        fit, fit_idf = (Xw, w_idf) if lin else (X, None)
+        return _Best(key, Candidate(name, spec, tr_rate, ho_rate, sel), est, X, pred, fit, fit_idf)
+
+    def result(self, best: _Best, cands: list[Candidate], prototypes_per_class: int) -> DistillResult:
+        """The winner as a :class:`CompiledModel` with its novelty prototypes (training split only)
+        and its longest training text, and scikit-learn's own agreement with it."""
+        tr = np.asarray(self.tr_idx, int)
+        cand = best.cand
+        P = build_prototypes(best.X[tr], [self.labels[i] for i in tr], self.wts[tr], self.classes,
+                             prototypes_per_class, self.seed)
+        model = _to_model(best.est, cand.model, cand.features, self.classes, P, best.w_idf)
+        tr_texts = _texts([self.inputs[i] for i in self.tr_idx], cand.features.field)
+        model = dataclasses.replace(model, max_bytes=max(len(t.encode("utf-8")) + 2 for t in tr_texts))
+        sk = best.est.predict(best.Xfit)
+        skl = float(np.mean([str(sk[i]) == best.pred[i] for i in range(len(self.labels))]))
+        return DistillResult(model, cand, cands, skl, tuple(self.tr_idx), tuple(self.ho_idx), best.est)
