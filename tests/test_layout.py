@@ -149,7 +149,6 @@ OVER_LIMIT: dict[str, int] = {
     "auto/codegen/kernel.py::eval_func": 130,
     "auto/compile/rungs/region.py::compile_rung": 135,
     "auto/compile/rungs/specialist.py::compile_rung": 109,
-    "auto/gate.py::run_program_gate": 112,
     "auto/models/specialist/train.py::distill": 115,
     "runtime/auto_runtime/artifact.py::Artifact": 550,
 }

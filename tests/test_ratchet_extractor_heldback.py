@@ -73,3 +73,32 @@ def test_regular_fields_are_tier1_from_the_first_20_witnesses(tmp_path):
     assert len(t1) >= 25  # most of the 40 notices after it
     regular = ("tracking_no", "weight_kg", "carrier")
     assert all(answers[i][f] == reading(stream[i])[f] for i in t1 for f in regular)
+
+
+def test_the_gate_judges_each_field_on_its_own_and_names_the_one_holding_the_record_back(tmp_path):
+    from auto.compile import compile_task
+    from auto.errors import GateRefused
+    from auto.gate import CheckName, EvalRun
+    from auto.store import Store
+
+    ref_rng, rng = random.Random(5), random.Random(11)
+    store = Store(tmp_path / "g.sqlite")
+    for _ in range(20):  # the first 20 witnesses of the stream above
+        text = notice(rng)
+        store.add_witness(task="extract", input={"text": text}, output=reading(text, ref_rng))
+    with pytest.raises(GateRefused) as e:
+        compile_task(store, "extract", out_path=tmp_path / "g.wasm", rungs=["program"])
+    assert "held back by" in e.value.reason and "'service'" in e.value.reason.split("held back by")[1]
+    run = EvalRun.from_record(next(r.record for r in store.eval_runs("extract")
+                                   if r.record["candidate"].get("kind") == "program"))
+    fields = run.field_checks()
+    assert set(fields) == {"tracking_no", "weight_kg", "carrier", "service"}
+    assert all(c.informational for c in fields.values())
+    conf = run.check(CheckName.OUT_OF_FOLD_AGREEMENT)["confidence"]
+    for f in ("tracking_no", "weight_kg", "carrier"):  # each field's own fold part: right wherever it answered
+        c = fields[f]
+        assert c["agree"] == c["n"] > 0, (f, c.figures)
+        assert c["ci95_low"] == pytest.approx((1 - conf) ** (1 / c["n"]))  # the one-sided CP bound of n/n
+    assert all(fields[f]["n"] == 20 and fields[f]["meets_bar"] for f in ("tracking_no", "weight_kg"))
+    assert not fields["service"]["meets_bar"] and fields["service"]["rate"] < 0.95
+    store.close()
