@@ -244,7 +244,6 @@ def synthesize(
         for k in keys:
             part = _Part(k, field, [(i, a[k]) for i, a in train], [(i, a[k]) for i, a in heldout], wrong_cost, budget(),
                          mdl_scale, shared)
-            part.per_field = by_field
             per_field[k] = _synth_part(part, proposer=None if state["proposer_declined"] else proposer, notes=notes,
                                        min_support=min_support, max_rules=max_rules, state=state,
                                        selective=min_agreement if by_field else None)

@@ -80,10 +80,6 @@ class _Part:
         self.ratio = mdl_scale * _mdl_ratio(self.n, len({canonical_json(r) for r in self.refs}))
         self.lists: dict[str, Any] | None = None  # the decision-list search's predicates (lists.py)
         self.split_cache: dict[tuple, Any] = {}  # fitted thresholds per (base, label) (covering.py)
-        self.per_field = False
-        """A record field that may deopt where unsure (:mod:`auto.models.program.synth.selective`):
-        a deopt is then no error for the early abort of :meth:`add` (a candidate that deopts
-        where the best one errs can still be chosen)."""
 
     # -- evaluation ------------------------------------------------------------------------
     def max_errors(self) -> int:
@@ -102,7 +98,7 @@ class _Part:
             for inp, ref in zip(self.inputs, self.refs):
                 o = _answer(program, inp)
                 outs.append(o)
-                if not _same(o, ref) and not (self.per_field and o is _DEOPT):
+                if not _same(o, ref):
                     bad += 1
                     if bad > limit:
                         return None
