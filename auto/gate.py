@@ -214,8 +214,9 @@ class Contract(BaseModel):
             cross-validates instead of holding out a split, so a few dozen suffice).
         program_min_agreement: out-of-fold agreement a DSL program needs (deopts count as
             misses; measured on the unguarded answers, before the program's guard deopts anything).
-        program_min_agreement_ci95_low: the Clopper–Pearson lower bound of that agreement a program
-            needs (95%, Bonferroni-corrected when the procedure was chosen among several).
+        program_min_agreement_ci95_low: the one-sided Clopper–Pearson lower bound of that agreement
+            a program needs (95%, Bonferroni-corrected when the procedure was chosen among several:
+            :func:`clopper_pearson_lower`).
         seed: seed of the deterministic split.
         overlay_min_lead: the table overlay's admission rule (``k``, see
             :mod:`auto_runtime.overlay`): a witnessed input is answered at tier-1 before the next
@@ -347,6 +348,23 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float | N
         return None, None
     ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(ci.low), float(ci.high)
+
+
+def clopper_pearson_lower(k: int, n: int, confidence: float = 0.95) -> float | None:
+    """Exact (Clopper–Pearson) one-sided lower confidence bound for a binomial proportion k/n:
+    the ``p`` with ``P(Binomial(n, p) >= k) = 1 - confidence``, i.e. the ``1 - confidence``
+    quantile of Beta(k, n - k + 1), and 0 for ``k = 0`` (Clopper & Pearson, Biometrika 26(4),
+    1934; computed by ``scipy.stats.binomtest(k, n, alternative="greater")``). A gate that asks
+    "is the agreement at least the bar?" tests one side, so its bound at 95% is this one, not the
+    lower end of the two-sided 95% interval (which holds at 97.5%). At 95%: 20/20 -> 0.861,
+    19/20 -> 0.784.
+
+    Returns:
+        The bound in [0, 1]; None when ``n == 0``.
+    """
+    if n == 0:
+        return None
+    return float(binomtest(k, n, alternative="greater").proportion_ci(confidence_level=confidence, method="exact").low)
 
 
 def agreement(answers: Sequence[Any], expected: Sequence[Any]) -> dict[str, Any]:
@@ -632,10 +650,15 @@ def run_program_gate(
       (:mod:`auto.compile.program_fit`; a deopt is a miss; for a record compiled per field,
       ``oof["selective"]``, the witnesses it answers: a field deopts where it is unsure and the
       reference answers that record, so a deopt is never wrong) must reach
-      ``contract.program_min_agreement``, with a Clopper–Pearson lower bound of at least
-      ``contract.program_min_agreement_ci95_low`` at confidence ``1 - 0.05 / compared`` (the
-      Bonferroni correction for the ``compared`` procedures the choice was made among; 95% with
-      one);
+      ``contract.program_min_agreement``, with a one-sided Clopper–Pearson lower bound
+      (:func:`clopper_pearson_lower`) of at least ``contract.program_min_agreement_ci95_low`` at
+      confidence ``1 - 0.05 / compared`` (the Bonferroni correction for the ``compared``
+      procedures the choice was made among; 95% with one); the refusal names the record fields
+      whose own bound falls short;
+    - ``field-agreement:<field>`` (informational, records): each field's own fold part on the
+      out-of-fold witnesses it answers, with the same one-sided bound and whether it meets the
+      same bars (a record answered at tier-1 is wrong when any field is, so the record's bound is
+      the guarantee; these say which field holds it back);
     - ``guard-answers``: the program's guard (:mod:`auto.guards.program`) lets some out-of-fold
       witness through (otherwise every call would deopt);
     - ``guard-risk``: with enough calibration points to certify ``contract.epsilon`` at
@@ -644,7 +667,9 @@ def run_program_gate(
 
     Args:
         oof: ``{"n", "agree", "compared", "method", "parts"}`` of the out-of-fold predictions; per
-            field also ``"selective": True``, ``"answered"`` (witnesses answered) and ``"fields"``.
+            field also ``"selective": True``, ``"answered"`` (witnesses answered) and ``"fields"``;
+            for a record, ``"field_oof"``: ``{field: {"witnesses", "answered", "agree"}}``
+            (:meth:`auto.compile.program_fit.ProgramFit.field_agreement`).
         guard: the calibrated ``program-evidence`` entry.
         Others: as for :func:`run_gate`.
 
@@ -666,34 +691,9 @@ def run_program_gate(
                     for o in w_out], [p[1] for p in witnessed])
     checks.append(Check(CheckName.WITNESSED_AGREEMENT, wa["n"] > 0, {**wa, "answered": len(answered)}, informational=True,
                         refusal="no witnessed input to check the program on"))
-    selective = bool(oof.get("selective"))
-    n, k = (int(oof["answered"]), int(oof["agree"])) if selective else (int(oof["n"]), int(oof["agree"]))
-    compared = max(1, int(oof.get("compared", 1)))
-    conf = 1.0 - 0.05 / compared
-    low, high = clopper_pearson(k, n, confidence=conf)
-    rate = k / n if n else None
-    ok = (rate is not None and rate >= contract.program_min_agreement
-          and low is not None and low >= contract.program_min_agreement_ci95_low)
-    lows = "n/a" if low is None else f"{low:.3f}"
-    rates = "n/a" if rate is None else f"{rate:.3f}"
-    bound = f"{conf:.1%}" if compared == 1 else f"{conf:.2%}, Bonferroni over {compared} procedures compared"
-    oof_txt = (f"out-of-fold agreement {k}/{n} = {rates} ({bound} CP lower bound {lows}; deopts count as misses)"
-               if not selective else
-               f"out-of-fold agreement on the {n} of {oof['n']} witnesses it answers {k}/{n} = {rates} ({bound} CP lower "
-               f"bound {lows}; per field: a field deopts where it is unsure, and the reference answers that record)")
-    short = (f"program {oof_txt} does not meet the contract's {contract.program_min_agreement:.2f} with lower bound "
-             f"{contract.program_min_agreement_ci95_low:.2f}"
-             + (" (too few witnesses for that lower bound)" if rate is not None and rate >= contract.program_min_agreement else ""))
-    parts = oof.get("parts") or {}
-    if len(parts) > 1 or (parts and "" not in parts):
-        short += "; per field " + ", ".join(f"{p}: {v['agree']}/{v['n']}" for p, v in parts.items())
-    checks.append(Check(CheckName.OUT_OF_FOLD_AGREEMENT, ok,
-                        {"method": oof.get("method"), "n": n, "agree": k, "rate": rate, "ci95_low": low, "ci95_high": high,
-                         "confidence": conf, "compared": compared, "parts": oof.get("parts"),
-                         "min_agreement": contract.program_min_agreement,
-                         "min_agreement_ci95_low": contract.program_min_agreement_ci95_low}
-                        | ({"of": "answered", "witnesses": int(oof["n"]), "fields": oof.get("fields")} if selective else {}),
-                        refusal=short))
+    oof_check, oof_txt = _out_of_fold_check(contract, oof)
+    checks.append(oof_check)
+    checks.extend(_field_checks(contract, oof, oof_check["confidence"]))
     cal = guard.get("calibration") or {}
     t1 = int(cal.get("tier1") or 0)
     lo1, hi1 = clopper_pearson(int(cal.get("tier1_wrong") or 0), t1)
@@ -719,3 +719,67 @@ def run_program_gate(
     else:
         reason = failed.refusal
     return eval_record(contract, generation, candidate, checks, reason)
+
+
+def _out_of_fold_check(contract: Contract, oof: Mapping[str, Any]) -> tuple[Check, str]:
+    """The program gate's ``out-of-fold-agreement`` check (:func:`run_program_gate`) and its
+    one-line description: the agreement with its one-sided Clopper–Pearson lower bound
+    (:func:`clopper_pearson_lower`) at ``1 - 0.05 / compared``."""
+    selective = bool(oof.get("selective"))
+    n, k = (int(oof["answered"]), int(oof["agree"])) if selective else (int(oof["n"]), int(oof["agree"]))
+    compared = max(1, int(oof.get("compared", 1)))
+    conf = 1.0 - 0.05 / compared
+    low = clopper_pearson_lower(k, n, confidence=conf)
+    rate = k / n if n else None
+    ok = (rate is not None and rate >= contract.program_min_agreement
+          and low is not None and low >= contract.program_min_agreement_ci95_low)
+    lows = "n/a" if low is None else f"{low:.3f}"
+    rates = "n/a" if rate is None else f"{rate:.3f}"
+    bound = f"{conf:.1%}" if compared == 1 else f"{conf:.2%}, Bonferroni over {compared} procedures compared"
+    oof_txt = (f"out-of-fold agreement {k}/{n} = {rates} ({bound} one-sided CP lower bound {lows}; deopts count as "
+               "misses)" if not selective else
+               f"out-of-fold agreement on the {n} of {oof['n']} witnesses it answers {k}/{n} = {rates} ({bound} one-sided "
+               f"CP lower bound {lows}; per field: a field deopts where it is unsure, and the reference answers that record)")
+    short = (f"program {oof_txt} does not meet the contract's {contract.program_min_agreement:.2f} with lower bound "
+             f"{contract.program_min_agreement_ci95_low:.2f}"
+             + (" (too few witnesses for that lower bound)" if rate is not None and rate >= contract.program_min_agreement else ""))
+    parts = oof.get("parts") or {}
+    if len(parts) > 1 or (parts and "" not in parts):
+        short += "; per field " + ", ".join(f"{p}: {v['agree']}/{v['n']}" for p, v in parts.items())
+    held = [f for f, c in _field_bounds(contract, oof, conf).items() if not c["passed"]]
+    if held:
+        short += "; held back by " + ", ".join(repr(f) for f in held)
+    check = Check(CheckName.OUT_OF_FOLD_AGREEMENT, ok,
+                  {"method": oof.get("method"), "n": n, "agree": k, "rate": rate, "ci95_low": low,
+                   "bound": "one-sided Clopper-Pearson", "confidence": conf, "compared": compared,
+                   "parts": oof.get("parts"), "min_agreement": contract.program_min_agreement,
+                   "min_agreement_ci95_low": contract.program_min_agreement_ci95_low}
+                  | ({"of": "answered", "witnesses": int(oof["n"]), "fields": oof.get("fields")} if selective else {}),
+                  refusal=short)
+    return check, oof_txt
+
+
+def _field_bounds(contract: Contract, oof: Mapping[str, Any], conf: float) -> dict[str, dict[str, Any]]:
+    """Per record field (``oof["field_oof"]``: ``{field: {"witnesses", "answered", "agree"}}``, each
+    field's own fold part on the out-of-fold witnesses), its agreement on the witnesses it answers
+    with the one-sided Clopper–Pearson lower bound at ``conf``, and whether both reach the
+    contract's program bars."""
+    out = {}
+    for f, c in sorted((oof.get("field_oof") or {}).items()):
+        n, k = int(c["answered"]), int(c["agree"])
+        low = clopper_pearson_lower(k, n, confidence=conf)
+        rate = k / n if n else None
+        out[f] = {"witnesses": int(c["witnesses"]), "n": n, "agree": k, "rate": rate, "ci95_low": low,
+                  "confidence": conf, "passed": (rate is not None and rate >= contract.program_min_agreement
+                                                 and low is not None and low >= contract.program_min_agreement_ci95_low)}
+    return out
+
+
+def _field_checks(contract: Contract, oof: Mapping[str, Any], conf: float) -> list[Check]:
+    """The program gate's ``field-agreement:<field>`` checks, informational: a record answered at
+    tier-1 is wrong when any of its fields is, so the record's out-of-fold bound is the gate's
+    guarantee; each field's bound (:func:`_field_bounds`) says which fields hold the record back
+    (they are named in the refusal)."""
+    return [Check(CheckName.FIELD_AGREEMENT, True, {k: v for k, v in c.items() if k != "passed"} | {"meets_bar": c["passed"]},
+                  informational=True, field=f)
+            for f, c in _field_bounds(contract, oof, conf).items()]

@@ -120,3 +120,13 @@ def test_a_refusal_names_its_first_failed_check():
     run = EvalRun.from_record(rec)
     assert run.verdict is Verdict.REFUSE and rec["reason"] == "40 answers are not witnessed labels"
     assert not run.check(CheckName.OUTPUT_IS_WITNESSED_LABEL).passed and not run.check(CheckName.HELDOUT_AGREEMENT).passed
+
+
+def test_the_program_gate_bound_is_the_one_sided_clopper_pearson_bound():
+    from auto.gate import clopper_pearson, clopper_pearson_lower
+    assert clopper_pearson_lower(20, 20) == pytest.approx(0.05 ** (1 / 20))  # 0.861: P(20 of 20 | p) = p^20
+    assert round(clopper_pearson_lower(20, 20), 3) == 0.861 and round(clopper_pearson_lower(19, 20), 3) == 0.784
+    assert round(clopper_pearson_lower(19, 20, confidence=1 - 0.05 / 4), 3) == 0.721  # Bonferroni over 4 procedures
+    # the two-sided 95% interval's lower end is the one-sided bound at 97.5%
+    assert clopper_pearson(19, 20)[0] == pytest.approx(clopper_pearson_lower(19, 20, confidence=0.975))
+    assert clopper_pearson_lower(0, 20) == 0.0 and clopper_pearson_lower(0, 0) is None

@@ -147,7 +147,6 @@ MAX_CLASS_LINES = 400
 
 OVER_LIMIT: dict[str, int] = {
     "auto/compile/rungs/specialist.py::compile_rung": 109,
-    "auto/gate.py::run_program_gate": 112,
     "runtime/auto_runtime/artifact.py::Artifact": 550,
 }
 """``path::qualified name`` -> lines, of the functions and classes still over their limit: an entry

@@ -112,3 +112,18 @@ def test_no_field_with_a_precise_part_refuses_with_each_fields_reason(tmp_path):
     with pytest.raises(GateRefused, match="program rung"):
         compile_task(store, "noise", out_path=tmp_path / "n.wasm", rungs=["program"])
     store.close()
+
+
+def test_an_id_on_a_few_records_is_open_valued_and_never_a_new_label():
+    # a refund's order number on one request in ten, unique on each: the Good-Turing missing mass of
+    # its values is 3/3 (every record that carries one brings a new one), though 3 of 30 records is 10%
+    recs = [{"refund_order": f"ORD-{i}" if i % 10 == 0 else None, "intent": ("refund", "status")[i % 2]}
+            for i in range(30)]
+    assert categorical_fields(recs) == {"intent": ["refund", "status"]}
+    fields = declared_fields({"enum": recs})
+    assert unanswerable_labels({"refund_order": "ORD-77", "intent": "refund"}, set(), fields) == []
+    assert unanswerable_labels({"refund_order": None, "intent": "cancel"}, set(), fields) == ['intent="cancel"']
+    # a category present on some records only stays categorical (its values repeat)
+    opt = [{"reason": ("late", "damaged", None, None)[i % 4]} for i in range(30)]
+    assert categorical_fields(opt) == {"reason": ["damaged", "late", None]}
+

@@ -11,8 +11,12 @@ the normal case for an open-valued field, not a sign that the generation is miss
 :func:`categorical_fields` decides from the witnessed records: a field is categorical when its
 values are scalars other than non-integral numbers, there are at most :data:`MAX_LABELS` distinct
 ones (the synthesizer's limit for decision lists, :data:`auto.models.program.synth.MAX_LABELS`), and
-at most :data:`MAX_SINGLETON_SHARE` of the records carry a value witnessed only once (an id unique
-per input is open-valued even when most records have none).
+at most :data:`MAX_SINGLETON_SHARE` of the records that carry a value (not null) carry one
+witnessed only once. That share is the Good–Turing estimate of the probability that the next
+value is one never witnessed (I. J. Good, *Biometrika* 40, 1953: the missing mass is ``N1 / N``,
+``N1`` the values seen once among ``N`` observations); it is taken over the non-null values, so an
+id present on a few records and unique on each (a refund's order number on one request in ten)
+is open-valued: every record that carries it brings a new one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from auto.canonical import canonical_json
 from auto.models.program.synth import MAX_LABELS
 
 MAX_SINGLETON_SHARE = 0.1
-"""A field whose once-witnessed values are on more than this share of the records is open-valued."""
+"""A field whose once-witnessed values are on more than this share of the records carrying a value
+(its Good–Turing missing mass) is open-valued."""
 
 
 def _scalar_label(v: Any) -> bool:
@@ -46,8 +51,9 @@ def categorical_fields(records: Sequence[Any]) -> dict[str, list[Any]]:
         if not all(_scalar_label(v) for v in vals):
             continue
         counts = Counter(canonical_json(v) for v in vals)
-        once = sum(1 for c in counts.values() if c == 1)
-        if len(counts) <= MAX_LABELS and once <= MAX_SINGLETON_SHARE * len(vals):
+        carried = [c for key, c in counts.items() if key != "null"]
+        once = sum(1 for c in carried if c == 1)
+        if len(counts) <= MAX_LABELS and once <= MAX_SINGLETON_SHARE * sum(carried):
             out[k] = [v for _key, v in sorted({canonical_json(v): v for v in vals}.items())]
     return out
 

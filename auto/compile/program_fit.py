@@ -127,6 +127,30 @@ def _selective(fp: FittedProgram) -> bool:
     return fp.program is not None and any(f.kind == "selective" for f in fp.synth.per_field.values())
 
 
+RIGHT, WRONG, DEOPT = "right", "wrong", "deopt"
+"""A field's out-of-fold outcome on one witness (:func:`field_outcomes`)."""
+
+
+def field_outcomes(fp: FittedProgram, inp: dict, ref: Any) -> dict[str, str]:
+    """Per record field, the fold's part program on one witness not in its training set:
+    :data:`RIGHT`, :data:`WRONG` or :data:`DEOPT` (the part deopted where it is unsure, or the fold
+    found no program for that field). Each field is judged on its own part, also when another
+    field left the fold without a record program (so one field's misfit does not count as the
+    others' misses); the record's own outcome is :func:`predict`'s. ``{}`` for a scalar answer."""
+    if not isinstance(ref, dict):
+        return {}
+    out = {}
+    for name, f in fp.synth.per_field.items():
+        if not name or name not in ref:
+            continue
+        if f.program is None:
+            out[name] = DEOPT
+            continue
+        d, v = evaluate_fast(f.program, inp)
+        out[name] = DEOPT if d else RIGHT if same_answer(v, ref[name]) else WRONG
+    return out
+
+
 def predict(fp: FittedProgram, inp: dict, ref: Any, alpha: float = 0.05) -> OutOfFold:
     """The fitted program's prediction of one witness not in its training set, with its own
     guard's novelty decision at level ``alpha``."""
@@ -155,6 +179,7 @@ class ProgramFit:
         procedure: the chosen procedure.
         folds: K.
         oof: one :class:`~auto.guards.program.OutOfFold` per item, in item order.
+        fields_oof: per item (in item order), each record field's outcome (:func:`field_outcomes`).
         settings: per procedure compared, ``{"mdl_scale", "selection", "agree", "n", "rate"}``.
         final: the procedure on every item (the deployed program).
         seconds: wall time of the whole fit.
@@ -166,6 +191,7 @@ class ProgramFit:
     settings: list[dict[str, Any]]
     final: FittedProgram
     seconds: float
+    fields_oof: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def compared(self) -> int:
@@ -183,6 +209,19 @@ class ProgramFit:
         """Out-of-fold witnesses the fold programs answered (did not deopt)."""
         return sum(not o.deopt for o in self.oof)
 
+    def field_agreement(self) -> dict[str, dict[str, int]]:
+        """Per record field, over the out-of-fold witnesses: ``{"witnesses", "answered", "agree"}``
+        (``answered``: the field's fold part did not deopt; ``agree``: it answered right), each
+        field judged on its own part (:func:`field_outcomes`); ``{}`` for a scalar answer."""
+        out: dict[str, dict[str, int]] = {}
+        for rec in self.fields_oof:
+            for name, o in rec.items():
+                c = out.setdefault(name, {"witnesses": 0, "answered": 0, "agree": 0})
+                c["witnesses"] += 1
+                c["answered"] += o != DEOPT
+                c["agree"] += o == RIGHT
+        return dict(sorted(out.items()))
+
     def part_agreement(self) -> dict[str, dict[str, Any]]:
         """Per part: out-of-fold ``{"n", "agree", "rate"}`` (a deopt counts as a miss for every part)."""
         names = [n for n, _p in parts_of(self.final.program)] if self.final.program is not None else []
@@ -194,13 +233,16 @@ class ProgramFit:
 
 
 def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: int, seed: int, alpha: float = 0.05,
-              time_budget_s: float = 30.0, max_misses: int | None = None) -> list[OutOfFold] | None:
-    """Out-of-fold predictions of ``proc`` for every item (in item order); ``alpha`` is the novelty
-    level of each fold's guard. With ``max_misses``, None as soon as more witnesses than that are
-    missed (the procedure cannot reach the gate's agreement; the remaining folds are not run)."""
+              time_budget_s: float = 30.0, max_misses: int | None = None,
+              ) -> tuple[list[OutOfFold], list[dict[str, str]]] | None:
+    """Out-of-fold predictions of ``proc`` for every item (in item order), and each record field's
+    outcome (:func:`field_outcomes`); ``alpha`` is the novelty level of each fold's guard. With
+    ``max_misses``, None as soon as more witnesses than that are missed (the procedure cannot
+    reach the gate's agreement; the remaining folds are not run)."""
     k = max(2, min(folds, len(items)))
     fold = fold_assignment(_labels(items, k), k, seed)
     out: list[OutOfFold | None] = [None] * len(items)
+    per: list[dict[str, str]] = [{} for _ in items]
     misses = 0
     for f in range(k):
         test = [i for i in range(len(items)) if fold[i] == f]
@@ -210,10 +252,11 @@ def cross_fit(items: Sequence[Any], field_name: str, proc: Procedure, *, folds: 
                            time_budget_s=time_budget_s)
         for i in test:
             out[i] = predict(fp, items[i][0], items[i][1], alpha)
+            per[i] = field_outcomes(fp, items[i][0], items[i][1])
             misses += not out[i].correct
         if max_misses is not None and misses > max_misses:
             return None
-    return [o if o is not None else OutOfFold(True, False, {}, {}, None) for o in out]
+    return [o if o is not None else OutOfFold(True, False, {}, {}, None) for o in out], per
 
 
 def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_FOLDS, seed: int = 0, alpha: float = 0.05,
@@ -262,10 +305,11 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
     for proc in procs:
         full = fit_procedure(items, field_name, proc, seed, time_budget_s=time_budget_s)
         fulls[proc] = full
-        oof = None
+        oof = per = None
         if full.program is not None:
-            oof = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s,
-                            max_misses=None if _selective(full) else max_misses)
+            cf = cross_fit(items, field_name, proc, folds=k, seed=seed, alpha=alpha, time_budget_s=time_budget_s,
+                           max_misses=None if _selective(full) else max_misses)
+            oof, per = cf if cf is not None else (None, None)
         agree = sum(o.correct for o in oof) if oof is not None else None
         score = agree
         if oof is not None and _selective(full):  # a wrong answer costs WRONG_COST deopts, as in the synthesizer's ranking
@@ -275,7 +319,7 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
                          "note": None if oof is not None else ("no program on all witnesses" if full.program is None
                                                                else f"stopped: more than {max_misses} out-of-fold misses")})
         if oof is not None:
-            runs.append((proc, oof, score))
+            runs.append((proc, oof, score, per))
     if len(procs) > 1:
         say("  out-of-fold agreement by complexity: " + ", ".join(
             f"mdl x{st['mdl_scale']:g} " + (f"{st['agree']}/{len(items)}" if st["agree"] is not None else st["note"])
@@ -283,7 +327,7 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
     if not runs:  # nothing to deploy: the first procedure's full fit says why
         best_full = next((f for f in fulls.values() if f.program is not None), fulls[procs[0]])
         return ProgramFit(procs[0], k, [], settings, best_full, time.perf_counter() - t0)
-    best = max(a for _p, _o, a in runs)
+    best = max(r[2] for r in runs)
     n = max(1, len(items))
     p_hat = min(1.0, max(0.0, best / n))
     se = math.sqrt(p_hat * (1 - p_hat) / n) * n  # one standard error, in witnesses
@@ -293,8 +337,8 @@ def fit_program(items: Sequence[Any], field_name: str, *, folds: int = DEFAULT_F
         say(f"  chose mdl x{chosen[0].mdl_scale:g}")
     final = fulls[chosen[0]] if proposer is None else fit_procedure(items, field_name, chosen[0], seed, proposer=proposer,
                                                                      time_budget_s=time_budget_s)
-    return ProgramFit(chosen[0], k, chosen[1], settings, final, time.perf_counter() - t0)
+    return ProgramFit(chosen[0], k, chosen[1], settings, final, time.perf_counter() - t0, chosen[3])
 
 
-__all__ = ["DEFAULT_FOLDS", "FEW_SHOT_MAX", "MDL_SCALES", "SELECTION_FRACTION", "FittedProgram", "Procedure",
-           "ProgramFit", "cross_fit", "fit_procedure", "fit_program", "predict"]
+__all__ = ["DEFAULT_FOLDS", "DEOPT", "FEW_SHOT_MAX", "MDL_SCALES", "RIGHT", "SELECTION_FRACTION", "WRONG", "FittedProgram",
+           "Procedure", "ProgramFit", "cross_fit", "field_outcomes", "fit_procedure", "fit_program", "predict"]

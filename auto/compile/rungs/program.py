@@ -128,7 +128,7 @@ def _compile(ws: WitnessSet, contract: Contract, ctx: RungContext, items: list[A
     final = fit.final
     parts = fit.part_agreement() if final.program is not None and fit.oof else {}
     oof = {"n": len(fit.oof), "agree": fit.agree, "compared": fit.compared, "method": f"{fit.folds}-fold out-of-fold",
-           "parts": parts, "settings": fit.settings}
+           "parts": parts, "settings": fit.settings, "field_oof": fit.field_agreement()}
     selective = final.program is not None and any(f.kind == "selective" for f in final.synth.per_field.values())
     fields = _field_plan(final.synth) if selective else {}
     if selective:
