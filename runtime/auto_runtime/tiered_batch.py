@@ -192,7 +192,7 @@ class BatchCalls(Deopts):
         :class:`AutoError` an item failed with."""
         try:
             if keys is not None:
-                return art.call_batch_texts([k.decode("utf-8") for k in keys])
+                return art.call_batch_encoded(keys)
             return art.call_batch(chunk)
         except AutoError as e:
             if len(chunk) == 1:
