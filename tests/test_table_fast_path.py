@@ -68,6 +68,8 @@ def test_fast_path_equals_the_code_on_every_entry_and_on_misses(name):
     assert fast.call_batch(mixed) == code.call_batch(mixed) == [code.call(x) for x in mixed]
     texts = [json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for x in mixed]
     assert fast.call_batch_texts(texts) == code.call_batch_texts(texts)
+    keys = [t.encode("utf-8") for t in texts]  # hits from the table, misses through one run_batch
+    assert fast.call_batch_encoded(keys) == code.call_batch_encoded(keys) == code.call_batch(mixed)
     assert fast.call_batch(miss) == code.call_batch(miss)
 
 
