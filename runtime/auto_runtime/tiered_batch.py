@@ -18,6 +18,7 @@ from auto_runtime.artifact import Artifact
 from auto_runtime.call_result import TIER_1, CallResult, Generation, failure_reason
 from auto_runtime.deopt import Deopts
 from auto_runtime.errors import AutoError, InputSchemaError
+from auto_runtime.guard.base import all_pass
 
 log = logging.getLogger("auto_runtime.tiered")
 
@@ -147,6 +148,10 @@ class BatchCalls(Deopts):
             for s in range(0, n, chunk):
                 part = outs[s:s + chunk]
                 passed, p = evaluate(part)
+                ones, nans = all_pass(len(part))
+                if passed is ones and p is nans:  # the shared "every item passes" arrays: no array work
+                    pvals += [None] * len(part)
+                    continue
                 if len(passed) != len(part) or len(p) != len(part) or not passed.all():
                     return None
                 pvals += [None] * len(part) if np.isnan(p).all() else [None if v != v else v for v in p.tolist()]

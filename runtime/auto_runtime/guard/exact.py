@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from auto_runtime.guard.base import NO_SCORE, PASS, Guard, GuardDecision, all_deopt, safe_len, score_of
+from auto_runtime.guard.base import NO_SCORE, PASS, Guard, GuardDecision, all_deopt, all_pass, safe_len, score_of
 
 UNSEEN = "unseen input (exact-match guard)"
 _DICT = {dict}
@@ -72,7 +72,7 @@ class ExactMatch(Guard):
             if n and set(map(type, outs)) == _DICT:  # the runtime's parsed outputs: C loops, no frame per item
                 scores = list(map(dict.get, outs, repeat("nonconformity")))
                 if set(map(type, scores)) == _FLOAT and scores.count(0.0) == n:  # every one a hit
-                    return np.ones(n, dtype=bool), np.full(n, math.nan)
+                    return all_pass(n)
             else:
                 scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
             if n and set(map(type, scores)) == {float}:  # the runtime's parsed outputs
