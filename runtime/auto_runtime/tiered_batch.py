@@ -144,6 +144,7 @@ class BatchCalls(Deopts):
         n = len(outs)
         evaluate = g.guard.evaluate_batch_outputs
         pvals: list[Any] = []
+        no_p = True  # no item has a p-value
         try:
             for s in range(0, n, chunk):
                 part = outs[s:s + chunk]
@@ -154,21 +155,26 @@ class BatchCalls(Deopts):
                     continue
                 if len(passed) != len(part) or len(p) != len(part) or not passed.all():
                     return None
-                pvals += [None] * len(part) if np.isnan(p).all() else [None if v != v else v for v in p.tolist()]
+                if np.isnan(p).all():
+                    pvals += [None] * len(part)
+                else:
+                    no_p = False
+                    pvals += [None if v != v else v for v in p.tolist()]
         except Exception:  # noqa: BLE001 - the general path decides again and reports the failure
             return None
-        scores = list(map(_SCORE, outs))
-        answers = list(map(_ANSWER, outs))
         gen, aid = g.generation, g.artifact_id
         audit = self._audit
         if audit.active:
             task, offer = g.task, audit.offer
-            for x, a, sc in zip(items, answers, scores):
+            for x, o in zip(items, outs):
                 if audit.active:
-                    offer(x, a, task=task, artifact_id=aid, generation=gen, score=sc)
+                    offer(x, o["answer"], task=task, artifact_id=aid, generation=gen, score=o["nonconformity"])
         per_item = (perf_counter_ns() - t0) / 1000.0 / n
-        return list(map(CallResult, answers, repeat(TIER_1), repeat("guard-pass"), scores, pvals, repeat(per_item),
-                        repeat(gen), repeat(aid), outs))
+        if no_p:  # one pass over the outputs
+            return [CallResult(o["answer"], TIER_1, "guard-pass", o["nonconformity"], None, per_item, gen, aid, o)
+                    for o in outs]
+        return list(map(CallResult, map(_ANSWER, outs), repeat(TIER_1), repeat("guard-pass"), map(_SCORE, outs), pvals,
+                        repeat(per_item), repeat(gen), repeat(aid), outs))
 
     def _decide_chunk(self, g: Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:
         """``(passed, p-values (nan = none), failure reason or None)`` of the guard's batch
