@@ -106,6 +106,11 @@ def test_a_batch_of_table_hits_is_decided_by_the_guard_whatever_arrays_it_answer
     with pytest.raises(ValueError):
         ones[0] = False  # read-only: no caller can change another's decision
     assert [r.tier for r in tt.batch(xs)] == ["tier-1"] * 40
+    audited = TieredTask(fast, lambda x: "ref", audit_rate=1.0, audit_seed=1)
+    assert [r.tier for r in audited.batch(xs)] == ["tier-1"] * 40  # every answer offered to the audit
+    assert audited.audit.wait(30) and audited.audit.selected + audited.audit.skipped == 40
+    assert audited.audit.n == audited.audit.selected > 0
+    audited.audit.close()
     calls = []
 
     def refuse_third(outs):  # a guard's own arrays (not the shared ones): decided as always
