@@ -20,7 +20,8 @@ Sections (``--only`` picks some):
 * ``specialist`` — the specialist compiled from a triage store by the specialist rung (memo-first:
   its table in front), asked never-witnessed tickets (the specialist answers): ``tier1_single``,
   ``artifact_single``, ``tier1_batch`` and ``artifact_batch`` (per item), beside single calls in a
-  loop over the same batches (``tier1_single_loop``, ``artifact_single_loop``).
+  loop over the same batches (``tier1_single_loop``, ``artifact_single_loop``); then
+  ``profile_us``, the steps of one call timed on their own (:func:`specialist_profile`).
 * ``refresh`` — a store of ``--refresh-entries`` distinct tickets witnessed twice, compiled once on
   the memo rung (``full_compile_s``); then :func:`auto.compile.rungs.memo_refresh.refresh_table`
   with ``--refresh-add`` new entries, from the installed artifact's bytes and from the loaded
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -88,26 +90,37 @@ def interleaved(systems: dict[str, Callable[[Any], Any]], inputs: list[Any], cal
 
 def interleaved_batches(systems: dict[str, Callable[[list[Any]], Any]], inputs: list[Any], batch: int,
                         rounds: int) -> dict[str, dict[str, Any]]:
-    """Per-item µs of every batched system (p50/p99 over batches), batches taken in turn."""
-    clock = time.perf_counter_ns
+    """Per-item µs of every batched system (p50/p99 over batches), batches taken in turn: wall
+    time, and ``cpu_p50`` / ``cpu_p99``, the CPU time of the calling thread (a batch runs long
+    enough to be preempted on a loaded host; its CPU time leaves out the time other processes
+    ran, which its wall time includes)."""
+    clock, cpu = time.perf_counter_ns, time.thread_time_ns
     chunks = [inputs[i:i + batch] for i in range(0, len(inputs), batch)]
     chunks = [c for c in chunks if len(c) == batch] or [inputs[:batch]]
     samples: dict[str, list[float]] = {k: [] for k in systems}
+    cpus: dict[str, list[float]] = {k: [] for k in systems}
     fails: dict[str, dict[str, int]] = {k: {} for k in systems}
     for fn in systems.values():
         fn(chunks[0])
     for r in range(rounds):
         ch = chunks[r % len(chunks)]
         for name, fn in systems.items():
+            c0 = cpu()
             t0 = clock()
             out = fn(ch)
-            samples[name].append((clock() - t0) / 1000.0 / len(ch))
+            t1 = clock()
+            cpus[name].append((cpu() - c0) / 1000.0 / len(ch))
+            samples[name].append((t1 - t0) / 1000.0 / len(ch))
             for o in out:
                 kind = _failure_kind(o)
                 if kind is not None:
                     fails[name][kind] = fails[name].get(kind, 0) + 1
-    return {n: {**_q(samples[n]), "batch": len(chunks[0]), "timeouts": fails[n].get("timeout", 0),
-                "failures": fails[n]} for n in systems}
+    res: dict[str, dict[str, Any]] = {}
+    for n in systems:
+        c = _q(cpus[n])
+        res[n] = {**_q(samples[n]), "cpu_p50": c["p50"], "cpu_p99": c["p99"], "batch": len(chunks[0]),
+                  "timeouts": fails[n].get("timeout", 0), "failures": fails[n]}
+    return res
 
 
 def _tickets(n: int, seed: int) -> list[str]:
@@ -237,7 +250,43 @@ def specialist_section(calls: int, batch: int, seed: int) -> dict[str, Any]:
                                   max(50, calls // batch))
     tier1 = sum(r.tier == "tier-1" for r in tt.batch(fresh))
     return {"compiled_as": o.typed_manifest.compiled_as, "inputs": len(fresh), "tier1_share": round(tier1 / len(fresh), 3),
-            "single_us": single, "batch_us_per_item": batches}
+            "single_us": single, "batch_us_per_item": batches, "profile_us": specialist_profile(art, fresh)}
+
+
+def specialist_profile(art: Any, inputs: list[Any], rounds: int = 15) -> dict[str, float]:
+    """Where one specialist call's time goes: µs per input of each step on its own (the best of
+    ``rounds`` loops over ``inputs``, CPU time of this thread, so a descheduled loop does not
+    count): ``encode`` (canonical JSON bytes), ``validate`` (the input schema), ``invoke`` (the
+    sandbox call: fuel and deadline set, ``alloc``, the copy in, ``run``, the copy out),
+    ``boundary`` (the same call on the input ``1``, which the code refuses at once: the call
+    boundary with almost no WebAssembly work), ``decode`` (strict JSON of the output and its
+    check) and ``guard`` (the guard's decision on the output); ``wasm_eval`` = ``invoke`` -
+    ``boundary`` (featurizer, model and writing the answer, inside WebAssembly)."""
+    from auto_runtime.abi_output import read_one
+    from auto_runtime.jsonio import canonical_text
+
+    clock = time.thread_time_ns
+    datas = [canonical_text(x).encode("utf-8") for x in inputs]
+    raws = [art._sandbox.invoke(d) for d in datas]
+    outs = [read_one(r) for r in raws]
+
+    def best(fn: Callable[[Any], Any], xs: list[Any]) -> float:
+        b = math.inf
+        for _ in range(rounds):
+            t0 = clock()
+            for x in xs:
+                fn(x)
+            b = min(b, (clock() - t0) / 1000.0 / len(xs))
+        return round(b, 3)
+
+    prof = {"encode": best(lambda x: canonical_text(x).encode("utf-8"), inputs),
+            "validate": best(art.validate_input, inputs),
+            "invoke": best(lambda d: art._sandbox.invoke(d), datas),
+            "boundary": best(lambda d: art._sandbox.invoke(b"1"), datas),
+            "decode": best(read_one, raws),
+            "guard": best(art.guard.decide_output, outs)}
+    prof["wasm_eval"] = round(prof["invoke"] - prof["boundary"], 3)
+    return prof
 
 
 def refresh_section(entries: int, add: int, seed: int) -> dict[str, Any]:

@@ -147,7 +147,7 @@ MAX_CLASS_LINES = 400
 
 OVER_LIMIT: dict[str, int] = {
     "auto/compile/rungs/specialist.py::compile_rung": 109,
-    "runtime/auto_runtime/artifact.py::Artifact": 550,
+    "runtime/auto_runtime/artifact.py::Artifact": 527,
 }
 """``path::qualified name`` -> lines, of the functions and classes still over their limit: an entry
 may only shrink, and leaves the list once it is within the limit."""

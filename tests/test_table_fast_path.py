@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from test_table import COLLISIONS, KT, MEMO_ENTRIES, MODELS, UNI
@@ -68,6 +69,8 @@ def test_fast_path_equals_the_code_on_every_entry_and_on_misses(name):
     assert fast.call_batch(mixed) == code.call_batch(mixed) == [code.call(x) for x in mixed]
     texts = [json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for x in mixed]
     assert fast.call_batch_texts(texts) == code.call_batch_texts(texts)
+    keys = [t.encode("utf-8") for t in texts]  # hits from the table, misses through one run_batch
+    assert fast.call_batch_encoded(keys) == code.call_batch_encoded(keys) == code.call_batch(mixed)
     assert fast.call_batch(miss) == code.call_batch(miss)
 
 
@@ -89,6 +92,37 @@ def test_tiered_results_are_the_same_on_both_paths_and_the_audit_sees_fast_hits(
     assert tier1 == 80 and a.audit.selected + a.audit.skipped == tier1 and a.audit.selected > 0
     assert a.audit.n == a.audit.selected == a.audit.disagreements
     a.audit.close()
+
+
+def test_a_batch_of_table_hits_is_decided_by_the_guard_whatever_arrays_it_answers():
+    from auto_runtime.guard.base import all_pass
+
+    fast, _ = pair("kt")
+    xs = [e[0] for e in KT[:40]]
+    tt = TieredTask(fast, lambda x: "ref")
+    tt.batch(xs)  # first hits confirmed
+    ones, nans = all_pass(40)
+    assert fast.guard.evaluate_batch_outputs([fast.call(x) for x in xs])[0] is ones  # the shared decision
+    with pytest.raises(ValueError):
+        ones[0] = False  # read-only: no caller can change another's decision
+    assert [r.tier for r in tt.batch(xs)] == ["tier-1"] * 40
+    audited = TieredTask(fast, lambda x: "ref", audit_rate=1.0, audit_seed=1)
+    assert [r.tier for r in audited.batch(xs)] == ["tier-1"] * 40  # every answer offered to the audit
+    assert audited.audit.wait(30) and audited.audit.selected + audited.audit.skipped == 40
+    assert audited.audit.n == audited.audit.selected > 0
+    audited.audit.close()
+    calls = []
+
+    def refuse_third(outs):  # a guard's own arrays (not the shared ones): decided as always
+        calls.append(len(outs))
+        passed = np.ones(len(outs), dtype=bool)
+        passed[2] = False
+        return passed, np.full(len(outs), 0.5)
+
+    fast.guard.evaluate_batch_outputs = refuse_third
+    got = tt.batch(xs)
+    assert [r.tier for r in got] == ["tier-1", "tier-1", "tier-0"] + ["tier-1"] * 37
+    assert got[0].p_value == 0.5 and got[2].answer == "ref" and calls
 
 
 def test_a_mutated_answer_never_changes_the_table():

@@ -55,6 +55,7 @@ from typing import Any, Callable, Mapping
 import wasmtime
 
 from auto_runtime import wasm_sections
+from auto_runtime.abi_output import read_many, read_one
 from auto_runtime.digest import PREFIX, digest_bytes
 from auto_runtime.errors import (
     ArtifactError,
@@ -69,6 +70,7 @@ from auto_runtime.errors import (
     ToolCallError,
     TrapError,
 )
+from auto_runtime.fuel_measure import MEASURE_FUEL, fuel_per_call
 from auto_runtime.guard import Guard, build_guard
 from auto_runtime.signing import TrustPolicy, read_signatures, sidecar_path
 from auto_runtime.jsonio import canonical_text, strict_loads
@@ -101,13 +103,6 @@ from auto_runtime.tools import (
 
 __all__ = ["Artifact", "Limits", "MAX_ARTIFACT_BYTES", "HostFunctions"]
 
-MEASURE_FUEL = 10**10
-"""Fuel budget of one measured call (:meth:`Artifact.fuel_per_call`): 200x the default call
-budget, so measurement never stops where a real call would still have succeeded."""
-
-MEASURE_TIMEOUT_MS = 60_000.0
-"""Wall-clock backstop of one measured call, in ms (measurement runs off the request path)."""
-
 MAX_ARTIFACT_BYTES = 64 * 1024 * 1024
 """Largest artifact file accepted, in bytes (a specialist is tens of KB to a few MB)."""
 
@@ -127,20 +122,6 @@ _TOOL_SIGS = {
     COMMIT: ([_I32, _I32], [_I32]),
 }
 """The tool imports' signatures (module :data:`~auto_runtime.tools.TOOL_MODULE`)."""
-
-
-def _check_output_item(obj: Any, where: str) -> Any:
-    if obj.__class__ is not dict:
-        raise OutputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    if "answer" in obj:
-        for key in ("nonconformity", "margin"):
-            v = obj.get(key)
-            if v is not None and (v.__class__ is bool or not isinstance(v, (int, float))):
-                raise OutputError(f"{where}: {key!r} must be a number, got {v!r:.60}")
-        return obj
-    if isinstance(obj.get("error"), str):
-        return obj
-    raise OutputError(f"{where}: output object has neither 'answer' nor an 'error' string")
 
 
 class Artifact:
@@ -466,8 +447,8 @@ class Artifact:
             if out is not None:
                 return out
         if not self.tools:
-            return self._invoke(data, False, 1, _check_one)
-        return self._invoke(data, False, 1, _check_one, session if session is not None else self.new_session())
+            return self._invoke(data, False, 1, read_one)
+        return self._invoke(data, False, 1, read_one, session if session is not None else self.new_session())
 
     def call_batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """Run the artifact on many inputs with one ``run_batch`` call.
@@ -495,23 +476,23 @@ class Artifact:
             if miss:
                 hit = table.hit
                 try:
-                    texts = [canonical_text(inputs[i]) for i in miss]
+                    keys = [canonical_text(inputs[i]).encode("utf-8") for i in miss]
                 except (TypeError, ValueError, RecursionError) as e:
                     raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
                 run = []
-                for i, t in zip(miss, texts):
-                    o = outs[i] = hit(t.encode("utf-8"), inputs[i])
+                for i, k in zip(miss, keys):
+                    o = outs[i] = hit(k, inputs[i])
                     if o is None:
-                        run.append((i, t))
+                        run.append((i, k))
                 if run:
-                    for (i, _), o in zip(run, self._code_batch_texts([t for _, t in run])):
+                    for (i, _), o in zip(run, self._code_batch([k for _, k in run])):
                         outs[i] = o
             return outs
         try:
             data = canonical_text(inputs if isinstance(inputs, list) else list(inputs)).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: batch input is not JSON-encodable: {e}") from None
-        return self._invoke(data, True, len(inputs), _check_many)
+        return self._invoke(data, True, len(inputs), read_many)
 
     def call_batch_texts(self, texts: list[str]) -> list[dict[str, Any]]:
         """:meth:`call_batch` on inputs given as their canonical JSON texts (``canonical_text(x)``
@@ -531,7 +512,7 @@ class Artifact:
         if not texts:
             return []
         if self.table is not None and self.has_run_batch:
-            return self._table_batch(texts)
+            return self.call_batch_encoded([t.encode("utf-8") for t in texts])
         if not self.has_run_batch or self.tools:
             out = []
             for i, t in enumerate(texts):
@@ -541,7 +522,7 @@ class Artifact:
                     raise InputSchemaError(f"$[{i}]: input text is not JSON: {e}") from None
                 out.append(self.call(obj))
             return out
-        return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
+        return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), read_many)
 
     def table_answer(self, input_obj: Any) -> dict[str, Any] | None:
         """The table fast path's output for ``input_obj`` when its schema check is known to pass
@@ -555,27 +536,42 @@ class Artifact:
         table = self.table
         return None if table is None else table.answer(input_obj)
 
-    def _table_batch(self, texts: list[str]) -> list[dict[str, Any]]:
-        """Outputs for canonical input ``texts``: hits from the verified table, the misses
-        through one ``run_batch`` call of the code (in one buffer), in order."""
+    def call_batch_encoded(self, keys: list[bytes]) -> list[dict[str, Any]]:
+        """:meth:`call_batch_texts` on inputs given as their canonical bytes (``canonical_text(x)
+        .encode("utf-8")``, e.g. :attr:`auto_runtime.table.TableIndex.lookup_many`'s): hits
+        from the verified table, the rest through one ``run_batch`` call of the code, the batch
+        sent ``b"[" + b",".join(keys) + b"]"`` (in one buffer), in order; nothing is encoded
+        or decoded again. Without a ``run_batch`` export, or for a capability artifact, as
+        :meth:`call_batch_texts`.
+
+        Raises:
+            Same as :meth:`call_batch_texts`.
+        """
+        if not self.has_run_batch or self.tools:
+            return self.call_batch_texts([k.decode("utf-8") for k in keys])
         table = self.table
-        assert table is not None
+        if table is None:
+            return self._code_batch(keys)
         hit = table.hit
-        outs: list[Any] = [hit(t.encode("utf-8")) for t in texts]
-        miss = [i for i, o in enumerate(outs) if o is None]
-        if miss:
-            if len(miss) == len(texts):
-                return self._code_batch_texts(texts)
-            for i, o in zip(miss, self._code_batch_texts([texts[i] for i in miss])):
+        outs: list[Any] = list(map(hit, keys))
+        if None in outs:
+            miss = [i for i, o in enumerate(outs) if o is None]
+            if len(miss) == len(keys):
+                return self._code_batch(keys)
+            for i, o in zip(miss, self._code_batch([keys[i] for i in miss])):
                 outs[i] = o
         return outs
 
     def _code_batch_texts(self, texts: list[str]) -> list[dict[str, Any]]:
-        """The code's outputs for canonical input ``texts`` (one ``run_batch`` call; the table
-        fast path is not consulted)."""
+        """The code's outputs for canonical input ``texts`` (the table fast path not consulted)."""
+        return self._code_batch([t.encode("utf-8") for t in texts])
+
+    def _code_batch(self, keys: list[bytes]) -> list[dict[str, Any]]:
+        """The code's outputs for canonical input bytes ``keys`` (one ``run_batch`` call; the
+        table fast path is not consulted)."""
         if not self.has_run_batch:
-            return [self._invoke(t.encode("utf-8"), False, 1, _check_one) for t in texts]
-        return self._invoke(("[" + ",".join(texts) + "]").encode("utf-8"), True, len(texts), _check_many)
+            return [self._invoke(k, False, 1, read_one) for k in keys]
+        return self._invoke(b"[" + b",".join(keys) + b"]", True, len(keys), read_many)
 
     def call_code(self, input_obj: Any) -> dict[str, Any]:
         """:meth:`call` through the WebAssembly code only (the table fast path is not consulted);
@@ -585,8 +581,8 @@ class Artifact:
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
         if not self.tools:
-            return self._invoke(data, False, 1, _check_one)
-        return self._invoke(data, False, 1, _check_one, self.new_session())
+            return self._invoke(data, False, 1, read_one)
+        return self._invoke(data, False, 1, read_one, self.new_session())
 
     def _invoke(self, data: bytes, batch: bool, n: int, check: Any, session: ToolSession | None = None) -> Any:
         """Run ``run`` (or ``run_batch``) on encoded ``data`` in the sandbox, parse and check the
@@ -596,15 +592,14 @@ class Artifact:
             if sb is None:
                 sb = self._sandbox = self._new_sandbox()
                 self.instantiations += 1
-            self._session = session
-            self._call_t0 = perf_counter()
-            self._host_s = 0.0
+            if session is not None:  # what the tool imports' host side reads
+                self._session, self._call_t0, self._host_s = session, perf_counter(), 0.0
             try:
                 raw = sb.invoke(data, batch, n)
                 if session is not None and session.failure is not None:
                     self._sandbox = None  # the artifact went on after a refusal: never trust it again
                     raise ToolCallError(session.failure)
-                return check(strict_loads(raw), n)
+                return check(raw, n)
             except TrapError:
                 self._sandbox = None
                 if session is not None and session.failure is not None:
@@ -621,51 +616,14 @@ class Artifact:
                 self._sandbox = None
                 raise TrapError(f"artifact call failed unexpectedly: {e!r}") from e
             finally:
-                self._session = None
+                if session is not None:
+                    self._session = None
 
     def fuel_per_call(self, inputs: list[Any], fuel: int = MEASURE_FUEL,
                       sessions: Callable[[Any], ToolSession] | None = None) -> list[int]:
-        """Fuel one ``run`` call consumes on each input, each on a fresh instance (so the count
-        does not depend on earlier calls' heap), ``alloc`` and the input copy included.
-
-        Args:
-            inputs: task inputs (JSON-encodable).
-            fuel: the budget per measured call (a call needing more raises FuelExhausted).
-            sessions: for a capability artifact, ``sessions(input) -> ToolSession`` (e.g. a
-                replay); default :meth:`new_session`. Host work is not counted.
-
-        Returns:
-            Fuel units (≈ WebAssembly instructions) per input, in order; deterministic on any
-            machine (wasmtime fuel metering).
-
-        Raises:
-            InputSchemaError: an input is not JSON-encodable.
-            FuelExhausted, CallTimeout, MemoryLimitExceeded, TrapError, OutputError: a call failed.
-        """
-        limits = Limits(fuel=fuel, memory_bytes=self.limits.memory_bytes, timeout_ms=MEASURE_TIMEOUT_MS)
-        used = []
-        for x in inputs:
-            try:
-                data = canonical_text(x).encode("utf-8")
-            except (TypeError, ValueError, RecursionError) as e:
-                raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-            sb = Sandbox(self._engine, self._module, limits, self._externs, call_path="checked",
-                         batch=self.has_run_batch)
-            if self.tools:
-                with self._lock:
-                    sess = sessions(x) if sessions is not None else self.new_session()
-                    self._session, self._call_t0, self._host_s = sess, perf_counter(), 0.0
-                    try:
-                        used.append(sb.fuel_used(data))
-                    except TrapError:
-                        if sess.failure is not None:
-                            raise ToolCallError(sess.failure) from None
-                        raise
-                    finally:
-                        self._session = None
-            else:
-                used.append(sb.fuel_used(data))
-        return used
+        """Fuel one ``run`` call consumes on each input, each on a fresh instance: see
+        :func:`auto_runtime.fuel_measure.fuel_per_call` (arguments, result, errors)."""
+        return fuel_per_call(self, inputs, fuel, sessions)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary: id, size (bytes), task, generation, imports, exports, guard,
@@ -806,26 +764,6 @@ def _fuel_covers_table(limits: Limits, manifest: dict[str, Any]) -> bool:
 
 def _placeholder(*_args: Any) -> Any:  # pragma: no cover - stands for a runtime-provided import in checks
     raise ToolRefused("placeholder")
-
-
-def _check_one(out: Any, _n: int) -> dict[str, Any]:
-    """The ``run`` output: an ABI object (fast path for the common well-formed shape)."""
-    if out.__class__ is not dict or "answer" not in out or out.get("nonconformity").__class__ is not float:
-        out = _check_output_item(out, "artifact output")
-    return out
-
-
-def _check_many(out: Any, n: int) -> list[dict[str, Any]]:
-    """The ``run_batch`` output: a JSON array of ``n`` ABI objects."""
-    if out.__class__ is not list or len(out) != n:
-        raise OutputError(
-            f"run_batch output must be a JSON array of {n} objects, got "
-            + (f"{len(out)} items" if isinstance(out, list) else type(out).__name__)
-        )
-    for i, item in enumerate(out):
-        if item.__class__ is not dict or "answer" not in item or item.get("nonconformity").__class__ is not float:
-            _check_output_item(item, f"run_batch output[{i}]")
-    return out
 
 
 def _check_code_digest(data: bytes, payload: bytes, manifest: dict, source: str) -> None:

@@ -67,15 +67,24 @@ def _escape_surrogates(text: str) -> str:
     return _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
 
 
+_string_text = _json_encoder.encode_basestring  # what the C encoder writes for a str (ensure_ascii off)
+
 if _c_encoder is not None:
 
     def canonical_text(obj: Any) -> str:
-        """Canonical JSON text of ``obj``.
+        """Canonical JSON text of ``obj``. An object of one ``str`` field whose value is a
+        ``str`` (both exactly that class: a task input such as ``{"ticket": ...}``) is written
+        without entering the general encoder: ``{`` key ``:`` value ``}``, each string through
+        the encoder's own string writer, which is what the general encoder writes for it.
 
         Raises:
             ValueError: NaN or infinity. TypeError: a value JSON cannot represent.
             RecursionError: too deep or circular.
         """
+        if obj.__class__ is dict and len(obj) == 1:
+            (k, v), = obj.items()
+            if k.__class__ is str and v.__class__ is str:
+                return _escape_surrogates("{" + _string_text(k) + ":" + _string_text(v) + "}")
         return _escape_surrogates(_join(_c_encoder(obj, 0)))  # type: ignore[misc]
 
 else:  # pragma: no cover

@@ -25,8 +25,8 @@ does that, so no state leaks from a failed call into the next.
 Fast path: ``Func.__call__`` costs 30-55 µs (it re-reads the function type and boxes every
 value). :class:`Sandbox` instead calls ``wasmtime_func_call_unchecked`` through a ctypes
 prototype built once, with a preallocated ``wasmtime_val_raw_t[2]`` argument/result buffer and
-preallocated pointers; inputs are written with ``ctypes.memmove`` to the memory's base address
-and outputs read with ``ctypes.string_at``. The call is safe because the export's type was
+preallocated pointers; inputs are written into, and outputs copied out of, a byte view of the
+linear memory at its base address (a slice assignment and a slice copy, no foreign call). The call is safe because the export's type was
 checked against the ABI when the artifact was loaded (``(i32, i32) -> i64``, ``(i32) -> i32``)
 and the function belongs to this store. The checked path (``Func.__call__``) is the fallback
 when the raw symbols are unavailable, and can be forced with ``AUTO_RUNTIME_CALL_PATH=checked``.
@@ -495,18 +495,19 @@ class Sandbox:
         fuel_1, ticks_1 = u64(limits.fuel), u64(limits.epoch_ticks())
         call, set_fuel, set_deadline = raw.call_unchecked, raw.set_fuel, raw.set_deadline
         mem_size, mem_data = raw.mem_size, raw.mem_data
-        memmove, string_at = ctypes.memmove, ctypes.string_at
         mem_limit = limits.memory_bytes
         fail = functools.partial(_fast_failure, raw, trap, self._probe)
         size = mem_size(ctx, mem_p)
         base = mem_data(ctx, mem_p) or 0
+        mem = _memory_view(base, size)  # linear memory as bytes: copies in and out without a foreign call
 
         def refresh() -> int:
-            nonlocal size, base
+            nonlocal size, base, mem
             new = mem_size(ctx, mem_p)
             if new != size:
                 size = new
                 base = mem_data(ctx, mem_p) or 0
+                mem = _memory_view(base, size)
             return new
 
         def invoke(data: bytes, batch: bool = False, items: int = 1) -> bytes:
@@ -534,7 +535,7 @@ class Sandbox:
             end = ptr + n
             if end > size and end > refresh():
                 raise OutputError(f"alloc({n}) returned {ptr}, outside memory of {size} bytes")
-            memmove(base + ptr, data, n)
+            mem[ptr:end] = data
             vals[0] = ptr
             vals[2] = n
             err = call(ctx, batch_p if batch else run_p, vals_p, two, trap_p)
@@ -545,7 +546,7 @@ class Sandbox:
             end = optr + (r & 0xFFFFFFFF)
             if end > size and end > refresh():
                 raise OutputError(f"output region [{optr}, {end}) is outside memory of {size} bytes")
-            return string_at(base + optr, end - optr)
+            return mem[optr:end].tobytes()
 
         self.invoke = invoke
 
@@ -606,6 +607,16 @@ class Sandbox:
         """
         self._invoke_checked(data)
         return self.limits.fuel_for(budget_units(len(data))) - self.store.get_fuel()
+
+
+def _memory_view(base: int, size: int) -> memoryview:
+    """The ``size`` bytes of linear memory at address ``base`` as a writable byte view (empty
+    when there is no memory). Valid while the memory keeps this base and size: the engine is
+    configured with ``memory_may_move=False``, and the fast path makes a new view whenever the
+    size changes."""
+    if not base or not size:
+        return memoryview(bytearray(0))
+    return memoryview((ctypes.c_ubyte * size).from_address(base)).cast("B")
 
 
 def _input_too_large(n: int, limit: int) -> MemoryLimitExceeded:

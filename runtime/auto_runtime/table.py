@@ -340,7 +340,7 @@ class TableIndex:
                    out: Callable[[_Answer], dict[str, Any]]) -> tuple[Callable[..., Any], Callable[..., Any]]:
         """``(admit, admit_one)``: the lookup of inputs not yet in ``admitted`` (encoded, schema
         checked once, first hits confirmed), remembering what they admit."""
-        get = entries.get
+        get, contains = entries.get, entries.__contains__
         admitted_keys: set[bytes] = set()  # canonical bytes of admitted hits, for plain inputs without a value key
         encode_plain = _encode_plain
 
@@ -361,6 +361,8 @@ class TableIndex:
             """``lookup`` of inputs not in the admitted memory (value keys ``vks``, None where
             there is none): encoded, their first hits confirmed together, remembered."""
             keys = [encode_plain(o) for o in objs]
+            if not any(map(contains, keys)):  # no table key among them (a C loop): every one a miss
+                return [None] * len(objs), keys
             ok = [admissible(o, k) for o, k in zip(objs, keys)]
             bound = self._run_code is not None
             if bound:

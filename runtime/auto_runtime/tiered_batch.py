@@ -8,15 +8,22 @@ from __future__ import annotations
 import logging
 import math
 from itertools import repeat
+from operator import itemgetter
 from time import perf_counter_ns
 from typing import Any, Iterable
+
+import numpy as np
 
 from auto_runtime.artifact import Artifact
 from auto_runtime.call_result import TIER_1, CallResult, Generation, failure_reason
 from auto_runtime.deopt import Deopts
 from auto_runtime.errors import AutoError, InputSchemaError
+from auto_runtime.guard.base import all_pass
 
 log = logging.getLogger("auto_runtime.tiered")
+
+_SCORE = itemgetter("nonconformity")
+_ANSWER = itemgetter("answer")
 
 DEFAULT_BATCH_CHUNK = 64
 """Inputs per ``run_batch`` call in :meth:`TieredTask.batch`. Large enough to amortize the call
@@ -80,6 +87,10 @@ class BatchCalls(Deopts):
                     bad = {d[0] for d in deopts}
                     ok = [i for i in range(n) if i not in bad]
             chunk = self.batch_chunk
+            if not miss:  # every item a table hit: guard per chunk, then one pass to the results
+                done = self._table_hits(g, items, outs_all, t0)
+                if done is not None:
+                    return done
             for start in range(0, len(run), chunk):
                 idx = run[start:start + chunk]
                 texts = None
@@ -93,12 +104,6 @@ class BatchCalls(Deopts):
                 idx = ok[start:start + chunk]
                 outs = outs_all[start:start + chunk] if ok.__class__ is range else [outs_all[i] for i in idx]
                 passed, pvals, failed = self._decide_chunk(g, outs)
-                if not miss and False not in passed:  # all table hits (dicts with an answer), all passed
-                    results[start:start + len(outs)] = map(
-                        CallResult, [o["answer"] for o in outs], repeat(TIER_1), repeat("guard-pass"),
-                        [o["nonconformity"] for o in outs], [None if p != p else p for p in pvals], repeat(0.0),
-                        repeat(gen), repeat(aid), outs)
-                    continue
                 for i, o, ok_j, p in zip(idx, outs, passed, pvals):
                     if ok_j and o.__class__ is dict and "answer" in o:  # a guard passes only dict outputs
                         results[i] = CallResult(o["answer"], TIER_1, "guard-pass", o.get("nonconformity"),
@@ -128,6 +133,49 @@ class BatchCalls(Deopts):
             results[i] = self._deopt(items[i], g, reason, score, p, perf_counter_ns(), per_item, o)
         return results  # type: ignore[return-value]
 
+    def _table_hits(self, g: Generation, items: list[Any], outs: list[Any], t0: int) -> list[CallResult] | None:
+        """The results of a batch whose every item is a table hit (``outs``: their hit outputs),
+        when the guard passes every one, else None (the general path decides again, where a
+        refusal or a raising guard is reported as always). The guard decides per chunk of
+        ``batch_chunk`` as on every batch, each answer is offered to the shadow audit, and the
+        results are built in one pass, each carrying the batch's time so far per item (as a
+        single call's result carries its time up to its construction)."""
+        chunk = self.batch_chunk
+        n = len(outs)
+        evaluate = g.guard.evaluate_batch_outputs
+        pvals: list[Any] = []
+        no_p = True  # no item has a p-value
+        try:
+            for s in range(0, n, chunk):
+                part = outs[s:s + chunk]
+                passed, p = evaluate(part)
+                ones, nans = all_pass(len(part))
+                if passed is ones and p is nans:  # the shared "every item passes" arrays: no array work
+                    pvals += [None] * len(part)
+                    continue
+                if len(passed) != len(part) or len(p) != len(part) or not passed.all():
+                    return None
+                if np.isnan(p).all():
+                    pvals += [None] * len(part)
+                else:
+                    no_p = False
+                    pvals += [None if v != v else v for v in p.tolist()]
+        except Exception:  # noqa: BLE001 - the general path decides again and reports the failure
+            return None
+        gen, aid = g.generation, g.artifact_id
+        audit = self._audit
+        if audit.active:
+            task, offer = g.task, audit.offer
+            for x, o in zip(items, outs):
+                if audit.active:
+                    offer(x, o["answer"], task=task, artifact_id=aid, generation=gen, score=o["nonconformity"])
+        per_item = (perf_counter_ns() - t0) / 1000.0 / n
+        if no_p:  # one pass over the outputs
+            return [CallResult(o["answer"], TIER_1, "guard-pass", o["nonconformity"], None, per_item, gen, aid, o)
+                    for o in outs]
+        return list(map(CallResult, map(_ANSWER, outs), repeat(TIER_1), repeat("guard-pass"), map(_SCORE, outs), pvals,
+                        repeat(per_item), repeat(gen), repeat(aid), outs))
+
     def _decide_chunk(self, g: Generation, outs: list[Any]) -> tuple[list[bool], list[float], str | None]:
         """``(passed, p-values (nan = none), failure reason or None)`` of the guard's batch
         decision on one chunk; a guard that raises (or answers for another number of items)
@@ -155,7 +203,7 @@ class BatchCalls(Deopts):
         :class:`AutoError` an item failed with."""
         try:
             if keys is not None:
-                return art.call_batch_texts([k.decode("utf-8") for k in keys])
+                return art.call_batch_encoded(keys)
             return art.call_batch(chunk)
         except AutoError as e:
             if len(chunk) == 1:

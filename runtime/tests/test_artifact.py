@@ -80,6 +80,10 @@ def test_call_batch(echo_bytes, path):
     assert art.call_batch_texts(texts) == outs and art.call_batch_texts([]) == []
     with pytest.raises(OutputError):  # one text that is not JSON: the batch itself is malformed
         art.call_batch_texts(texts[:2] + ['{"ticket":'])
+    keys = [t.encode("utf-8") for t in texts]  # the same inputs as their canonical bytes
+    assert art.call_batch_encoded(keys) == outs
+    with pytest.raises(OutputError):
+        art.call_batch_encoded(keys[:2] + [b'{"ticket":'])
 
 
 def test_large_input_grows_memory(echo_bytes):

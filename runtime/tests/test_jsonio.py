@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from auto_runtime import Artifact, Limits, OutputError
+from auto_runtime import jsonio
 from auto_runtime.jsonio import canonical_bytes, canonical_text, strict_loads
 
 from .wasm_fixtures import build, const_output_wat
@@ -27,6 +29,23 @@ def test_a_lone_surrogate_has_canonical_bytes_that_decode_back(value):
 def test_text_without_surrogates_is_json_dumps():
     for v in ({"b": [1, 2.5, None, True], "a": "é😀"}, "plain", ["\u2028", "\x00"]):
         assert canonical_text(v) == json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(blacklist_categories=())), st.text(st.characters(blacklist_categories=())))
+def test_a_one_string_field_object_is_written_as_the_general_encoder_writes_it(key, value):
+    # any key and value, lone surrogates, controls, quotes and U+2028 included
+    general = jsonio._escape_surrogates("".join(jsonio._c_encoder({key: value}, 0)))
+    assert canonical_text({key: value}) == general
+    assert strict_loads(canonical_bytes({key: value})) == {key: value}
+    if not any("\ud800" <= c <= "\udfff" for c in key + value):
+        assert general == json.dumps({key: value}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_a_str_subclass_field_takes_the_general_encoder():
+    class S(str):
+        pass
+    assert canonical_text({S("k"): "v"}) == canonical_text({"k": S("v")}) == '{"k":"v"}'
 
 
 def test_duplicate_keys_are_refused():

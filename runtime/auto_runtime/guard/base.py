@@ -60,6 +60,26 @@ def safe_len(items: Any) -> int:
         return 0
 
 
+_ALL_PASS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+_ALL_PASS_SIZES = 1024
+"""Batch sizes whose "every item passes" decision is kept (shared, read-only)."""
+
+
+def all_pass(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The batch decision "every item passes, no p-value": ``(ones[n] bool, nan[n])``, the same
+    two read-only arrays for every call with this ``n`` (so a caller can recognize it by
+    identity, and a batch of table hits allocates nothing; writing to them raises ValueError)."""
+    got = _ALL_PASS.get(n)
+    if got is None:
+        passed, p = np.ones(n, dtype=bool), np.full(n, math.nan)
+        passed.flags.writeable = False
+        p.flags.writeable = False
+        got = (passed, p)
+        if len(_ALL_PASS) < _ALL_PASS_SIZES:
+            _ALL_PASS[n] = got
+    return got
+
+
 def all_deopt(n: int) -> tuple[np.ndarray, np.ndarray]:
     """The batch decision "every item deopts, no p-value": ``(zeros[n] bool, nan[n])``."""
     return np.zeros(n, dtype=bool), np.full(n, math.nan)

@@ -13,13 +13,16 @@ where a hit's score 0 gives ``p = 1`` (a specialist's own score can also print a
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
 
-from auto_runtime.guard.base import NO_SCORE, PASS, Guard, GuardDecision, all_deopt, safe_len, score_of
+from auto_runtime.guard.base import NO_SCORE, PASS, Guard, GuardDecision, all_deopt, all_pass, safe_len, score_of
 
 UNSEEN = "unseen input (exact-match guard)"
+_DICT = {dict}
+_FLOAT = {float}
 
 
 def _exact_code(x: Any) -> int:
@@ -65,8 +68,13 @@ class ExactMatch(Guard):
 
     def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         try:
-            scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
-            n = len(scores)
+            n = len(outs)
+            if n and set(map(type, outs)) == _DICT:  # the runtime's parsed outputs: C loops, no frame per item
+                scores = list(map(dict.get, outs, repeat("nonconformity")))
+                if set(map(type, scores)) == _FLOAT and scores.count(0.0) == n:  # every one a hit
+                    return all_pass(n)
+            else:
+                scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
             if n and set(map(type, scores)) == {float}:  # the runtime's parsed outputs
                 passed = np.array(scores, dtype=np.float64) == 0.0
             else:

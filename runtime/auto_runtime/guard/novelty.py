@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
 
 from auto_runtime.guard.base import NO_SCORE, Guard, GuardDecision, finite_float, log, score_of
+
+_DICT = {dict}
 
 
 class ConformalNovelty(Guard):
@@ -73,11 +76,14 @@ class ConformalNovelty(Guard):
         return f"novelty p={p_value:.4g}<=alpha={self.alpha:.4g}"
 
     def evaluate_batch_outputs(self, outs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
+        if set(map(type, outs)) == _DICT:  # the runtime's parsed outputs: C loops, no frame per item
+            scores = list(map(dict.get, outs, repeat("nonconformity")))
+        else:
+            scores = [o.get("nonconformity") if o.__class__ is dict else score_of(o) for o in outs]
         s = None
         try:
             s = np.array(scores, dtype=np.float64)  # None -> nan
-            if s.ndim != 1 or any(x.__class__ is bool for x in scores):
+            if s.ndim != 1 or bool in set(map(type, scores)):
                 s = None
         except (TypeError, ValueError):
             s = None

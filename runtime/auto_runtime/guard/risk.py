@@ -15,11 +15,15 @@ non-finite confidence: ``"no-confidence: artifact output has no finite 'margin'"
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
 
 from auto_runtime.guard.base import PASS, Guard, GuardDecision, finite_float
+
+_DICT = {dict}
+_FLOAT = {float}
 
 
 class SelectiveRisk(Guard):
@@ -79,8 +83,11 @@ class SelectiveRisk(Guard):
         try:
             n = len(outs)
             field = self.confidence_field
-            vals = [o.get(field) if o.__class__ is dict else None for o in outs]
-            if all(v.__class__ is float for v in vals):  # the runtime's parsed outputs
+            if set(map(type, outs)) == _DICT:  # the runtime's parsed outputs: C loops, no frame per item
+                vals = list(map(dict.get, outs, repeat(field)))
+            else:
+                vals = [o.get(field) if o.__class__ is dict else None for o in outs]
+            if not vals or set(map(type, vals)) == _FLOAT:
                 c = np.fromiter(vals, dtype=np.float64, count=n)
             else:
                 c = np.fromiter(
