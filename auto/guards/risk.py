@@ -360,8 +360,10 @@ def _refusal(entry: dict[str, Any], plan: Any, noise: ReferenceNoise | None) -> 
     what = (f"excess selective risk <= {eps:g} (risk <= {plan.level:.4g} = epsilon + the reference's self-disagreement "
             f"lower bound {plan.lower_bound:.4g} from {noise.reasked} re-asked inputs)" if plan.used and noise is not None
             else f"selective risk <= {eps:g}")
+    unused = (plan.entry or {}).get("reason")
     return (f"no threshold controls {what} at delta {entry['delta']:g} with {entry['n']} calibration points"
-            + (f" (the smallest certifiable epsilon is {se:g})" if se is not None else " (no level below 1 is certifiable)"))
+            + (f" (the smallest certifiable epsilon is {se:g})" if se is not None else " (no level below 1 is certifiable)")
+            + (f"; {unused}" if unused else ""))
 
 
 def calibrate_selective_risk(
