@@ -16,7 +16,8 @@ from auto.errors import ContractError, GateRefused
 from auto.gate import Contract
 from auto.guards.noise import ReferenceNoise, first_witnessed, reference_noise
 from auto.guards.risk import calibrate_selective_risk
-from auto.store import Store, new_span_id, new_trace_id
+from auto.store import Store
+from test_neardup import _store
 
 LABELS = ["shipping", "billing", "account", "bug", "cancel"]
 
@@ -134,14 +135,6 @@ def _noisy_stream(bases: int, reasked: int, eta: float, seed: int = 0) -> list[t
     return [(x, call(y)) for x, y in tickets] + [(x, call(y)) for x, y in tickets[:reasked]]
 
 
-def _store(path, items, task="nd"):
-    with Store(path) as st:
-        st.ingest([{"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": task,
-                    "kind": "task", "task": task, "site": None, "started_ns": 10 * i, "ended_ns": 10 * i + 1,
-                    "status": "ok", "input": {"ticket": x}, "output": y, "error": None, "attributes": {}}
-                   for i, (x, y) in enumerate(items)])
-
-
 def test_neardup_merges_the_old_bound_refuses_are_certified_over_the_noise(tmp_path):
     stream = _noisy_stream(150, 200, 0.08)
     _store(tmp_path / "s.db", stream)
@@ -189,11 +182,8 @@ def _specialist_stream(n: int, reasked: int, eta: float, seed: int = 0) -> list[
 
 
 def _text_store(path, items, task="sp"):
-    with Store(path) as st:
-        st.ingest([{"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": task,
-                    "kind": "task", "task": task, "site": None, "started_ns": 10 * i, "ended_ns": 10 * i + 1,
-                    "status": "ok", "input": {"text": x}, "output": y, "error": None, "attributes": {}}
-                   for i, (x, y) in enumerate(items)])
+    """The witnesses ``items`` as task spans of ``task`` with the input field ``text``."""
+    _store(path, items, task, field="text")
 
 
 def test_the_specialist_refused_on_single_noisy_witnesses_is_certified_over_the_noise(tmp_path):
