@@ -72,6 +72,15 @@ def test_a_specialist_genuinely_worse_than_the_noise_is_still_refused():
     assert "excess selective risk <= 0.05" in new["reason"]
 
 
+def test_the_holm_procedure_takes_the_noise_allowance_too():
+    conf, correct, noise = _draw(np.random.default_rng(0), 1500, 0.04, 0.02, 400)
+    conf = np.round(conf * 4) / 4  # few distinct confidences, as a program's
+    old = calibrate_selective_risk(conf, correct, epsilon=0.05, delta=0.1, holm=True)
+    new = calibrate_selective_risk(conf, correct, epsilon=0.05, delta=0.1, holm=True, noise=noise, noise_min_reasked=30)
+    assert old["threshold"] is None and new["threshold"] is not None
+    assert new["smallest_certifiable_epsilon"] < 0.05 < old["smallest_certifiable_epsilon"]
+
+
 def test_too_few_re_asked_inputs_keep_the_old_rule():
     conf, correct, _ = _draw(np.random.default_rng(0), 1500, 0.04, 0.02, 0)
     for noise, least in ((ReferenceNoise(12, 2), 30), (ReferenceNoise(400, 30), None)):

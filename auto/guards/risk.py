@@ -276,7 +276,7 @@ def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float, shift: fl
     return None
 
 
-def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
+def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float, shift: float = 0.0) -> float | None:
     """The smallest grid epsilon at which Holm's procedure rejects some threshold: its smallest
     p-value is at most ``delta / m`` (``m`` the thresholds with enough points at that epsilon)."""
     thr, counts = _thresholds(conf)
@@ -285,7 +285,7 @@ def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float) -> f
         nmin = np.array([min_points(float(e), delta) for e in chunk])
         if not (counts >= nmin.min()).any():
             continue
-        _, _, p = _p_values(conf, correct, thr, chunk)
+        _, _, p = _p_values(conf, correct, thr, np.minimum(chunk + shift, MAX_LEVEL))
         for j, e in enumerate(chunk):
             ok = counts >= nmin[j]
             m = int(ok.sum())
@@ -452,7 +452,7 @@ def calibrate_selective_risk(
     entry["n"] = n = len(conf)
     reason = reason if reason is not None else _unusable(conf, nmin, epsilon, delta_risk, allow_constant)
     if n > 0 and not (np.all(conf == conf[0]) and n < nmin):
-        se = _smallest_eps_holm(conf, corr, delta_risk) if holm else _smallest_eps(conf, corr, delta_risk, shift)
+        se = _smallest_eps_holm(conf, corr, delta_risk, shift) if holm else _smallest_eps(conf, corr, delta_risk, shift)
         entry["smallest_certifiable_epsilon"] = se
     if reason is not None:
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": reason}
