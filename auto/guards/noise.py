@@ -77,6 +77,7 @@ class ReferenceNoise:
         return float(beta.ppf(1.0 - confidence, self.disagreeing, self.reasked - self.disagreeing + 1))
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"reasked", "disagreeing", "rate"}`` (the manifest's evidence)."""
         return {"reasked": self.reasked, "disagreeing": self.disagreeing, "rate": self.rate}
 
 
