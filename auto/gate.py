@@ -206,7 +206,18 @@ class Contract(BaseModel):
         alpha: level of the conformal novelty guard (expected deopt rate on exchangeable inputs).
         epsilon: selective-risk level of the guard, in (0, 1): on inputs exchangeable with the
             calibration inputs, P(tier-1 answer != reference answer | tier-1 answers) <= epsilon
-            (Learn-then-Test; :mod:`auto.guards.risk`).
+            (Learn-then-Test; :mod:`auto.guards.risk`); with ``noise_min_reasked`` re-asked
+            inputs, the bound is on the excess over the reference's own disagreement instead.
+        noise_min_reasked: the fewest re-asked distinct inputs (witnessed at least twice: repeats
+            paid again, audits) from which the specialist's and the near-duplicate rung's
+            certificates bound the *excess* over the reference's self-disagreement: risk <=
+            ``epsilon`` + a one-sided Clopper–Pearson lower bound of the rate at which the first
+            two witnesses of a re-asked input differ (``delta`` split evenly between the two
+            bounds; :mod:`auto.guards.noise`). With fewer, or None, epsilon bounds disagreement
+            with single witnessed answers (the reference's noise counts as error). 30 (the
+            default): the lower bound is then informative at a few percent of noise (3 of 30
+            disagreeing give 0.028 at 95%) and the split's cost, ``delta / 2`` for the risk test,
+            is small beside what a noise allowance of that size buys.
         delta: in (0, 1): the allowed probability that the calibration draw certifies a
             confidence threshold whose selective risk exceeds ``epsilon``.
         min_witnesses: fewer distinct witnessed inputs than this → refuse without training.
@@ -261,6 +272,7 @@ class Contract(BaseModel):
     seed: int = 0
     overlay_min_lead: int = Field(1, ge=1)
     repeat_audit_budget: float = Field(0.05, ge=0.0, le=1.0)
+    noise_min_reasked: int | None = Field(30, ge=2)
 
     def __init__(self, **data: Any) -> None:
         """Raises:

@@ -39,11 +39,11 @@ def _render(rng: random.Random, text: str) -> str:
     return text.upper() if rng.random() < 0.2 else text
 
 
-def _store(path, items, task="nd"):
+def _store(path, items, task="nd", field="ticket"):
     with Store(path) as st:
         st.ingest([{"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": task,
                     "kind": "task", "task": task, "site": None, "started_ns": 10 * i, "ended_ns": 10 * i + 1,
-                    "status": "ok", "input": {"ticket": x}, "output": y, "error": None, "attributes": {}}
+                    "status": "ok", "input": {field: x}, "output": y, "error": None, "attributes": {}}
                    for i, (x, y) in enumerate(items)])
 
 

@@ -37,6 +37,19 @@ its neighbourhood). Witnessed answers carry the reference's own per-call noise, 
 covers that noise too. Inputs that are not exchangeable with the witnesses (a new phrasing of a
 new intent) are not covered; the shadow audit and the deopt re-verification see those.
 
+Excess over the reference's own noise (``noise=`` with at least ``noise_min_reasked`` re-asked
+inputs, :mod:`auto.guards.noise`): the merge error above counts the reference's disagreement with
+itself (a neighbour's witnessed call against ``u``'s), which a memo of ``u``'s own answer carries as
+well. Then ``delta`` is split evenly: ``δ/2`` for a one-sided Clopper–Pearson lower bound
+``rho_low`` of the rate at which the first two witnesses of a re-asked input differ, and ``δ/2``
+(Bonferroni over the ``m`` steps) for the merge-error bounds; every distinct input is a merge
+target, a conflict input too, labelled with its *first* witnessed answer (one call, as a fresh
+call is: dropping the inputs whose calls disagreed would understate the noise), and a step is
+certified when its bound is ``≤ ε + rho_low``. Guarantee: with probability ≥ 1 − δ, every
+certified step's merge error (against a fresh call) is at most ``ε`` above the reference's
+self-disagreement rate, under the assumptions of :data:`auto.guards.noise.ASSUMPTIONS` (the
+neighbourhoods' inputs are as noisy as the re-asked ones on average).
+
 The vowel step is the only typo tolerance: a consonant typo (``shipping`` → ``shippinf``) gives
 another key and deopts.
 """
@@ -52,6 +65,7 @@ from typing import Any, Callable, Sequence
 from scipy.stats import beta
 
 from auto.canonical import canonical_json
+from auto.guards.noise import ASSUMPTIONS, ReferenceNoise, excess_plan
 from auto.models.program import ast as A
 from auto.models.program.interp import make_evaluator
 
@@ -201,14 +215,26 @@ class Calibration:
     inputs: int
     steps: list[StepEvidence] = field(default_factory=list)
     chosen: str | None = None
+    level: float | None = None
+    noise: dict[str, Any] | None = None
 
     def chosen_evidence(self) -> StepEvidence | None:
         return next((s for s in self.steps if s.step == self.chosen), None)
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"method", "epsilon", "delta", "inputs", "chosen", "steps", "level" (what a step's bound
+        is compared with: ``epsilon``, or ``epsilon + rho_low``), "epsilon_refers_to",
+        "reference_noise" (None without noise evidence; else its counts, ``min_reasked``, ``used``,
+        ``lower_bound``, ``delta_noise``, ``assumptions``, ``reason``)}``."""
+        used = bool(self.noise and self.noise.get("used"))
         return {"method": "leave-one-out merges, one-sided Clopper-Pearson, Bonferroni over the steps",
                 "epsilon": self.epsilon, "delta": self.delta, "inputs": self.inputs, "chosen": self.chosen,
-                "steps": [s.to_dict() for s in self.steps]}
+                "steps": [s.to_dict() for s in self.steps],
+                "level": self.epsilon if self.level is None else self.level,
+                "epsilon_refers_to": ("the excess of the merge error (against a fresh reference call) over the "
+                                      "reference's own disagreement rate between two calls" if used else
+                                      "the merge error against single witnessed answers (the reference's noise counts)"),
+                "reference_noise": self.noise}
 
 
 def upper_bound(k: int, n: int, confidence: float) -> float | None:
@@ -244,30 +270,35 @@ def served_answer(members: Sequence[int], answers_c: Sequence[str | None]) -> st
 
 
 def evidence_of(step: str, keys: Sequence[str | None], answers_c: Sequence[str | None], epsilon: float,
-                confidence: float) -> StepEvidence:
+                confidence: float, targets: Sequence[str | None] | None = None) -> StepEvidence:
     """Leave-one-out evidence of one step from each input's key and canonical answer (None for a
-    conflict input)."""
+    conflict input). ``targets``: the label each input is judged against as a merge target (its
+    first witnessed answer, conflicts included); None: ``answers_c``, conflicts left out.
+    ``epsilon`` is the level the bound is compared with."""
     groups = classes(keys, answers_c, [a is not None for a in answers_c])
+    labels = answers_c if targets is None else targets
     merges = wrong = 0
     for members in groups.values():
         if len(members) < 2:
             continue
         for i in members:
-            if answers_c[i] is None:
+            if labels[i] is None:
                 continue
             others = [j for j in members if j != i]
             a = served_answer(others, answers_c)
             if a is None:
                 continue
             merges += 1
-            wrong += a != answers_c[i]
+            wrong += a != labels[i]
     up = upper_bound(wrong, merges, confidence)
     served = sum(1 for m in groups.values() if served_answer(m, answers_c) is not None)
     return StepEvidence(step, merges, wrong, up, up is not None and up <= epsilon, len(groups), served)
 
 
 def calibrate(inputs: Sequence[dict[str, Any]], answers: Sequence[Any], consistent: Sequence[bool],
-              field_name: str, *, epsilon: float, delta: float, steps: Sequence[str] = STEPS) -> Calibration:
+              field_name: str, *, epsilon: float, delta: float, steps: Sequence[str] = STEPS,
+              noise: ReferenceNoise | None = None, noise_min_reasked: int | None = None,
+              first_answers: Sequence[Any] | None = None) -> Calibration:
     """Certify the chain's steps on the distinct witnessed inputs (see the module docstring).
 
     Args:
@@ -277,20 +308,31 @@ def calibrate(inputs: Sequence[dict[str, Any]], answers: Sequence[Any], consiste
         epsilon, delta: the risk level and the allowed probability of certifying a step above it,
             both in (0, 1).
         steps: the candidates (default :data:`STEPS`).
+        noise: the reference's self-disagreement evidence over these inputs
+            (:func:`auto.guards.noise.reference_noise`); with at least ``noise_min_reasked``
+            re-asked inputs the bound is on the excess over it (module docstring).
+        noise_min_reasked: the contract's ``noise_min_reasked`` (None: never the excess bound).
+        first_answers: each input's first witnessed answer (JSON values), the merge targets'
+            labels on the excess path (default ``answers``).
 
     Raises:
         ValueError: mismatched lengths, epsilon or delta outside (0, 1), an unknown step.
     """
     if not (len(inputs) == len(answers) == len(consistent)):
         raise ValueError("inputs, answers and consistent must have the same length")
+    if first_answers is not None and len(first_answers) != len(inputs):
+        raise ValueError("first_answers must have one answer per input")
     if not (0.0 < epsilon < 1.0 and 0.0 < delta < 1.0):
         raise ValueError(f"epsilon and delta must be in (0, 1), got {epsilon!r}, {delta!r}")
-    confidence = 1.0 - delta / max(1, len(steps))
     answers_c = [canonical_json(a) if ok else None for a, ok in zip(answers, consistent)]
-    cal = Calibration(epsilon=epsilon, delta=delta, inputs=len(inputs))
+    plan = excess_plan(noise, noise_min_reasked, epsilon, delta)
+    level = plan.level
+    targets = [canonical_json(a) for a in (answers if first_answers is None else first_answers)] if plan.used else None
+    confidence = 1.0 - plan.delta_risk / max(1, len(steps))
+    cal = Calibration(epsilon=epsilon, delta=delta, inputs=len(inputs), level=level, noise=plan.entry)
     for step in steps:
         key = key_function(step, field_name)
-        ev = evidence_of(step, [key(x) for x in inputs], answers_c, epsilon, confidence)
+        ev = evidence_of(step, [key(x) for x in inputs], answers_c, level, confidence, targets)
         cal.steps.append(ev)
     certified = [s for s in cal.steps if s.certified]
     if certified:
@@ -312,5 +354,5 @@ def table(step: str, field_name: str, inputs: Sequence[dict[str, Any]], answers:
     return out
 
 
-__all__ = ["ADDRESSEES", "APOSTROPHES", "Calibration", "GREETINGS", "PUNCTUATION", "SIGNOFFS", "STEPS", "StepEvidence", "VOWELS",
+__all__ = ["ADDRESSEES", "APOSTROPHES", "ASSUMPTIONS", "Calibration", "GREETINGS", "PUNCTUATION", "SIGNOFFS", "STEPS", "StepEvidence", "VOWELS",
            "calibrate", "canonicalizer", "evidence_of", "greeting_pattern", "key_function", "table", "upper_bound"]

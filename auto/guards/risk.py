@@ -59,6 +59,24 @@ one) has selective risk at most ``epsilon``: each chain is a fixed-sequence test
 error at ``delta / m`` (Angelopoulos et al., Learn then Test, Theorem 1 with fixed-sequence
 testing), and the union bound over the ``m`` chains gives ``delta``; chains may overlap. The
 test suite checks the guarantee by simulation (tests/test_guards_stats.py).
+
+Excess over the reference's own noise (``noise=`` with at least ``noise_min_reasked`` re-asked
+inputs, :mod:`auto.guards.noise`): the witnessed answers are single calls of a reference that may
+disagree with itself, and the excess silent-wrong is the tier-1 disagreement *minus* the
+reference's self-disagreement ``rho``. ``delta`` is split: ``delta_noise = auto.guards.noise.NOISE_DELTA_SHARE *
+delta`` for a one-sided Clopper–Pearson lower bound ``rho_low`` of the self-disagreement of the
+re-asked inputs (their first two witnesses), and the rest for the test above, run at the level
+``epsilon + rho_low`` instead of ``epsilon`` (chain starts and ``n_min`` still from ``epsilon``,
+so the order stays label-free). Each calibration point's label is then its *first* witnessed
+answer (a single call, as a fresh call is). Guarantee: with probability at least ``1 - delta``,
+every certified threshold has ``R(tau) <= epsilon + rho``, i.e. ``R(tau) - rho <= epsilon``
+(union bound: ``P(rho_low > rho) <= delta_noise``, and on ``rho_low <= rho`` a rejection at
+``epsilon + rho_low`` is a rejection at ``epsilon + rho``, the p-value falling as the level rises),
+under the assumptions in :data:`auto.guards.noise.ASSUMPTIONS`. The path is taken whenever the
+re-asked inputs number at least ``noise_min_reasked`` (a count, not their answers), also when
+``rho_low`` is 0; with fewer, the entry says so and the test is the plain one above at ``delta``.
+The entry's ``epsilon_refers_to`` says which guarantee it gives, and ``reference_noise`` holds
+the evidence (re-asked inputs, disagreeing pairs, ``rho_low``, ``delta_noise``).
 """
 
 from __future__ import annotations
@@ -71,6 +89,7 @@ import numpy as np
 
 from auto.errors import ArgumentError
 from auto.gate import clopper_pearson
+from auto.guards.noise import MAX_LEVEL, ReferenceNoise, excess_plan
 
 PROCEDURE = "fixed-sequence from coverage-anchored starts, Bonferroni over the chains (LTT, mapie.risk_control p-values)"
 PROCEDURE_HOLM = "Bonferroni-Holm (LTT, mapie.risk_control)"
@@ -79,6 +98,10 @@ event precision): every threshold is tested, Holm's step-down controls the famil
 without an order (S. Holm, "A simple sequentially rejective multiple test procedure", 1979), and
 the lowest certified threshold is kept."""
 _EPS_GRID_STEP = 0.001  # resolution of smallest_certifiable_epsilon
+
+EXCESS_MEANING = ("epsilon bounds the excess: P(tier-1 answer != a fresh reference answer | tier-1 answers) minus the "
+                  "reference's own disagreement rate between two calls, estimated on the re-asked inputs")
+WITNESS_MEANING = "epsilon bounds P(tier-1 answer != a single witnessed reference answer | tier-1 answers)"
 
 START_MIN_POINTS = 180
 """A chain starts at a share ``f`` of the ``n`` inputs only where ``f * n`` is at least this many points:
@@ -201,7 +224,10 @@ def _walk(p: np.ndarray, starts: Sequence[int], level: float) -> list[int]:
     return sorted(out)
 
 
-def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, holm: bool = False) -> dict[str, Any]:
+def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, holm: bool = False,
+         level: float | None = None) -> dict[str, Any]:
+    """The test at ``level`` (default ``epsilon``); chain starts and ``n_min`` come from ``epsilon``."""
+    level = epsilon if level is None else level
     thr, counts = _thresholds(conf)
     if holm:
         from mapie.risk_control import FWERBonferroniHolm, control_fwer
@@ -210,7 +236,7 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, ho
         thr = thr[keep]
         if len(thr) == 0:
             return {"threshold": None, "tested": 0, "starts": 1}
-        risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
+        risk, n_eff, p = _p_values(conf, correct, thr, np.array([level]))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             rejected = list(control_fwer(p[:, 0], delta, fwer_method=FWERBonferroniHolm()))
@@ -221,7 +247,7 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, ho
             return {"threshold": None, "tested": 0, "starts": m}
         lo = starts[0]  # thresholds above the top chain's start are never tested
         thr = thr[lo:]
-        risk, n_eff, p = _p_values(conf, correct, thr, np.array([epsilon]))
+        risk, n_eff, p = _p_values(conf, correct, thr, np.array([level]))
         rejected = _walk(p[:, 0], [s - lo for s in starts], delta / m)
     if len(rejected) == 0:
         return {"threshold": None, "tested": len(thr), "first_p_value": float(p[0, 0]), "starts": m}
@@ -230,7 +256,9 @@ def _fst(conf: np.ndarray, correct: np.ndarray, epsilon: float, delta: float, ho
             "calibration_selective_risk": float(risk[k]), "calibration_coverage": float(n_eff[k] / len(conf))}
 
 
-def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
+def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float, shift: float = 0.0) -> float | None:
+    """The smallest grid ``epsilon`` certified with the test run at ``epsilon + shift`` (``shift``:
+    the noise allowance ``rho_low``; 0 for the plain certificate)."""
     thr, counts = _thresholds(conf)
     grid = np.round(np.arange(1, int(round(1 / _EPS_GRID_STEP))) * _EPS_GRID_STEP, 6)
     for chunk in np.array_split(grid, 10):
@@ -239,7 +267,7 @@ def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float 
         if not ok_idx:
             continue
         starts = np.unique(np.concatenate([plan[j][0] for j in ok_idx]))
-        _, _, p = _p_values(conf, correct, thr[starts], chunk)
+        _, _, p = _p_values(conf, correct, thr[starts], np.minimum(chunk + shift, MAX_LEVEL))
         pos = {int(s): i for i, s in enumerate(starts)}
         for j in ok_idx:  # a chain certifies something iff its first hypothesis is rejected at delta / m
             st, m = plan[j]
@@ -248,7 +276,7 @@ def _smallest_eps(conf: np.ndarray, correct: np.ndarray, delta: float) -> float 
     return None
 
 
-def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float) -> float | None:
+def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float, shift: float = 0.0) -> float | None:
     """The smallest grid epsilon at which Holm's procedure rejects some threshold: its smallest
     p-value is at most ``delta / m`` (``m`` the thresholds with enough points at that epsilon)."""
     thr, counts = _thresholds(conf)
@@ -257,7 +285,7 @@ def _smallest_eps_holm(conf: np.ndarray, correct: np.ndarray, delta: float) -> f
         nmin = np.array([min_points(float(e), delta) for e in chunk])
         if not (counts >= nmin.min()).any():
             continue
-        _, _, p = _p_values(conf, correct, thr, chunk)
+        _, _, p = _p_values(conf, correct, thr, np.minimum(chunk + shift, MAX_LEVEL))
         for j, e in enumerate(chunk):
             ok = counts >= nmin[j]
             m = int(ok.sum())
@@ -315,6 +343,29 @@ def _heldout(threshold: float | None, conf: Any, correct: Any) -> dict[str, Any]
             "heldout_selective_risk_ci95_high": round(high, 6) if high is not None else None}
 
 
+def _unusable(conf: np.ndarray, nmin: int, epsilon: float, delta: float, allow_constant: bool) -> str | None:
+    """Why the calibration confidences cannot certify ``epsilon`` at ``delta`` whatever the labels, or None."""
+    n = len(conf)
+    if n < nmin:
+        return (f"too few calibration points: {n} < {nmin}, the fewest that can certify selective risk "
+                f"<= {epsilon:g} at delta {delta:g} even with no errors ((1 - eps)^n <= delta)")
+    if np.all(conf == conf[0]) and not allow_constant:
+        return f"constant confidence ({conf[0]:g}) on all {n} calibration points: no threshold separates inputs"
+    return None
+
+
+def _refusal(entry: dict[str, Any], plan: Any, noise: ReferenceNoise | None) -> str:
+    """The reason of an entry whose test certified no threshold."""
+    eps, se = entry["epsilon"], entry["smallest_certifiable_epsilon"]
+    what = (f"excess selective risk <= {eps:g} (risk <= {plan.level:.4g} = epsilon + the reference's self-disagreement "
+            f"lower bound {plan.lower_bound:.4g} from {noise.reasked} re-asked inputs)" if plan.used and noise is not None
+            else f"selective risk <= {eps:g}")
+    unused = (plan.entry or {}).get("reason")
+    return (f"no threshold controls {what} at delta {entry['delta']:g} with {entry['n']} calibration points"
+            + (f" (the smallest certifiable epsilon is {se:g})" if se is not None else " (no level below 1 is certifiable)")
+            + (f"; {unused}" if unused else ""))
+
+
 def calibrate_selective_risk(
     confidence: Sequence[float],
     correct: Sequence[bool],
@@ -327,6 +378,9 @@ def calibrate_selective_risk(
     reason: str | None = None,
     allow_constant: bool = False,
     holm: bool = False,
+    noise: ReferenceNoise | None = None,
+    noise_min_reasked: int | None = None,
+    correct_single: Sequence[bool] | None = None,
 ) -> dict[str, Any]:
     """The ``selective-risk`` component entry of a guard stack (procedure: module docstring).
 
@@ -351,6 +405,14 @@ def calibrate_selective_risk(
             instead of refusing it as a confidence that separates nothing.
         holm: test every threshold with Bonferroni-Holm (:data:`PROCEDURE_HOLM`) instead of the
             fixed sequence, for a confidence that need not rank the risk monotonically.
+        noise: the reference's self-disagreement evidence (:func:`auto.guards.noise.reference_noise`);
+            with at least ``noise_min_reasked`` re-asked inputs the certificate is on the excess
+            over it (module docstring), else the plain one.
+        noise_min_reasked: the contract's ``noise_min_reasked`` (None: the plain certificate).
+        correct_single: per calibration input, whether its answer equals its *first* witnessed
+            answer (one reference call), same length as ``correct``: the labels of the excess
+            certificate (default ``correct``, which for inputs witnessed several times compares
+            with a modal answer and so understates the disagreement with a fresh call).
 
     Returns:
         ``{"method": "selective-risk", "confidence_field", "threshold", "epsilon", "delta", "n",
@@ -358,7 +420,10 @@ def calibrate_selective_risk(
         with ``holm``; absent when the data were unusable), "smallest_certifiable_epsilon",
         "calibration_coverage", "calibration_selective_risk", "p_value", "heldout_n",
         "heldout_coverage", "heldout_selective_risk", "heldout_selective_risk_ci95_high",
-        "reason"}``. ``threshold`` None means no threshold controls the risk and the component
+        "reason", "epsilon_refers_to", "risk_level" (the level the test ran at: ``epsilon``, or
+        ``epsilon + rho_low``), "delta_risk" (its share of ``delta``), "reference_noise" (``None``
+        without ``noise``; else ``{"reasked", "disagreeing", "rate", "min_reasked", "used",
+        "lower_bound", "delta_noise", "assumptions", "reason"}``)}``. ``threshold`` None means no threshold controls the risk and the component
         always deopts; ``reason`` then says why (too few points, constant confidence, NaN, labels
         that are not booleans, lengths that differ, no threshold certified, or the caller's
         reason). Never raises on bad data.
@@ -368,36 +433,34 @@ def calibrate_selective_risk(
     """
     epsilon = _check_level("epsilon", epsilon)
     delta = _check_level("delta", delta)
-    nmin = min_points(epsilon, delta)
+    plan = excess_plan(noise, noise_min_reasked, epsilon, delta)
+    level, delta_risk, shift, excess = plan.level, plan.delta_risk, plan.lower_bound, plan.used
+    correct = correct_single if excess and correct_single is not None else correct
+    nmin = min_points(epsilon, delta_risk)
     entry: dict[str, Any] = {
         "method": "selective-risk", "confidence_field": confidence_field, "threshold": None,
         "epsilon": epsilon, "delta": delta, "n": 0, "procedure": PROCEDURE_HOLM if holm else PROCEDURE, "min_points": nmin,
         "thresholds_tested": 0, "smallest_certifiable_epsilon": None, "calibration_coverage": None,
         "calibration_selective_risk": None, "p_value": None, "reason": None,
+        "epsilon_refers_to": EXCESS_MEANING if excess else WITNESS_MEANING, "risk_level": level,
+        "delta_risk": delta_risk, "reference_noise": plan.entry,
     }
     data = _clean(confidence, correct)
     if isinstance(data, str):
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": f"unusable calibration data: {data}"}
     conf, corr = data
     entry["n"] = n = len(conf)
-    if reason is None:
-        if n < nmin:
-            reason = (f"too few calibration points: {n} < {nmin}, the fewest that can certify selective risk "
-                      f"<= {epsilon:g} at delta {delta:g} even with no errors ((1 - eps)^n <= delta)")
-        elif np.all(conf == conf[0]) and not allow_constant:
-            reason = f"constant confidence ({conf[0]:g}) on all {n} calibration points: no threshold separates inputs"
+    reason = reason if reason is not None else _unusable(conf, nmin, epsilon, delta_risk, allow_constant)
     if n > 0 and not (np.all(conf == conf[0]) and n < nmin):
-        se = _smallest_eps_holm(conf, corr, delta) if holm else _smallest_eps(conf, corr, delta)
+        se = _smallest_eps_holm(conf, corr, delta_risk, shift) if holm else _smallest_eps(conf, corr, delta_risk, shift)
         entry["smallest_certifiable_epsilon"] = se
     if reason is not None:
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": reason}
-    res = _fst(conf, corr, epsilon, delta, holm=holm)
+    res = _fst(conf, corr, epsilon, delta_risk, holm=holm, level=level)
     entry["thresholds_tested"] = res["tested"]
     entry["starts"] = res["starts"]
     if res["threshold"] is None:
-        se = entry["smallest_certifiable_epsilon"]
-        why = (f"no threshold controls selective risk <= {epsilon:g} at delta {delta:g} with {n} calibration points"
-               + (f" (the smallest certifiable epsilon is {se:g})" if se is not None else " (no level below 1 is certifiable)"))
+        why = _refusal(entry, plan, noise)
         return {**entry, **_heldout(None, heldout_confidence, heldout_correct), "reason": why}
     entry.update(threshold=res["threshold"], p_value=round(res["p_value"], 9),
                  calibration_coverage=round(res["calibration_coverage"], 6),

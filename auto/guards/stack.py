@@ -32,7 +32,18 @@ def _statement(novelty: dict[str, Any] | None, risk: dict[str, Any] | None, fall
             f"novelty: deopt iff the conformal p-value of the input's nonconformity against {n} calibration scores "
             f"is <= {a:g}; of inputs exchangeable with the calibration inputs at most {a:g} deopt on this test"
             + (" (with so few scores this test never deopts)" if novelty.get("never_deopts") else ""))
-    if risk is not None:
+    rn = (risk or {}).get("reference_noise") or {}
+    if risk is not None and rn.get("used"):
+        parts.append(
+            f"selective risk: tier-1 only when {risk['confidence_field']} >= {risk['threshold']:.9g}; on inputs exchangeable "
+            f"with the {risk['n']} calibration inputs, P(tier-1 answer != a fresh reference answer | tier-1 answers) <= "
+            f"{risk['epsilon']:g} + the reference's own disagreement rate between two calls, i.e. excess silent-wrong <= "
+            f"{risk['epsilon']:g}, with probability >= {1 - risk['delta']:g} (delta {rn['delta_noise']:g} for the "
+            f"self-disagreement's lower bound {rn['lower_bound']:.4g} from {rn['disagreeing']}/{rn['reasked']} re-asked inputs "
+            f"disagreeing, the rest for Learn-then-Test at level {risk['risk_level']:.4g}, fixed-sequence testing from "
+            f"{risk.get('starts', 1)} coverage-anchored start(s)); assumes {rn['assumptions']}; the smallest excess "
+            f"level this calibration certifies is {_fmt(risk.get('smallest_certifiable_epsilon'), 'g')}")
+    elif risk is not None:
         parts.append(
             f"selective risk: tier-1 only when {risk['confidence_field']} >= {risk['threshold']:.9g}; on inputs exchangeable "
             f"with the {risk['n']} calibration inputs, P(tier-1 answer != reference answer | tier-1 answers) <= "
@@ -104,6 +115,9 @@ def calibrate_stack(
     delta: float,
     reason: str | None = None,
     notes: list[str] | None = None,
+    noise: Any = None,
+    noise_min_reasked: int | None = None,
+    cal_correct_single: list[bool] | None = None,
 ) -> dict[str, Any]:
     """Calibrate novelty and selective risk on one calibration split and measure the stack held out.
 
@@ -125,6 +139,10 @@ def calibrate_stack(
             calibration split): the risk component and so the stack fall back.
         notes: caveats that do not invalidate the certificate (e.g. a rare label absent from the
             calibration split); kept in the risk component's ``notes`` and in the statement.
+        noise, noise_min_reasked, cal_correct_single: the reference's self-disagreement evidence,
+            the fewest re-asked inputs that use it, and per calibration input whether its answer
+            equals its first witnessed answer: passed to
+            :func:`auto.guards.risk.calibrate_selective_risk` (the certificate on the excess).
 
     Returns:
         The :func:`build_stack` entry; the novelty component also carries ``heldout_coverage``
@@ -152,7 +170,8 @@ def calibrate_stack(
         [c for c, k in zip(cal_confidence, keep) if k], [y for y, k in zip(cal_correct, keep) if k],
         epsilon=epsilon, delta=delta,
         heldout_confidence=[c if ok else -math.inf for c, ok in zip(held_confidence, held_pass)],
-        heldout_correct=list(held_correct), reason=reason)
+        heldout_correct=list(held_correct), reason=reason, noise=noise, noise_min_reasked=noise_min_reasked,
+        correct_single=None if cal_correct_single is None else [y for y, k in zip(cal_correct_single, keep) if k])
     risk["calibration_points_novel"] = len(keep) - sum(keep)
     risk["notes"] = list(notes or [])
     return build_stack(novelty, risk)

@@ -196,6 +196,70 @@ def coverage_point(n: int, seed: int = 0, epsilon: float = 0.05, delta: float = 
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
+def excess_point(n: int, reasked: int, seed: int = 0, epsilon: float = 0.05, delta: float = 0.1,
+                 alpha: float = 0.05) -> dict[str, Any]:
+    """The specialist rung's certificate at ``n`` distinct witnesses labelled by *single noisy
+    calls* of the simulated reference (belief, or its runner-up at :data:`bench.intents.oracle.NOISE`
+    per call), ``reasked`` of them (the first drawn) asked a second time: the certified coverage
+    on single witnessed answers (the plain certificate) beside the certificate on the excess over
+    the reference's self-disagreement (:mod:`auto.guards.noise`, the contract's default
+    ``noise_min_reasked``), both through the rung's own path (witness grouping, cross-fit, guard
+    stack)."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from auto.compile.crossfit import choose_config, cross_fit, folds_for
+    from auto.compile.rungs.specialist import noise_evidence, witness_groups
+    from auto.compile.witnesses import WitnessSet
+    from auto.gate import Contract
+    from auto.guards.novelty import leave_one_out_pass
+    from auto.guards.stack import calibrate_stack
+    from bench.intents import oracle
+
+    rng = random.Random(f"excess|{seed}")
+    m = oracle._model()
+
+    def call(text: str) -> str:
+        belief, runner = m.belief_of(text)
+        return runner if rng.random() < oracle.NOISE else belief
+
+    drawn = witnesses(n, seed)
+    texts = [it[0]["utterance"] for it in drawn]
+    calls = [(t, call(t)) for t in texts] + [(t, call(t)) for t in texts[:reasked]]
+    ws = WitnessSet.of("study", [SimpleNamespace(input={"utterance": t}, output=y) for t, y in calls])
+    items = list(ws.items)
+    t0 = time.perf_counter()
+    config, _sel = choose_config(items, seed, field="utterance")
+    k = min(folds_for(len(items)), max(Counter(it[1] for it in items).values()))
+    cf = cross_fit(items, config, folds=k, seed=seed)
+    noise, single = noise_evidence(witness_groups(ws), items, cf.answers)
+    keep = leave_one_out_pass([float(x) for x in cf.scores], alpha)
+    row: dict[str, Any] = {"n": n, "reasked": reasked, "noise": noise.to_dict(), "folds": k, "agreement": cf.agreement}
+    for name, least in (("plain", None), ("excess", Contract(task="study").noise_min_reasked)):
+        g = calibrate_stack(list(cf.scores), list(cf.margins), list(cf.correct), [], [], [], alpha=alpha,
+                            epsilon=epsilon, delta=delta, noise=noise, noise_min_reasked=least, cal_correct_single=single)
+        risk = g["components"][-1] if g.get("components") else {}
+        thr = risk.get("threshold")
+        row[name] = {"certified_coverage": 0.0 if thr is None else float(np.mean([kp and mg >= thr for kp, mg in zip(keep, cf.margins)])),
+                     "threshold": thr, "smallest_certifiable_epsilon": risk.get("smallest_certifiable_epsilon"),
+                     "risk_level": risk.get("risk_level"),
+                     "noise_lower_bound": (risk.get("reference_noise") or {}).get("lower_bound")}
+    # the truth the simulator knows: disagreement of admitted answers with a fresh call, minus two calls'
+    thr = row["excess"]["threshold"]
+    adm = [i for i, (kp, mg) in enumerate(zip(keep, cf.margins)) if thr is not None and kp and mg >= thr]
+    if adm:
+        fresh = [call(items[i][0]["utterance"]) for i in adm]
+        second = [call(items[i][0]["utterance"]) for i in adm]
+        firsts = [call(items[i][0]["utterance"]) for i in adm]
+        dis = float(np.mean([str(cf.answers[i]) != f for i, f in zip(adm, fresh)]))
+        self_dis = float(np.mean([a != b for a, b in zip(firsts, second)]))
+        row["excess"]["admitted_disagreement_with_a_fresh_call"] = dis
+        row["excess"]["reference_self_disagreement_on_admitted"] = self_dis
+        row["excess"]["excess_on_admitted"] = dis - self_dis
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
 def coverage_curve(out: Path, ns: Sequence[int] = (50, 100, 200, 400, 800), seed: int = 0) -> list[dict[str, Any]]:
     """:func:`coverage_point` at each ``n``; writes ``coverage.json`` and ``coverage.png`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +274,7 @@ def coverage_curve(out: Path, ns: Sequence[int] = (50, 100, 200, 400, 800), seed
     return rows
 
 
-if __name__ == "__main__":  # python -m bench.intents.specialist_study {coverage|dense|candidates} OUT_DIR [n ...]
+if __name__ == "__main__":  # python -m bench.intents.specialist_study {coverage|excess|dense|candidates} OUT_DIR [n ...]
     import sys
 
     what = sys.argv[1] if len(sys.argv) > 1 else "coverage"
@@ -222,6 +286,13 @@ if __name__ == "__main__":  # python -m bench.intents.specialist_study {coverage
         merged = [r for f in sys.argv[3:] for r in json.loads(Path(f).read_text(encoding="utf-8"))]
         out.mkdir(parents=True, exist_ok=True)
         plot_coverage(merged, out / "coverage.png", "HWU64: coverage certified at epsilon=0.05 (delta=0.1) vs witnesses")
+    elif what == "excess":  # OUT n reasked [n reasked ...]
+        out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for n, r in zip(ns[::2], ns[1::2]):
+            rows.append(excess_point(n, r))
+            print(json.dumps(rows[-1]), flush=True)
+        (out / "excess.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     elif what == "dense":
         out.mkdir(parents=True, exist_ok=True)
         rows = dense_study(ns or (400, 800))

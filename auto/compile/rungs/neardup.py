@@ -27,6 +27,7 @@ or no certified step (the refusal gives every step's merges, errors and bound).
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -43,6 +44,7 @@ from auto.compile.rungs.program import output_interface
 from auto.compile.witnesses import WitnessSet, input_schema
 from auto.emit import emit
 from auto.errors import RungRefused
+from auto.guards.noise import first_witnessed, reference_noise
 from auto.gate import (Check, CheckName, Contract, EvalRun, Verdict, agreement_of_texts, eval_record,
                        first_refusal)
 from auto.models.program import ast as A
@@ -56,6 +58,15 @@ GUARD = {"method": "program",
          "statement": "tier-1 on a witnessed input, or on an input whose canonical key (model.near_duplicate.step) "
                       "is that of a neighbourhood of witnessed inputs answered consistently and alike; every other "
                       "input deopts"}
+
+GUARANTEE = ("with probability >= 1 - delta over the distinct witnessed inputs, the chosen step's merge error (a "
+             "neighbourhood's answer differs from the reference's witnessed answer, on inputs exchangeable with the "
+             "witnessed ones) is <= epsilon")
+
+EXCESS_GUARANTEE = ("with probability >= 1 - delta over the distinct witnessed inputs, the chosen step's merge error "
+                    "against a fresh reference call (a neighbourhood's answer differs from an input's first witnessed "
+                    "answer, on inputs exchangeable with the witnessed ones) exceeds the reference's own disagreement "
+                    "rate between two calls by at most epsilon; assumes " + nd.ASSUMPTIONS)
 
 PROBE_LIMIT = 50
 """At most this many witnessed inputs are rendered as probes."""
@@ -84,6 +95,28 @@ def probes_of(field_name: str, inputs: list[dict[str, Any]], limit: int = PROBE_
     return out
 
 
+def calibrate_over_noise(ws: WitnessSet, inputs: list[dict[str, Any]], answers: list[Any], consistent: list[bool],
+                         field_name: str, contract: Contract) -> tuple[nd.Calibration, float, str]:
+    """:func:`auto.compile.neardup.calibrate` with the witness store's noise evidence (re-asked
+    inputs, first witnessed answers) and the contract's ``noise_min_reasked``.
+
+    Returns:
+        ``(calibration, the level a step's bound is compared with, that level in words)``.
+    """
+    groups_of = {canonical_json(ws.inputs[k]): outs for k, outs in ws.groups.items()}
+    keys = [canonical_json(x) for x in inputs]
+    first = first_witnessed(groups_of)
+    first_answers = [json.loads(first[k]) if k in first else a for k, a in zip(keys, answers)]
+    cal = nd.calibrate(inputs, answers, consistent, field_name, epsilon=contract.epsilon, delta=contract.delta,
+                       noise=reference_noise(groups_of, keys), noise_min_reasked=contract.noise_min_reasked,
+                       first_answers=first_answers)
+    level = cal.level if cal.level is not None else contract.epsilon
+    against = (f"epsilon {contract.epsilon:g} + the reference's self-disagreement lower bound "
+               f"{cal.noise['lower_bound']:.4g} ({cal.noise['disagreeing']}/{cal.noise['reasked']} re-asked inputs "
+               "disagreeing)" if cal.noise and cal.noise.get("used") else f"epsilon {contract.epsilon:g}")
+    return cal, level, against
+
+
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
     """Calibrate, build, gate and emit a near-duplicate generation.
 
@@ -109,13 +142,13 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                          [{"name": CheckName.ENOUGH_WITNESSES.value, "distinct": len(items), "passed": False}])
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    cal = nd.calibrate(inputs, answers, consistent, field_name, epsilon=contract.epsilon, delta=contract.delta)
+    cal, level, against = calibrate_over_noise(ws, inputs, answers, consistent, field_name, contract)
     timings["calibrate"] = time.perf_counter() - t0
     steps = "; ".join(f"{s.step}: {s.wrong}/{s.merges} merges wrong, bound "
                       + ("n/a" if s.upper is None else f"{s.upper:.3f}") for s in cal.steps)
     if cal.chosen is None:
-        raise ctx.refuse(NAME, contract, f"neardup rung: no canonicalization step certified at epsilon "
-                         f"{contract.epsilon:g} (delta {contract.delta:g}): {steps}",
+        raise ctx.refuse(NAME, contract, f"neardup rung: no canonicalization step certified at {against} "
+                         f"(delta {contract.delta:g}): {steps}",
                          [{"name": CheckName.NEAR_DUPLICATE_RISK.value, **cal.to_dict(), "passed": False}])
     chosen = cal.chosen_evidence()
     exact = sorted((x[field_name], a) for x, a, ok in zip(inputs, answers, consistent) if ok)
@@ -123,16 +156,14 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     program = program_of(field_name, cal.chosen, exact, classes)
     canon = nd.canonicalizer(cal.chosen, field_name)
     ctx.say(f"  neardup rung: step {cal.chosen} certified ({chosen.wrong}/{chosen.merges} merges wrong, bound "
-            f"{chosen.upper:.3f} <= {contract.epsilon:g}); {len(exact)} exact entries, {len(classes)} neighbourhoods")
+            f"{chosen.upper:.3f} <= {level:.4g}); {len(exact)} exact entries, {len(classes)} neighbourhoods")
     t0 = time.perf_counter()
     code = compile_program(program)
     timings["codegen"] = time.perf_counter() - t0
     # the key's expression in full (the manifest's text names the step only)
     statement = {**cal.to_dict(), "step": cal.chosen, "canonicalizer": render(canon),
                  "exact_entries": len(exact), "neighbourhoods": len(classes),
-                 "guarantee": ("with probability >= 1 - delta over the distinct witnessed inputs, the chosen step's "
-                               "merge error (a neighbourhood's answer differs from the reference's witnessed answer, "
-                               "on inputs exchangeable with the witnessed ones) is <= epsilon")}
+                 "guarantee": EXCESS_GUARANTEE if cal.noise and cal.noise.get("used") else GUARANTEE}
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="program",
         interface={"input": input_schema(inputs), "output": output_interface(program, answers)},
@@ -160,13 +191,15 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     checks.append(Check(CheckName.WASM_MATCHES_PYTHON_REFERENCE, mism == 0, {"mismatches": mism, "n": len(every)},
                         refusal=f"WebAssembly and the Python reference disagree on {mism} inputs"))
     checks.append(Check(CheckName.NEAR_DUPLICATE_RISK, chosen.certified, chosen.to_dict() | {"epsilon": contract.epsilon,
-                                                                                          "delta": contract.delta},
-                        refusal=f"the step's merge-error bound {chosen.upper} is above epsilon {contract.epsilon}"))
+                                                                                          "delta": contract.delta,
+                                                                                          "level": level,
+                                                                                          "reference_noise": cal.noise},
+                        refusal=f"the step's merge-error bound {chosen.upper} is above {against}"))
     failed = first_refusal(checks)
     reason = (failed.refusal if failed is not None else
               f"near-duplicate table: {len(exact)} witnessed inputs repeated exactly, {len(classes)} neighbourhoods of "
               f"step {cal.chosen} ({chosen.wrong}/{chosen.merges} leave-one-out merges wrong, bound {chosen.upper:.3f} "
-              f"<= epsilon {contract.epsilon:g}); {steps}")
+              f"<= {against}); {steps}")
     record = eval_record(contract, ctx.generation, {k: v for k, v in draft.model.items() if k != "program"}, checks, reason)
     record["guard"] = GUARD
     eval_id = ctx.store.put_eval_run(record)
@@ -177,7 +210,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     lat = call_latency_us(art, inputs)
     parity = {"witnessed": {k: wa.get(k) for k in ("n", "agree", "rate", "ci95_low")}, "heldout": None,
               "near_duplicate": {"method": "leave-one-out merges", "n": chosen.merges, "wrong": chosen.wrong,
-                                 "upper": chosen.upper, "epsilon": contract.epsilon, "delta": contract.delta}}
+                                 "upper": chosen.upper, "epsilon": contract.epsilon, "delta": contract.delta,
+                                 "level": level, "reference_noise": cal.noise}}
     return emit_generation(ctx, contract, draft, code, art, guard=GUARD, parity=parity, eval_runs=[eval_id],
                            reason=reason, witnesses=ws.witnesses, store_digest=ws.store_digest,
                            distinct_inputs=len(items), fuel_inputs=inputs[:200], latency=lat, timings=timings,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from functools import partial
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ from auto.compile.witnesses import WitnessSet, input_schema, main_text_field, sp
 from auto.models.specialist.train import default_specs, distill
 from auto.emit import emit
 from auto.errors import CompileError, RungRefused
+from auto.guards.noise import ReferenceNoise, first_witnessed, reference_noise
 from auto.guards.stack import calibrate_stack, without_scores
 from auto.gate import CheckName, Contract, EvalRun, Verdict, run_selective_gate
 
@@ -60,6 +62,13 @@ EPSILON_MEANING = (
     "the reference's own disagreement with itself is counted against the specialist. Table hits repeat a witnessed "
     "reference answer: their disagreement with a fresh reference answer equals the reference's disagreement with "
     "itself on that input (zero excess) as long as the reference's behaviour on an input does not change.")
+
+EXCESS_EPSILON_MEANING = (
+    "epsilon bounds the excess: P(tier-1 answer != the reference's answer on a fresh call | the specialist answers) "
+    "minus the reference's own disagreement rate between two calls (its lower bound from the re-asked inputs, "
+    "guard.components[].reference_noise), on inputs exchangeable with the witnesses; the specialist is calibrated "
+    "against each input's first witnessed answer (one call). Table hits repeat a witnessed reference answer: zero "
+    "excess as long as the reference's behaviour on an input does not change.")
 
 CROSSFIT_NOTE = (
     "calibrated on {k}-fold out-of-fold predictions (cross-fit): the Learn-then-Test and conformal statements hold "
@@ -161,7 +170,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise _not_attempted(ctx, contract, reason,
                              [{"name": "outputs-are-labels", "labels": len(labels), "n": n,
                                "singleton_share": singletons, "max": OPEN_ENDED_SHARE, "passed": False}])
-    fit_ = _cross_fitted if contract.calibration == "cross-fit" else _split_calibrated
+    fit_ = partial(_cross_fitted, groups_of=witness_groups(ws)) if contract.calibration == "cross-fit" else _split_calibrated
     s = fit_(items, label_keys, labels, contract, ctx, field)
     model = s.model
     timings = s.timings
@@ -195,7 +204,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     else:
         predictor = model
         candidate = provisional
-    guard["epsilon_refers_to"] = EPSILON_MEANING
+    guard["epsilon_refers_to"] = epsilon_meaning(guard)
     timings["codegen"] = timings.get("codegen", 0.0) + time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -246,8 +255,30 @@ class _Fitted:
     timings: dict[str, float]
 
 
+def witness_groups(ws: WitnessSet) -> dict[str, list[str]]:
+    """Canonical input (as :func:`auto.canonical.canonical_json` writes it) → its canonical outputs in store order."""
+    return {canonical_json(ws.inputs[k]): outs for k, outs in ws.groups.items()}
+
+
+def epsilon_meaning(guard: dict[str, Any]) -> str:
+    """What the guard's epsilon bounds: :data:`EXCESS_EPSILON_MEANING` when its risk component is
+    the certificate on the excess, else :data:`EPSILON_MEANING`."""
+    risk = next((c for c in guard.get("components") or [] if c.get("method") == "selective-risk"), None) or {}
+    return EXCESS_EPSILON_MEANING if (risk.get("reference_noise") or {}).get("used") else EPSILON_MEANING
+
+
+def noise_evidence(groups: dict[str, list[str]], items: list[Any], answers: Any) -> tuple[ReferenceNoise, list[bool]]:
+    """The reference's self-disagreement over ``items`` (:func:`auto.guards.noise.reference_noise`)
+    and, per item, whether ``answers[i]`` equals its first witnessed answer (the excess
+    certificate's labels). ``groups``: canonical input → canonical outputs in store order."""
+    keys = [canonical_json(it[0]) for it in items]
+    first = first_witnessed(groups)
+    single = [canonical_json(a) == first.get(k, canonical_json(it[1])) for a, k, it in zip(answers, keys, items)]
+    return reference_noise(groups, keys), single
+
+
 def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], contract: Contract,
-                  ctx: RungContext, field: str) -> _Fitted:
+                  ctx: RungContext, field: str, groups_of: dict[str, list[str]] | None = None) -> _Fitted:
     largest = max(Counter(label_keys).values())
     if largest < 2:
         raise ctx.refuse(NAME, contract, "no output has two witnessed inputs: cross-fitting needs a label in at least two folds",
@@ -268,8 +299,10 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
 
     def guard(_art: Any) -> dict[str, Any]:
         t1 = time.perf_counter()
+        noise, single = noise_evidence(groups_of or {}, items, cf.answers)
         g = calibrate_stack(list(cf.scores), list(cf.margins), list(cf.correct), [], [], [], alpha=contract.alpha,
-                            epsilon=contract.epsilon, delta=contract.delta, notes=[CROSSFIT_NOTE.format(k=cf.folds)])
+                            epsilon=contract.epsilon, delta=contract.delta, notes=[CROSSFIT_NOTE.format(k=cf.folds)],
+                            noise=noise, noise_min_reasked=contract.noise_min_reasked, cal_correct_single=single)
         timings["calibrate"] = time.perf_counter() - t1
         return g
 
