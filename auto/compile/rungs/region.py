@@ -45,6 +45,7 @@ from auto.compile.rungs import program as program_rung
 from auto.compile.steps.build import RegionRefused, ValueCompile, build_region, plan_summary
 from auto.compile.steps.gate import group_by_input, run_region_gate
 from auto.compile.steps.traces import read_task_traces
+from auto.compile.steps.value_guard import evidence_guarded
 from auto.compile.witnesses import WitnessSet
 from auto.models.specialist.train import split_witnesses
 from auto.errors import RungRefused
@@ -175,8 +176,8 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                 if r.final:
                     break
                 continue
-            if rung is program_rung:
-                prog = out.model
+            if rung is program_rung:  # deopts where the value's own evidence does
+                prog = evidence_guarded(out.model, out.manifest["model"]["evidence"])
             else:
                 prog = _table_program(field, vws.consistent_entries())
                 if prog is None:
