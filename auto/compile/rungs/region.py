@@ -177,7 +177,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                     break
                 continue
             if rung is program_rung:  # deopts where the value's own evidence does
-                prog = evidence_guarded(out.model, out.manifest["model"]["evidence"])
+                prog = evidence_guarded(out.model, Manifest.of(out.manifest).model["evidence"])
             else:
                 prog = _table_program(field, vws.consistent_entries())
                 if prog is None:
