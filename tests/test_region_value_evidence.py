@@ -1,7 +1,7 @@
-"""A value program inside a region deopts where the program's own evidence does: a tool choice
-that answers an input through its default branch by elimination, with the default label's
-evidence false, or through a contested rule, must not act on it (it did: the region ran the
-program without its evidence, and the tool ran)."""
+"""A value program inside a region deopts where the program's own guard would: a tool choice that
+answers an input through its default branch by elimination, with the default label's evidence
+false, or through a contested rule, must not act on it (it did: the region ran the program
+without its guard, and the tool ran)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_the_program_alone_answers_novel_inputs_through_its_default(tool_choice)
 
 def test_a_region_value_deopts_where_its_evidence_is_not_supported(tool_choice):
     texts, out = tool_choice
-    guarded = evidence_guarded(out.model, out.manifest["model"]["evidence"])
+    guarded = evidence_guarded(out.model, out.manifest["model"]["evidence"], out.manifest["guard"])
     region = _region(guarded)
     assert not any(_acts(region, t) for t in NOVEL)  # deopted before the commit: no tool ran
     answered = [t for t in texts if not run_program(guarded, {"request": t})["deopt"]]
@@ -76,6 +76,21 @@ def test_a_region_value_deopts_where_its_evidence_is_not_supported(tool_choice):
     assert all(_acts(region, t) for t in answered[:: max(1, len(answered) // 10)])
 
 
-def test_a_value_that_is_not_an_evidence_record_is_refused():
+def test_the_guarded_value_deopts_exactly_where_the_programs_guard_declines(tool_choice):
+    from auto_runtime import Artifact
+
+    texts, out = tool_choice
+    guarded = evidence_guarded(out.model, out.manifest["model"]["evidence"], out.manifest["guard"])
+    art = Artifact.load(out.wasm)
+    probes = texts + NOVEL + ["", "my", "convert", "Convert my list", "add convert to my list", "zzz 12 USD"]
+    for t in probes:
+        passed, _p = art.guard.decide_output(art.call({"request": t}))
+        assert (not run_program(guarded, {"request": t})["deopt"]) == passed, t
+
+
+def test_a_value_that_is_not_an_evidence_record_is_refused(tool_choice):
+    _texts, out = tool_choice
     with pytest.raises(ValueError):
-        evidence_guarded(A.Const("x"), A.Const(0))
+        evidence_guarded(A.Const("x"), A.Const(0), out.manifest["guard"])
+    assert evidence_guarded(A.Const("x"), A.Const(0), {"method": "program"}) == A.Const("x")
+    assert evidence_guarded(A.Const("x"), A.Const(0), {"method": "program-evidence"}) == A.Deopt()  # unusable

@@ -176,8 +176,9 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                 if r.final:
                     break
                 continue
-            if rung is program_rung:  # deopts where the value's own evidence does
-                prog = evidence_guarded(out.model, Manifest.of(out.manifest).model["evidence"])
+            if rung is program_rung:  # deopts where its own guard would
+                m = Manifest.of(out.manifest)
+                prog = evidence_guarded(out.model, m.model["evidence"], m.guard.fields)
             else:
                 prog = _table_program(field, vws.consistent_entries())
                 if prog is None:
