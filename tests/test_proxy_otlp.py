@@ -51,3 +51,40 @@ def test_traces_sent_to_the_proxy_land_in_the_store_and_never_reach_the_upstream
         assert st.counts()["spans"] == 3 * SPANS_PER_REQUEST  # the repeat's spans are the same rows
         assert st.verify().ok
         (sid,) = discover(st.spans(kind="llm")).sites
+
+
+def test_a_proxy_killed_after_acknowledging_spans_loses_none_of_them(tmp_path):
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = tmp_path / "k.db"
+    p = subprocess.Popen([sys.executable, "-m", "auto.cli", "proxy", "--store", str(store), "--upstream",
+                          "http://127.0.0.1:9/v1", "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         text=True)
+    try:
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", p.stderr.readline())
+        assert m
+        endpoint = f"http://127.0.0.1:{m.group(1)}"
+        deadline = time.time() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint + "/auto/health", timeout=5).close()
+                break
+            except urllib.error.URLError:
+                assert time.time() < deadline
+                time.sleep(0.1)
+        assert [_post(endpoint, _request(n), "protobuf") for n in range(20)] == [200] * 20
+    finally:
+        p.send_signal(signal.SIGKILL)  # at once: what the writer had not committed is only journaled
+        p.wait(timeout=30)
+    deadline = time.time() + 60
+    while True:  # (the writer process, in its own session, finishes what it was given)
+        with Store(store) as st:  # opening replays the journal
+            n = st.counts()["spans"]
+        if n == 20 * SPANS_PER_REQUEST or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert n == 20 * SPANS_PER_REQUEST
