@@ -639,10 +639,13 @@ def receive(store_path: str, host: str, port: int) -> None:
 @click.option("--fuel", default=None, type=click.IntRange(min=1), help="Fuel per call (default: the runtime's).")
 @click.option("--memory-bytes", default=None, type=click.IntRange(min=65536), help="Memory cap per instance (bytes).")
 @click.option("--timeout-ms", default=None, type=click.FloatRange(min=0.001), help="Wall-clock limit per call (ms).")
+@click.option("--no-tier1-spans", "no_tier1_spans", is_flag=True,
+              help="Do not record tier-1 answers in --store as spans (recorded by default, for the OTLP export; never "
+                   "witnesses).")
 def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str | None, trust_keys: tuple[str, ...],
           references: tuple[str, ...], tools_spec: str | None, host: str, port: int, token: str | None,
           allow_unauthenticated: bool, workers: int, fuel: int | None,
-          memory_bytes: int | None, timeout_ms: float | None) -> None:
+          memory_bytes: int | None, timeout_ms: float | None, no_tier1_spans: bool) -> None:
     """Serve artifacts over HTTP: POST /v1/artifacts/ID/run, GET /v1/artifacts, GET /health."""
     from auto.serve import ServeConfig, run as run_serve
 
@@ -660,7 +663,8 @@ def serve(artifacts: tuple[str, ...], store_path: str | None, registry_dir: str 
     cfg = ServeConfig(artifacts=[str(Path(a).resolve()) for a in artifacts], store=store_path, registry=registry_dir,
                       trust_keys=paths, reference=plain[0] if plain else None, references=per_task, tools=tools_spec,
                       fuel=fuel, memory_bytes=memory_bytes, timeout_ms=timeout_ms, host=host, port=port, workers=workers,
-                      cwd=str(Path.cwd()), token=token or None, allow_unauthenticated=allow_unauthenticated)
+                      cwd=str(Path.cwd()), token=token or None, allow_unauthenticated=allow_unauthenticated,
+                      record_tier1=not no_tier1_spans)
     created = _serve_store(store_path, bool(artifacts or registry_dir), host, port)
     announced = []
 

@@ -211,8 +211,8 @@ def test_serve_creates_a_store_that_does_not_exist_yet(site, tmp_path):
         proc.wait(30)
     from auto.store import Store
 
-    with Store(new, create=False) as st:  # a real store, not an empty file
-        assert st.counts()["spans"] == 0
+    with Store(new, create=False) as st:  # a real store, not an empty file, holding the tier-1 answer's span
+        assert [r["name"] for r in st.spans()] == ["auto.tier1"]
     alone = tmp_path / "alone.sqlite"
     p = subprocess.run([sys.executable, "-m", "auto.cli", "serve", "--store", str(alone), "--port", str(_free_port())],
                        capture_output=True, text=True, timeout=60)
@@ -224,3 +224,34 @@ def test_serve_creates_a_store_that_does_not_exist_yet(site, tmp_path):
                         "--port", str(_free_port()), "--trust-key", str(pub)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "refused: unsigned" in p.stderr and not failed.exists(), p.stderr
     assert not list(tmp_path.glob("failed.sqlite*"))
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_tier1_answers_are_recorded_as_spans_never_as_witnesses(site, tmp_path, record):
+    """With a store, every tier-1 answer is one ``auto.tier1`` span (as the proxy records its own);
+    a declined call records none; ``record_tier1=False`` (``--no-tier1-spans``) records nothing."""
+    from auto.census import census_store
+    from auto.store import Store
+
+    _, sid, out, inp, label, _ = site
+    fresh = tmp_path / "t1.sqlite"
+    Store(fresh).close()
+    with Served(ServeConfig(artifacts=[str(out.artifact_path)], store=str(fresh), record_tier1=record)) as s:
+        for _ in range(2):
+            r = httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run", json=inp)
+            assert r.status_code == 200 and r.json()["tier"] == "tier-1"
+        assert httpx2.post(s.url + f"/v1/artifacts/{out.artifact_id}/run",
+                           json={**inp, "ticket": "zq xv unseen words"}).status_code == 409
+    with Store(fresh) as st:
+        rows = st.spans()
+        assert st.witnesses(sid) == []
+        census = census_store(st)
+    if not record:
+        assert rows == []
+        return
+    assert [(r["name"], r["kind"], r["task"], r["site"]) for r in rows] == [("auto.tier1", "llm", sid, sid)] * 2
+    a = rows[0]["attributes"]
+    assert a["auto.tier"] == 1 and a["auto.serve"] is True and a["auto.artifact_id"] == out.artifact_id
+    assert a["auto.generation"] == out.manifest["generation"] and a["auto.cost_usd_micros"] == 0
+    assert rows[0]["input"] == inp and rows[0]["output"] == label
+    assert not census.sites  # an artifact's answers are no observation of anything

@@ -10,10 +10,9 @@ reason says why.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from typing import Any
 
-from auto.guards.novelty import calibrate_novelty, leave_one_out_pass
+from auto.guards.novelty import calibrate_novelty, leave_one_out_pass, novelty_passes
 from auto.guards.risk import calibrate_selective_risk
 
 
@@ -28,8 +27,12 @@ def _statement(novelty: dict[str, Any] | None, risk: dict[str, Any] | None, fall
     parts = []
     if novelty is not None:
         a, n = novelty["alpha"], novelty["n"]
+        per = novelty.get("calibration_scores_by_label")
+        against = (f"against the calibration scores of its answer's label ({len(per)} labels of the {n} calibration "
+                   f"inputs; a label with fewer than {math.ceil(1 / a - 1)} uses all {n})") if per else \
+            f"against {n} calibration scores"
         parts.append(
-            f"novelty: deopt iff the conformal p-value of the input's nonconformity against {n} calibration scores "
+            f"novelty: deopt iff the conformal p-value of the input's nonconformity {against} "
             f"is <= {a:g}; of inputs exchangeable with the calibration inputs at most {a:g} deopt on this test"
             + (" (with so few scores this test never deopts)" if novelty.get("never_deopts") else ""))
     rn = (risk or {}).get("reference_noise") or {}
@@ -94,6 +97,9 @@ def without_scores(guard: dict[str, Any]) -> dict[str, Any]:
     """A copy of a guard entry without calibration scores (for summaries and eval runs): its own, its
     stack components' and its program parts' (with their event tables)."""
     out = {k: v for k, v in guard.items() if k != "calibration_scores"}
+    if isinstance(guard.get("calibration_scores_by_label"), list):
+        out["calibration_scores_by_label"] = [{k: v for k, v in g.items() if k != "calibration_scores"}
+                                              if isinstance(g, dict) else g for g in guard["calibration_scores_by_label"]]
     for key in ("components", "parts"):
         if isinstance(guard.get(key), list):
             out[key] = [without_scores(c) if isinstance(c, dict) else c for c in guard[key]]
@@ -118,6 +124,8 @@ def calibrate_stack(
     noise: Any = None,
     noise_min_reasked: int | None = None,
     cal_correct_single: list[bool] | None = None,
+    cal_labels: list[Any] | None = None,
+    held_labels: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Calibrate novelty and selective risk on one calibration split and measure the stack held out.
 
@@ -143,6 +151,10 @@ def calibrate_stack(
             the fewest re-asked inputs that use it, and per calibration input whether its answer
             equals its first witnessed answer: passed to
             :func:`auto.guards.risk.calibrate_selective_risk` (the certificate on the excess).
+        cal_labels, held_labels: the artifact's answer on each calibration / held-out input, or
+            None: with ``cal_labels`` the novelty test is per label
+            (:func:`auto.guards.novelty.calibrate_novelty`); ``held_labels`` defaults to none known
+            (each held-out input judged against the pooled scores).
 
     Returns:
         The :func:`build_stack` entry; the novelty component also carries ``heldout_coverage``
@@ -152,19 +164,12 @@ def calibrate_stack(
     Raises:
         ArgumentError: ``alpha``, ``epsilon`` or ``delta`` is not in (0, 1).
     """
-    novelty = calibrate_novelty(cal_scores, alpha)
+    novelty = calibrate_novelty(cal_scores, alpha, cal_labels)
     if novelty["reason"] is not None:
         return build_stack(novelty, None)
-    keep = leave_one_out_pass([float(s) for s in cal_scores], alpha)
-    cal = novelty["calibration_scores"]
-    n = len(cal)
-
-    def passes(s: Any) -> bool:  # the runtime's rule: p = (1 + #{c >= s}) / (n + 1) > alpha
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
-            return False
-        return (1 + n - bisect_left(cal, float(s))) / (n + 1) > alpha
-
-    held_pass = [passes(s) for s in held_scores]
+    keep = leave_one_out_pass([float(s) for s in cal_scores], alpha, cal_labels)
+    hl = held_labels if held_labels is not None else [None] * len(held_scores)
+    held_pass = [novelty_passes(novelty, s, y) for s, y in zip(held_scores, hl)]  # the runtime's rule
     novelty["heldout_coverage"] = round(sum(held_pass) / len(held_pass), 6) if held_pass else None
     risk = calibrate_selective_risk(
         [c for c, k in zip(cal_confidence, keep) if k], [y for y, k in zip(cal_correct, keep) if k],

@@ -32,7 +32,7 @@ import json
 import logging
 import sys
 import threading
-from typing import Any
+from typing import Any, Awaitable, Callable, Iterable
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -97,6 +97,88 @@ def decode(body: bytes, content_type: str, encoding: str) -> dict:
     raise InterchangeError(f"unsupported content type {ctype!r} (OTLP/HTTP is {PROTOBUF} or application/json)")
 
 
+class Intake:
+    """What one OTLP request contributes to a store: its spans mapped, redacted and checked
+    (:func:`auto.interchange.otlp.prepare`), the trace rows of traces not seen before (a trace
+    row is written once: trace rows are immutable), and the counters. Shared by ``auto receive``
+    (:class:`Receiver`) and ``auto proxy``'s ``/v1/traces`` route, which differ only in where an
+    accepted request is made durable (``sink``).
+
+    Args:
+        known_traces: a callable returning the trace ids the store already holds (called once,
+            at the first request, off the event loop).
+
+    Attributes:
+        counters: ``requests``, ``spans`` (accepted), ``skipped`` (of no convention), ``refused``
+            (requests answered 4xx), ``without_messages`` (model calls that recorded no
+            messages; the first is reported on stderr with what to set).
+    """
+
+    def __init__(self, known_traces: Callable[[], Iterable[str]], name: str = "auto receive") -> None:
+        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "without_messages": 0}
+        self.name = name
+        self._known = known_traces
+        self._traces: set[str] | None = None
+        self.lock = threading.Lock()
+
+    def take(self, doc: dict, where: str, sink: Callable[[list[dict], list[dict]], None]) -> int:
+        """Map and check one request's spans and hand them with their new trace rows to
+        ``sink(spans, traces)`` (called under :attr:`lock`, so sinks see requests in one order;
+        not called when there is nothing to write). Durable on return when ``sink`` is.
+
+        Returns:
+            the number of spans accepted.
+
+        Raises:
+            InterchangeError, IngestError: a malformed request (nothing of it is kept).
+        """
+        batch = prepare(list(doc_spans(doc, where)), where, allow_empty=True)
+        with self.lock:
+            if self._traces is None:
+                self._traces = set(self._known())
+            traces = [t for t in batch.traces if t["trace_id"] not in self._traces]
+            if batch.spans or traces:
+                sink(batch.spans, traces)
+                self._traces.update(t["trace_id"] for t in traces)
+            self.counters["requests"] += 1
+            self.counters["spans"] += len(batch.spans)
+            self.counters["skipped"] += batch.skipped
+            first_bare = batch.without_messages and not self.counters["without_messages"]
+            self.counters["without_messages"] += batch.without_messages
+        if first_bare:  # once: the service's instrumentation is not capturing content
+            sys.stderr.write(f"{self.name}: model-call spans without messages arrive (no site can be found for "
+                             f"them): {CONTENT_HINT}\n")
+        return len(batch.spans)
+
+    def refused(self) -> None:
+        with self.lock:
+            self.counters["refused"] += 1
+
+
+async def answer(request: Request, intake: Intake, accept: Callable[[dict], Awaitable[Any]]) -> Response:
+    """The OTLP/HTTP answer to ``POST /v1/traces`` (see the module docstring): the body decoded
+    (:func:`decode`) and passed to ``accept(doc)``, which makes it durable; 200 with an
+    ``ExportTraceServiceResponse`` in the request's encoding, 400/415 with a ``google.rpc.Status``."""
+    ctype = request.headers.get("content-type", "")
+    proto = ctype.split(";", 1)[0].strip().lower() == PROTOBUF
+    body = await request.body()
+    try:
+        doc = decode(body, ctype, request.headers.get("content-encoding", ""))
+        await accept(doc)
+    except (InterchangeError, IngestError) as e:
+        intake.refused()
+        code = 415 if "content type" in str(e) else 400
+        return _status(code, str(e), proto)
+    if proto:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+        return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
+    return JSONResponse({})
+
+
+WHERE = "POST /v1/traces"
+
+
 class Receiver:
     """The receiver's state: the store, its journal, the writer thread (see the module docstring).
 
@@ -104,9 +186,7 @@ class Receiver:
         store: an open :class:`auto.store.Store` (the receiver closes it in :meth:`close`).
 
     Attributes:
-        counters: ``requests``, ``spans`` (accepted), ``skipped`` (of no convention), ``refused``
-            (requests answered 4xx), ``committed`` (spans written), ``without_messages`` (model
-            calls that recorded no messages; the first is reported on stderr with what to set).
+        counters: those of :class:`Intake`, and ``committed`` (spans written).
     """
 
     def __init__(self, store: Any) -> None:
@@ -114,10 +194,10 @@ class Receiver:
 
         self.store = store
         self.journal = Journal(journal_dir(local_path(store.location)))
-        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "committed": 0,
-                         "without_messages": 0}
-        self._traces = {t["trace_id"] for t in store.traces()}
-        self._lock = threading.Lock()  # journal order = pending order; trace ids
+        self.intake = Intake(lambda: [t["trace_id"] for t in store.traces()])
+        self.counters = self.intake.counters
+        self.counters["committed"] = 0
+        self._lock = self.intake.lock  # journal order = pending order
         self._pending: list[tuple[list[dict], list[dict]]] = []
         self._appended = 0
         self._committed = 0
@@ -125,6 +205,11 @@ class Receiver:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="auto-receive-writer", daemon=True)
         self._thread.start()
+
+    def _journal(self, spans: list[dict], traces: list[dict]) -> None:  # (under the intake's lock)
+        self.journal.append(spans, traces)
+        self._appended += 1
+        self._pending.append((spans, traces))
 
     def accept(self, doc: dict, where: str) -> int:
         """Map, check and journal one request's spans (durable on return).
@@ -135,24 +220,9 @@ class Receiver:
         Raises:
             InterchangeError, IngestError: a malformed request (nothing of it is kept).
         """
-        batch = prepare(list(doc_spans(doc, where)), where, allow_empty=True)
-        with self._lock:
-            traces = [t for t in batch.traces if t["trace_id"] not in self._traces]
-            if batch.spans or traces:
-                self.journal.append(batch.spans, traces)
-                self._appended += 1
-                self._pending.append((batch.spans, traces))
-                self._traces.update(t["trace_id"] for t in traces)
-            self.counters["requests"] += 1
-            self.counters["spans"] += len(batch.spans)
-            self.counters["skipped"] += batch.skipped
-            first_bare = batch.without_messages and not self.counters["without_messages"]
-            self.counters["without_messages"] += batch.without_messages
-        if first_bare:  # once: the service's instrumentation is not capturing content
-            sys.stderr.write(f"auto receive: model-call spans without messages arrive (no site can be found for "
-                             f"them): {CONTENT_HINT}\n")
+        n = self.intake.take(doc, where, self._journal)
         self._wake.set()
-        return len(batch.spans)
+        return n
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -199,22 +269,7 @@ class Receiver:
     # -------------------------------------------------------------------------- HTTP
 
     async def traces(self, request: Request) -> Response:
-        ctype = request.headers.get("content-type", "")
-        proto = ctype.split(";", 1)[0].strip().lower() == PROTOBUF
-        body = await request.body()
-        try:
-            doc = decode(body, ctype, request.headers.get("content-encoding", ""))
-            await run_in_threadpool(self.accept, doc, "POST /v1/traces")
-        except (InterchangeError, IngestError) as e:
-            with self._lock:
-                self.counters["refused"] += 1
-            code = 415 if "content type" in str(e) else 400
-            return _status(code, str(e), proto)
-        if proto:
-            from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-            return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
-        return JSONResponse({})
+        return await answer(request, self.intake, lambda doc: run_in_threadpool(self.accept, doc, WHERE))
 
     async def health(self, request: Request) -> Response:
         with self._lock:
@@ -325,4 +380,4 @@ class ReceiverServer:
         self.receiver.close()
 
 
-__all__ = ["COMMIT_S", "Receiver", "ReceiverServer", "decode", "serve", "status_bytes"]
+__all__ = ["COMMIT_S", "Intake", "Receiver", "WHERE", "answer", "ReceiverServer", "decode", "serve", "status_bytes"]

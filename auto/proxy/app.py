@@ -11,6 +11,11 @@ Every request is handled by :meth:`Proxy.handle`:
   by chunk), recorded as one ``llm`` span (:mod:`auto.proxy.recording`) and, for a site,
   captured by the site's ratchet (marked ``x-auto-tier: 0`` and ``x-auto-site``);
 * ``POST …/responses`` — forwarded and recorded (the Responses API; not answered);
+* ``POST /v1/traces`` — an OTLP/HTTP trace export (protobuf or JSON), received into the store as
+  ``auto receive`` receives it (:mod:`auto.interchange.receiver`: the same mapping, redaction and
+  checks), journaled before the answer; never forwarded (span data may hold prompts), so a
+  service may point ``OTEL_EXPORTER_OTLP_ENDPOINT`` at the proxy; any other method on that path
+  answers ``405``;
 * anything else, and a model call whose body is not a JSON object — forwarded unchanged and
   recorded opaque.
 
@@ -56,10 +61,14 @@ import aiohttp
 from auto_runtime.overlay import ORIGIN as OVERLAY_ORIGIN
 from auto_runtime.tiered import OVERLAY_REASON
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from auto.interchange.receiver import WHERE as OTLP_WHERE
+from auto.interchange.receiver import Intake
+from auto.interchange.receiver import answer as otlp_answer
 from auto.jsonlimits import MAX_JSON_DEPTH, json_depth_ok
 from auto.proxy.keys import DEFAULT_KEY_TTL_S, KeyGate, request_key
 from auto.proxy.answer import completion_body, completion_events, tier1_headers
@@ -92,6 +101,8 @@ RETRY_WINDOW_S = 120.0
 """How long a failed call waits for its SDK retry to join it (s)."""
 
 TIER1 = "tier-1"
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 DURABLE_WAIT_S = 10.0
 """Longest an answer waits for its span's journal write (s); past it the answer is sent anyway and
@@ -264,10 +275,12 @@ class Proxy:
         self.not_durable = 0
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
+        self.otlp = Intake(self._known_traces, "auto proxy")
         self.app = Starlette(routes=[
             Route("/auto/health", self.health, methods=["GET"]),
             Route("/auto/status", self.status, methods=["GET"]),
-            Route("/{path:path}", self.handle, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+            Route("/v1/traces", self.traces, methods=ALL_METHODS),
+            Route("/{path:path}", self.handle, methods=ALL_METHODS),
         ], lifespan=self._lifespan)
 
     @contextlib.asynccontextmanager
@@ -298,7 +311,29 @@ class Proxy:
         sites = self.sites.status() if self.sites is not None else {}
         return JSONResponse({"recorded": self.recorder.written, "write_errors": len(self.recorder.write_errors),
                              "journal_errors": self.recorder.journal_errors, "not_durable": self.not_durable,
-                             "sites": sites})
+                             "otlp": dict(self.otlp.counters), "sites": sites})
+
+    def _known_traces(self) -> list[str]:
+        """The trace ids the store holds (read once, at the first ``/v1/traces`` request, from a
+        connection of its own)."""
+        from auto.store import Store
+
+        with Store(self.config.store, create=False) as st:
+            return [t["trace_id"] for batch in st.iter_traces() for t in batch]
+
+    async def traces(self, request: Request) -> Any:
+        """``/v1/traces``: an OTLP/HTTP export into the store, never forwarded (see the module docstring)."""
+        if request.method != "POST":
+            return RawResponse(405, [(b"content-type", b"application/json"), (b"allow", b"POST"),
+                                     (b"x-auto-proxy-error", b"1")],
+                               _error_body(405, "method_not_allowed", "auto proxy: /v1/traces takes OTLP/HTTP exports "
+                                           "(POST); it is received here, never forwarded"))
+
+        async def accept(doc: dict) -> None:
+            await run_in_threadpool(self.otlp.take, doc, OTLP_WHERE, self.recorder.write)
+            await self._durable()  # journaled before the exporter is answered
+
+        return await otlp_answer(request, self.otlp, accept)
 
     async def _durable(self) -> None:
         """Wait (off the event loop) until what was recorded so far is journaled (see the module

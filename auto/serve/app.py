@@ -38,6 +38,16 @@ The reference (``module:function``, called with the input's fields as keyword ar
 a worker thread, so a slow reference does not hold up tier-1 answers; with a store, its answers are
 captured there as witnesses (:meth:`auto.store.Store.add_witness`).
 
+Tier-1 answers are recorded: with a store, every answer the artifact gave (tier ``tier-1``) is
+written there as one span (:func:`tier1_span`), so an exported store shows the compiled path: kind
+``llm``, name :data:`auto.store.TIER1_SPAN` (which the census and site discovery never read: an
+artifact's answers are never its own witnesses), task = the artifact's task, attributes
+``auto.tier = 1``, ``auto.serve = true``, ``auto.generation``, ``auto.artifact_id``,
+``auto.cost_usd_micros = 0``, ``auto.guard.score``, ``auto.guard.p_value``, ``auto.latency_us``;
+input the request's input, output the answer. They are queued and written off the request path by
+the proxy's recorder (:class:`auto.proxy.recording.QueuedRecorder`: redacted, journaled, a writer
+process); ``record_tier1=False`` (``--no-tier1-spans``) records none.
+
 Workers: ``workers > 1`` runs that many processes (uvicorn's multiprocess supervisor); each loads
 the artifacts itself from the configuration, which travels in the environment variable
 :data:`CONFIG_ENV`. With a trust policy every artifact must carry a trusted signature
@@ -114,6 +124,7 @@ class ServeConfig:
         references: ``{task: module:function}``, a reference per task (see the module docstring).
         token: the bearer token every endpoint but ``/health`` requires, or None.
         allow_unauthenticated: listen off loopback without a token.
+        record_tier1: with a store, record every tier-1 answer as a span (:func:`tier1_span`).
     """
 
     artifacts: list[str] = field(default_factory=list)
@@ -133,6 +144,7 @@ class ServeConfig:
     references: dict[str, str] = field(default_factory=dict)
     token: str | None = None
     allow_unauthenticated: bool = False
+    record_tier1: bool = True
 
     def __repr__(self) -> str:  # never show the token
         return (f"ServeConfig(artifacts={self.artifacts!r}, store={self.store!r}, host={self.host!r}, port={self.port}, "
@@ -297,6 +309,29 @@ def _result(res: Any) -> dict[str, Any]:
             "latency_us": res.latency_us, "generation": res.generation, "artifact_id": res.artifact_id}
 
 
+def tier1_span(task: str, inp: dict[str, Any], res: Any, started_ns: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(span, trace)`` of one tier-1 answer of ``auto serve`` (see the module docstring).
+
+    Args:
+        task: the artifact's task; inp: the input it answered; res: the
+            :class:`auto_runtime.TierResult` (tier ``tier-1``); started_ns: when the request
+            arrived (ns since the epoch; the span ends when it is built).
+    """
+    from auto.sites.site import is_site_id
+    from auto.store import TIER1_SPAN, new_span_id, new_trace_id
+
+    ended = time.time_ns()
+    attrs = {"auto.tier": 1, "auto.serve": True, "auto.generation": res.generation, "auto.artifact_id": res.artifact_id,
+             "auto.cost_usd_micros": 0, "auto.guard.score": res.score, "auto.guard.p_value": res.p_value,
+             "auto.latency_us": res.latency_us}
+    span = {"trace_id": new_trace_id(), "span_id": new_span_id(), "parent_span_id": None, "name": TIER1_SPAN,
+            "kind": "llm", "task": task, "site": task if is_site_id(task) else None, "started_ns": started_ns, "ended_ns": ended, "status": "ok",
+            "input": inp, "output": res.answer, "error": None, "attributes": attrs}
+    trace = {"trace_id": span["trace_id"], "name": TIER1_SPAN, "started_ns": started_ns, "ended_ns": ended,
+             "status": "ok", "attributes": {"auto.root_kind": "llm", "auto.tier": 1, "auto.serve": True}}
+    return span, trace
+
+
 def _error(status: int, etype: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": {"type": etype, "message": message}, **extra}, status_code=status)
 
@@ -315,6 +350,11 @@ class ArtifactService:
         self.reference = next(iter(self.references.values()), None)  # (any; kept for callers that test it)
         self._store = Store(config.store) if (config.store and self.references) else None
         capture = self._store.add_witness if self._store is not None else None
+        self._tier1_recorder = None
+        if config.store and config.record_tier1:
+            from auto.proxy.recording import QueuedRecorder
+
+            self._tier1_recorder = QueuedRecorder(config.store)
         tools = load_tools(config.tools, config.cwd) if config.tools else None
         self.tiered: dict[str, TieredTask] = {a.id: tiered_with_tools(a, tools, reference=None, capture=capture)
                                               for a in arts}
@@ -359,6 +399,9 @@ class ArtifactService:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._tier1_recorder is not None:
+            self._tier1_recorder.close()  # writes what is queued
+            self._tier1_recorder = None
         if self._store is not None:
             self._store.close()
 
@@ -452,8 +495,12 @@ class ArtifactService:
             return err
         tt = self.tiered[art.id]
         t0 = time.perf_counter()
+        started_ns = time.time_ns()
         res = await self._call(tt.decide, obj)
         if res.tier != "declined":
+            if res.tier == "tier-1" and self._tier1_recorder is not None:
+                span, trace = tier1_span(art.task, obj, res, started_ns)
+                self._tier1_recorder.write([span], [trace])  # queued, never blocks
             return JSONResponse(_result(res))
         if res.reason.startswith("input-schema:"):
             return _error(422, "input_schema", res.reason, **_result(res))

@@ -53,6 +53,7 @@ from auto.compile.rungs import program as program_rung
 from auto.compile.steps.build import RegionPlan, RegionRefused, ValueCompile, build_region, plan_summary
 from auto.compile.steps.gate import RegionRun, group_by_input, run_region_gate
 from auto.compile.steps.traces import TaskTrace, read_task_traces
+from auto.compile.steps.value_guard import evidence_guarded
 from auto.compile.witnesses import WitnessSet
 from auto.models.specialist.train import split_witnesses
 from auto.errors import RungRefused
@@ -245,8 +246,12 @@ class ValueLadder:
         return ValueCompile(out.model, out.typed_manifest.compiled_as, out.reason, out.eval_run_id, out.artifact_id)
 
     def program_value(self, vws: WitnessSet, contract: Contract, vctx: RungContext) -> CompileOutcome:
-        """The program rung on the value (its outcome's ``model`` is the program)."""
-        return program_rung.compile_rung(vws, contract, vctx)
+        """The program rung on the value; its outcome's ``model`` is the program with the rung's own
+        evidence guard in front of it (:func:`auto.compile.steps.value_guard.evidence_guarded`), so the
+        value deopts inside the region exactly where the program's artifact would."""
+        out = program_rung.compile_rung(vws, contract, vctx)
+        m = out.typed_manifest
+        return replace(out, model=evidence_guarded(out.model, m.model["evidence"], m.guard.fields))
 
     def memo_value(self, vws: WitnessSet, contract: Contract, vctx: RungContext) -> CompileOutcome:
         """The memo rung on the value, its entries as a ``Lookup`` program over the field; refuses

@@ -126,7 +126,8 @@ def calibrate_guard_stack(cal_out: list[dict[str, Any]], cal_reference: list[Any
     cs, cc, cy = cols(cal_out, cal_reference)
     hs, hc, hy = cols(held_out, held_reference)
     return calibrate_stack(cs, cc, cy, hs, hc, hy, alpha=contract.alpha, epsilon=contract.epsilon, delta=contract.delta,
-                           reason=reason, notes=notes)
+                           reason=reason, notes=notes, cal_labels=[o.get("answer") for o in cal_out],
+                           held_labels=[o.get("answer") for o in held_out])
 
 
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
@@ -302,7 +303,8 @@ def _cross_fitted(items: list[Any], label_keys: list[str], labels: list[str], co
         noise, single = noise_evidence(groups_of or {}, items, cf.answers)
         g = calibrate_stack(list(cf.scores), list(cf.margins), list(cf.correct), [], [], [], alpha=contract.alpha,
                             epsilon=contract.epsilon, delta=contract.delta, notes=[CROSSFIT_NOTE.format(k=cf.folds)],
-                            noise=noise, noise_min_reasked=contract.noise_min_reasked, cal_correct_single=single)
+                            noise=noise, noise_min_reasked=contract.noise_min_reasked, cal_correct_single=single,
+                            cal_labels=list(cf.answers))
         timings["calibrate"] = time.perf_counter() - t1
         return g
 

@@ -103,6 +103,29 @@ class ProgramEvidence(Guard):
         p = (1 + len(cal) - bisect_left(cal, s)) / (len(cal) + 1)
         return p, precision, rule, kind, support
 
+    def admits(self, part: int, rule: int, kind: int) -> bool:
+        """Whether part ``part`` (its index in :attr:`parts`) passes this guard with the event
+        ``(rule, kind)``: its novelty p-value is above the part's alpha, ``kind`` is not a deopt
+        kind, and (with a risk threshold) the event's precision reaches it. The decision of a
+        whole output is the conjunction over its parts (see the class docstring), so the events a
+        part admits say where a program answers without its output being checked here (a region
+        runs value programs so).
+
+        Raises:
+            IndexError: no such part.
+        """
+        r = self._part(self.parts[part], {"rule": int(rule), "kind": int(kind)})
+        if r is None:
+            return False
+        p, precision, _rule, k, _sup = r
+        return p > self.parts[part][1] and k not in self.deopt_kinds and (
+            self.threshold is None or precision >= self.threshold)
+
+    @property
+    def kind_count(self) -> int:
+        """How many evidence kinds there are (kinds are ``0 .. kind_count - 1``)."""
+        return len(self._kind_names)
+
     def decide_output(self, out: Any) -> tuple[bool, float | None]:
         try:
             if out.__class__ is not dict or out.get("deopt") is not False:

@@ -68,7 +68,31 @@ def _conformal_novelty(entry: dict) -> Guard:
     n = entry.get("n", len(cal))
     if isinstance(n, bool) or not isinstance(n, int) or n != len(cal):
         raise GuardConfigError(f"n={n!r} but there are {len(cal)} calibration scores")
-    return ConformalNovelty(alpha, cal)
+    return ConformalNovelty(alpha, cal, _by_label(entry.get("calibration_scores_by_label")))
+
+
+def _by_label(groups: Any) -> dict[str, list[float]] | None:
+    """``calibration_scores_by_label`` (``[{"label", "calibration_scores"}, ...]``, optional) as
+    ``{canonical label text: scores}`` (raises :class:`GuardConfigError` when malformed)."""
+    from auto_runtime.jsonio import canonical_text
+
+    if groups is None:
+        return None
+    if not isinstance(groups, list):
+        raise GuardConfigError("calibration_scores_by_label must be a list")
+    out: dict[str, list[float]] = {}
+    for i, g in enumerate(groups):
+        scores = g.get("calibration_scores") if isinstance(g, dict) else None
+        if not isinstance(scores, list) or not scores or not all(finite_number(c) for c in scores) or "label" not in g:
+            raise GuardConfigError(f"calibration_scores_by_label[{i}] needs a label and a non-empty list of finite scores")
+        try:
+            key = canonical_text(g["label"])
+        except (TypeError, ValueError, RecursionError) as e:
+            raise GuardConfigError(f"calibration_scores_by_label[{i}]: the label is not JSON: {e}") from None
+        if key in out:
+            raise GuardConfigError(f"calibration_scores_by_label names the label {key} twice")
+        out[key] = scores
+    return out
 
 
 @register_guard("exact-match")
