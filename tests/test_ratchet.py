@@ -730,3 +730,44 @@ def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):
     assert tiers.count("tier-0") <= distinct  # each distinct input paid once at most (no audit disagrees)
     assert tiers[40:].count("tier-1") == 160 and all(x.answer == classify(i["ticket"]) for x, i in zip(res, items))
     r.close()
+
+
+def test_a_stream_of_pure_repeats_ends_with_a_table_generation_holding_them(tmp_path):
+    # the overlay answers every repeat from its first witness, so no input is witnessed twice; what
+    # it served is the memo's evidence that the task repeats: a table generation is installed with
+    # those entries, its manifest states determinism as unmeasured (nothing re-asked), and the
+    # census and the status say what was served instead of "0% deterministic" alone
+    from auto.census import census_store, render_table
+    from auto_runtime import Artifact, TieredTask
+
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000))
+    items = stream(8)
+    for _ in range(4):
+        for x in items:
+            r.call_result(x)
+        r.wait_idle(120)
+    assert ref.calls == 8  # one reference call per distinct input
+    assert r.generation is not None
+    with Store(tmp_path / "r.sqlite") as st:
+        art = st.get_artifact(r.installer.installed_id)
+        table = Artifact.load(art.wasm)
+        assert table.typed_manifest.compiled_as == "memo"
+        alone = TieredTask(table, reference=None)  # the table without the overlay, as a restart loads it
+        res = [alone(x) for x in items]
+        assert [x.tier for x in res] == ["tier-1"] * 8
+        assert [x.answer for x in res] == [classify(x["ticket"]) for x in items]
+        rep = table.typed_manifest.fields["parity"]["repetition"]
+        assert rep["repeated_inputs"] == 0 and rep["rate"] is None and rep["ci95_low"] is None
+        # the first compile fired on the 6th overlay answer (the policy's first_repeats), with all 8 witnessed
+        served = rep["served_from_first_witness"]
+        assert rep["single_witness_entries"] == 8 and 6 <= served["inputs"] == served["answers"] <= 8
+        logged = [e.detail["overlay"] for e in st.ratchet_events("triage") if e.kind == "compile"]
+        c = census_store(st, task="triage")
+    site = c.sites[0]
+    assert site.verdicts["witnessed-deterministic"] == 0 and site.verdicts["unwitnessed"] == 8
+    assert logged and site.served["inputs"] == logged[-1]["inputs"] >= 6  # as the last compile row recorded it
+    assert "served from the first witness by the table overlay" in render_table(c)
+    det = r.status()["determinism"]
+    assert det["reasked"] == 0 and det["rate"] is None and det["served_from_first_witness"]["inputs"] == 8
+    r.close()

@@ -84,6 +84,7 @@ def compile_task(
     rungs: list[str] | None = None,
     proposer: Any = None,
     progress: Callable[[str], None] | None = None,
+    served: dict[str, Any] | None = None,
 ) -> CompileOutcome:
     """Compile one generation of ``task``: the ladder program → specialist → neardup → memo → refusal.
 
@@ -102,6 +103,9 @@ def compile_task(
         rungs: the rung names to try, in order (default :func:`ladder` of ``programs`` / ``memo``).
         proposer: optional LLM-guided program proposer (:mod:`auto.models.program.propose`).
         progress: optional callback for human-readable progress lines.
+        served: what a runtime table overlay served from witnesses it never re-asked
+            (:meth:`auto_runtime.overlay.TableOverlay.service`): the memo rung's evidence that
+            the task repeats itself when few inputs were witnessed twice.
 
     Returns:
         The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
@@ -132,7 +136,7 @@ def compile_task(
         ws = WitnessSet.read(store, task, verify=True)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
-                      memo_first=memo, proposer=proposer, site=ws.site)
+                      memo_first=memo, proposer=proposer, site=ws.site, served=served)
     tried: list[dict[str, Any]] = []  # per rung: name, verdict, seconds, eval run
     # a single-call task is not a region (nothing to cite): the region rung does not apply
     todo = [n for n in names if not (n == region_rung.NAME and not region_rung.applies(store, task))]

@@ -92,6 +92,8 @@ class Capture:
                 self.seen[key] = out
             elif prev == out:
                 h.state.repeats_consistent += 1
+            else:
+                h.state.repeats_changed += 1
             if seed_overlay and h.overlay is not None:
                 h.overlay.observe(w.input, w.output)
         h.state.witnesses = len(self.seen)
@@ -154,6 +156,8 @@ class Capture:
             else:
                 if prev == out_key:
                     st.repeats_consistent += 1
+                else:
+                    st.repeats_changed += 1
                 if not rec.get("audit"):
                     st.known_misses += 1
             for label in unanswerable_labels(rec["output"], self.labels, self.field_labels):

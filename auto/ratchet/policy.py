@@ -5,8 +5,8 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
 (:class:`PolicyState`) after every deopt and audit and names the trigger, or says "not yet":
 
 - ``first``: no generation yet, and enough evidence for the cheapest rung to have a chance
-  (``first_at`` distinct witnesses, or ``first_repeats`` inputs seen again with the same answer:
-  the memo's evidence);
+  (``first_at`` distinct witnesses, or ``first_repeats`` repeats: inputs seen again with the same
+  answer, or repeats the table overlay answered from their first witness — the memo's evidence);
 - ``risk-alarm``: the online risk monitor rejected the installed generation's certificate (it was
   rolled back); compile as soon as one new witness exists;
 - ``shift-alarm``: the exchangeability monitor alarmed (the installed generation is tightened and
@@ -25,10 +25,13 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   attempt (its would-be answers against the reference's), would have been right on at least
   ``headroom_accuracy`` of at least ``headroom_min`` of them: a generation calibrated on them
   would answer more;
-- ``memo``: the task repeats itself (consistent repeats seen) and, since the last attempt,
-  ``memo_new`` calls deopted on inputs that were already witnessed (the installed table lags the
-  witnesses): a cheap table refresh (the memo rung alone, when no specialist is installed) lets
-  their next repeats answer at tier-1.
+- ``memo``: the task repeats itself (consistent repeats seen, or repeats the table overlay
+  answered from their first witness) and, since the last attempt, ``memo_new`` calls deopted on
+  inputs that were already witnessed, or ``memo_new`` inputs were first answered by the overlay
+  while no installed table held them (the installed table lags the witnesses): a cheap table
+  refresh (the memo rung alone, when no specialist is installed) lets their next repeats answer
+  at tier-1 from the table, which a restart or another process on the store loads (the
+  overlay's entries live in one process).
 
 ``growth`` and ``new-label`` count from the last full attempt (a table refresh does not reset
 them); ``memo`` counts from the last attempt of any kind.
@@ -143,6 +146,7 @@ class PolicyState:
         known_misses: deopts of inputs that were already witnessed, in total.
         known_misses_at_attempt: ``known_misses`` at the last attempt of any kind.
         repeats_consistent: inputs witnessed again with the same answer, in total.
+        repeats_changed: witnesses of an already witnessed input with another answer than its first.
         repeats_at_attempt: ``repeats_consistent`` at the last attempt.
         new_labels: outputs witnessed since the last attempt that the installed generation cannot
             give (:func:`unanswerable_labels`), with how often each was seen.
@@ -152,6 +156,11 @@ class PolicyState:
         refusal: per slow rung whose last attempt refused, what it showed
             (:func:`auto.ratchet.worker.refusal_certificate`, with ``witnesses`` at that attempt);
             None when none did.
+        overlay_answers: repeats the table overlay answered from witnesses (never re-asked).
+        overlay_new_inputs: inputs first answered by the overlay while no installed table held
+            them (only grows; :meth:`auto_runtime.overlay.TableOverlay.service`), counted only
+            while a table lane can rebuild the installed generation.
+        overlay_new_inputs_at_attempt: ``overlay_new_inputs`` at the last attempt of any kind.
     """
 
     installed: int | None = None
@@ -159,6 +168,7 @@ class PolicyState:
     witnesses_at_attempt: int = 0
     attempts: int = 0
     repeats_consistent: int = 0
+    repeats_changed: int = 0
     repeats_at_attempt: int = 0
     known_misses: int = 0
     known_misses_at_attempt: int = 0
@@ -169,6 +179,14 @@ class PolicyState:
     new_since_alarm: int = 0
     alarm_streak: int = 0
     refusal: dict[str, Any] | None = None
+    overlay_answers: int = 0
+    overlay_new_inputs: int = 0
+    overlay_new_inputs_at_attempt: int = 0
+
+    @property
+    def repeats(self) -> int:
+        """Repeats seen: consistent re-witnessed ones plus overlay answers."""
+        return self.repeats_consistent + self.overlay_answers
 
 
 @dataclass(frozen=True)
@@ -205,8 +223,9 @@ class CompilePolicy:
             return Fired(Trigger(s.alarm), {"new_witnesses_since_alarm": s.new_since_alarm,
                                             "alarm_compiles_in_a_row": s.alarm_streak})
         if s.installed is None and s.attempts == 0:
-            if s.witnesses >= self.first_at or s.repeats_consistent >= self.first_repeats:
-                return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent})
+            if s.witnesses >= self.first_at or s.repeats >= self.first_repeats:
+                return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent,
+                                             "overlay_answers": s.overlay_answers})
             return None
         if s.installed is not None:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
@@ -219,6 +238,8 @@ class CompilePolicy:
         if new >= self.min_new and (new >= self.growth * max(1, s.witnesses_at_attempt) or new >= self.max_new):
             return Fired(Trigger.GROWTH, {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt})
         lag = s.known_misses - s.known_misses_at_attempt
-        if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:
-            return Fired(Trigger.MEMO, {"deopts_of_witnessed_inputs": lag, "consistent_repeats": s.repeats_consistent})
+        served = s.overlay_new_inputs - s.overlay_new_inputs_at_attempt
+        if self.memo_new and s.repeats >= self.first_repeats and (lag >= self.memo_new or served >= self.memo_new):
+            return Fired(Trigger.MEMO, {"deopts_of_witnessed_inputs": lag, "consistent_repeats": s.repeats_consistent,
+                                        "overlay_inputs_not_in_table": served, "overlay_answers": s.overlay_answers})
         return None

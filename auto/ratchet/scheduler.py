@@ -71,9 +71,39 @@ class Scheduler:
         with h.state_lock:
             if self.closed or self.compiling:
                 return
+            self._sync_overlay()
             fired = self.policy.trigger(h.state)
             if fired is not None:
                 self.start_attempt(fired)
+
+    def _sync_overlay(self) -> None:
+        """Copy the overlay's service counters into the policy's state (state lock held). Inputs
+        the overlay first served count toward ``memo`` only while a table lane can rebuild the
+        installed generation (a specialist's refresh is a full compile: it waits for growth)."""
+        h, st = self.host, self.host.state
+        ov = h.overlay
+        if ov is None:
+            return
+        st.overlay_answers = ov.hits
+        if h.installer.table_lane_rebuilds:
+            st.overlay_new_inputs = ov.inputs_first_served
+        else:
+            st.overlay_new_inputs = st.overlay_new_inputs_at_attempt = ov.inputs_first_served
+
+    def on_overlay_answer(self) -> None:
+        """After a table-overlay answer (the request path: two integer comparisons unless a
+        trigger may fire): a stream of repeats raises no deopt, so the overlay's own counters
+        may start the first compile or a table refresh (:mod:`auto.ratchet.policy`)."""
+        h = self.host
+        ov, st, pol = h.overlay, h.state, self.policy
+        if ov is None or self.closed or self.compiling:
+            return
+        if st.installed is None and st.attempts == 0:
+            if st.repeats_consistent + ov.hits < pol.first_repeats:
+                return
+        elif not pol.memo_new or ov.inputs_first_served - st.overlay_new_inputs_at_attempt < pol.memo_new:
+            return
+        self.maybe_compile()
 
     def start_attempt(self, fired: Fired) -> bool:
         """Take the compile lock, count the attempt, reset the counters it consumes, start the
@@ -85,6 +115,7 @@ class Scheduler:
         st = h.state
         st.attempts += 1
         st.known_misses_at_attempt = st.known_misses
+        st.overlay_new_inputs_at_attempt = st.overlay_new_inputs
         st.alarm_streak = st.alarm_streak + 1 if fired.kind.is_alarm else 0
         if fired.kind is not Trigger.MEMO:
             st.witnesses_at_attempt = st.witnesses
@@ -137,7 +168,8 @@ class Scheduler:
             req = CompileRequest(store_path=h.store_path, task=h.task, contract=h.contract.model_dump(),
                                  generation=generation,
                                  out_path=default_out_path(local_path(h.store_path), h.task, generation),
-                                 reference_model=h.reference_model, programs=h.programs, rungs=rungs)
+                                 reference_model=h.reference_model, programs=h.programs, rungs=rungs,
+                                 served=h.overlay.service() if h.overlay is not None else None)
             self._finish(run_compile(req, timeout_s=self.timeout_s, mode=self.worker), fired)
         except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
             log.exception("task %s: compile thread failed", h.task)
@@ -157,7 +189,8 @@ class Scheduler:
                 st.refusal = kept or None
         h.log(CompileRow(res.generation, res.artifact_id, verdict=res.verdict, reason=res.reason, trigger=fired,
                          seconds=round(res.seconds, 3), compiled_as=res.compiled_as, eval_run_id=res.eval_run_id,
-                         rungs=res.detail.get("rungs"), evidence=h.evidence.describe()))
+                         rungs=res.detail.get("rungs"), evidence=h.evidence.describe(),
+                         overlay=h.overlay.service() if h.overlay is not None else None))
         if res.verdict != "pass" or res.artifact_id is None:
             h.say(f"  compile of generation {res.generation} ({fired.kind.value}): {res.verdict}: {res.reason}")
             return

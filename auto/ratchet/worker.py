@@ -50,6 +50,9 @@ class CompileRequest:
         reference_model: provenance label (None: read from the store).
         programs, memo: the ladder's switches.
         rungs: the rung names to try (None: the ladder of ``programs`` / ``memo``).
+        served: what the host's table overlay served from witnesses it never re-asked
+            (:meth:`auto_runtime.overlay.TableOverlay.service`), the memo rung's evidence that
+            the task repeats itself; None without an overlay.
     """
 
     store_path: str
@@ -61,6 +64,7 @@ class CompileRequest:
     programs: bool = True
     memo: bool = True
     rungs: list[str] | None = None
+    served: dict[str, Any] | None = None
 
 
 @dataclass
@@ -100,7 +104,7 @@ def compile_once(req: CompileRequest) -> CompileResult:
             try:
                 out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
                                    out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
-                                   memo=req.memo, rungs=req.rungs)
+                                   memo=req.memo, rungs=req.rungs, served=req.served)
             except GateRefused as e:
                 return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
                                      seconds=time.perf_counter() - t0,
