@@ -771,3 +771,22 @@ def test_a_stream_of_pure_repeats_ends_with_a_table_generation_holding_them(tmp_
     det = r.status()["determinism"]
     assert det["reasked"] == 0 and det["rate"] is None and det["served_from_first_witness"]["inputs"] == 8
     r.close()
+
+
+def test_a_second_cold_ratchet_on_the_store_answers_the_first_ones_witnesses(tmp_path):
+    # two ratchets start cold on one store (two processes); B's overlay reads what A witnessed
+    # since B started (same admission rule), so B pays its first miss, not every input A paid for
+    ref_a, ref_b = Counting(), Counting()
+    policy = CompilePolicy(first_at=10_000, first_repeats=10_000)
+    a = make(tmp_path, ref_a, audit_rate=0.0, policy=policy)
+    b = make(tmp_path, ref_b, audit_rate=0.0, policy=policy)
+    items = stream(8)
+    for x in items:
+        a.call_result(x)
+    assert ref_a.calls == 8
+    res = [b.call_result(x) for x in items]
+    assert [x.tier for x in res] == ["tier-0"] + ["tier-1"] * 7 and {x.reason for x in res[1:]} == {"overlay"}
+    assert ref_b.calls == 1 and [x.answer for x in res] == [classify(x["ticket"]) for x in items]
+    assert b.state.witnesses == 8  # A's 8, B's own witness of the first one not counted twice
+    a.close()
+    b.close()

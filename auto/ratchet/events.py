@@ -46,6 +46,7 @@ class Lane(str, enum.Enum):
     TABLE = "table"
     TABLE_PREDICTED = "table (slow rungs predicted to refuse)"
     PARTIAL = "partial (a slow rung predicted to refuse is left out)"
+    TABLE_AHEAD = "table (ahead of a slow compile)"
 
 
 @dataclass
