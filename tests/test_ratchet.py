@@ -749,6 +749,11 @@ def test_a_stream_of_pure_repeats_ends_with_a_table_generation_holding_them(tmp_
         r.wait_idle(120)
     assert ref.calls == 8  # one reference call per distinct input
     assert r.generation is not None
+    # the table lane ran ahead of the full ladder (a table never waits behind the slow rungs),
+    # each attempt logged with its seconds per rung
+    rows = [e["detail"] for e in r.events if e["kind"] == "compile"]
+    assert [d["trigger"]["lane"] for d in rows[:2]] == ["table (ahead of a slow compile)", "full"]
+    assert rows[0]["verdict"] == "pass" and all(isinstance(x["seconds"], float) for d in rows for x in d["rungs"])
     with Store(tmp_path / "r.sqlite") as st:
         art = st.get_artifact(r.installer.installed_id)
         table = Artifact.load(art.wasm)

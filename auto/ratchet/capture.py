@@ -129,7 +129,8 @@ class Capture:
         self.seq_mark = max(w.seq for w in new if isinstance(w.seq, int))
         own = self.own
         others = [w for w in new if w.span_id not in own]
-        self.own = set()  # every span id written before the mark was read back now
+        for w in new:  # read back now (one written during the read stays, to be skipped next time)
+            own.discard(w.span_id)
         with h.state_lock:
             self._read(others)
         return len(others)

@@ -185,6 +185,13 @@ class Scheduler:
             return "thread"
         return self.worker
 
+    def _run(self, req: CompileRequest, lane: Lane | None) -> CompileResult:
+        """Run one compile where :meth:`mode` says (in process: through the host's store, so the
+        process keeps one connection to the file)."""
+        mode = self.mode(lane)
+        return run_compile(req, timeout_s=self.timeout_s, mode=mode,
+                           store=self.host.store if mode == "thread" and self.worker == "process" else None)
+
     def _request(self, generation: int, rungs: list[str] | None) -> CompileRequest:
         h = self.host
         return CompileRequest(store_path=h.store_path, task=h.task, contract=h.contract.model_dump(),
@@ -202,15 +209,13 @@ class Scheduler:
             if self.table_first(fired.lane):  # the table lane never waits behind the slow rungs
                 self._unfolded_at_table = h.overlay.unfolded_hits
                 ahead = Fired(Trigger.MEMO, {"ahead_of": fired.kind.value, **fired.evidence}, lane=Lane.TABLE_AHEAD)
-                res = run_compile(self._request(generation, list(TABLE_RUNGS)), timeout_s=self.timeout_s,
-                                  mode=self.mode(Lane.TABLE_AHEAD))
+                res = self._run(self._request(generation, list(TABLE_RUNGS)), Lane.TABLE_AHEAD)
                 self._finish(res, ahead)
                 if self.closed:
                     return
                 latest = h.store.latest_artifact(h.task)
                 generation = (latest.generation + 1) if latest else generation + 1
-            self._finish(run_compile(self._request(generation, rungs), timeout_s=self.timeout_s,
-                                     mode=self.mode(fired.lane)), fired)
+            self._finish(self._run(self._request(generation, rungs), fired.lane), fired)
         except Exception as e:  # noqa: BLE001 - the background thread must survive anything; recorded
             log.exception("task %s: compile thread failed", h.task)
             h.log(CompileRow(verdict="error", reason=f"{type(e).__name__}: {e}", trigger=fired))
