@@ -211,7 +211,15 @@ def test_policy_triggers():
     s = PolicyState(installed=1, witnesses=1050, witnesses_at_attempt=1000, attempts=1)
     assert p.trigger(s)["kind"] == "growth"  # 50 new witnesses: learn from them whatever the share
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, new_labels={"\"x\"": 5})
+    assert p.trigger(s) is None  # a table alone: a new label is one more entry, the table lane's
+    s.installed_generalizes = True
     assert p.trigger(s)["kind"] == "new-label"
+    # repeats the overlay answered count as the memo's evidence, and inputs it first served while no
+    # installed table held them fire a table refresh
+    assert p.trigger(PolicyState(witnesses=5, overlay_answers=6))["kind"] == "first"
+    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, overlay_answers=40,
+                    overlay_new_inputs=8, overlay_new_inputs_at_attempt=0)
+    assert p.trigger(s)["kind"] == "memo" and p.trigger(s)["evidence"]["overlay_inputs_not_in_table"] == 8
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, alarm="shift-alarm",
                     new_since_alarm=1)
     assert p.trigger(s)["kind"] == "shift-alarm"

@@ -245,6 +245,7 @@ class Installer:
             self.installed_id, self.facts = artifact_id, facts
             self.parent.setdefault(generation, parent)
             h.state.installed = generation
+            h.state.installed_generalizes = facts.answers_new_inputs
             h.capture.labels = set(facts.labels)
             h.capture.field_labels = facts.fields
             h.evidence = GenerationEvidence(generation, h.contract.epsilon, h.risk_alpha)
@@ -302,6 +303,7 @@ class Installer:
                 self.prime = None
                 self.installed_id, self.facts = None, None
                 h.state.installed = None
+                h.state.installed_generalizes = False
                 h.evidence = GenerationEvidence(None, h.contract.epsilon, h.risk_alpha)
         h.say(f"  generation {gen} rolled back: {reason}")
 

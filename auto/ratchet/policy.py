@@ -14,7 +14,9 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   witnesses since the alarm, so a shift the next generations cannot learn yet (garbage, another
   language) costs a logarithmic number of compiles, not one per alarm;
 - ``new-label``: an output the installed generation cannot give was witnessed at least
-  ``new_label_support`` times since (:func:`unanswerable_labels`: for a record, only the values of
+  ``new_label_support`` times since, when that generation answers inputs never witnessed (a
+  table answers only the inputs it holds: a new label is one more entry, which the table lane
+  adds, not a reason for a full compile) (:func:`unanswerable_labels`: for a record, only the values of
   its categorical fields count; an open-valued field's new value, an id or an amount, never does);
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
@@ -138,6 +140,8 @@ class PolicyState:
 
     Attributes:
         installed: the installed generation number, or None.
+        installed_generalizes: the installed generation answers inputs never witnessed (not a
+            table alone).
         witnesses: distinct witnessed inputs in the store for the task (as counted by the ratchet).
         witnesses_at_attempt: ``witnesses`` at the last full compile attempt (0 before any).
         attempts: compile attempts so far (by this ratchet).
@@ -164,6 +168,7 @@ class PolicyState:
     """
 
     installed: int | None = None
+    installed_generalizes: bool = False
     witnesses: int = 0
     witnesses_at_attempt: int = 0
     attempts: int = 0
@@ -227,7 +232,7 @@ class CompilePolicy:
                 return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent,
                                              "overlay_answers": s.overlay_answers})
             return None
-        if s.installed is not None:
+        if s.installed is not None and s.installed_generalizes:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
             if seen:
                 return Fired(Trigger.NEW_LABEL, {"labels": seen})
