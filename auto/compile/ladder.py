@@ -83,8 +83,7 @@ def compile_task(
     programs: bool = True,
     rungs: list[str] | None = None,
     proposer: Any = None,
-    progress: Callable[[str], None] | None = None,
-    served: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None, served: dict[str, Any] | None = None,
 ) -> CompileOutcome:
     """Compile one generation of ``task``: the ladder program → specialist → neardup → memo → refusal.
 
@@ -103,9 +102,7 @@ def compile_task(
         rungs: the rung names to try, in order (default :func:`ladder` of ``programs`` / ``memo``).
         proposer: optional LLM-guided program proposer (:mod:`auto.models.program.propose`).
         progress: optional callback for human-readable progress lines.
-        served: what a runtime table overlay served from witnesses it never re-asked
-            (:meth:`auto_runtime.overlay.TableOverlay.service`): the memo rung's evidence that
-            the task repeats itself when few inputs were witnessed twice.
+        served: a table overlay's :meth:`auto_runtime.overlay.TableOverlay.service` (the memo's repeat evidence).
 
     Returns:
         The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
