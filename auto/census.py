@@ -633,7 +633,9 @@ def census_store(store: Any, task: str | None = None, with_inputs: bool = False)
 def served_from_log(store: Any, task: str) -> dict[str, Any] | None:
     """``{"answers", "inputs", "at_call"}``: what the task's table overlay had answered from
     witnesses it never re-asked, as the last compile row of the store's ratchet log that records
-    it says (:class:`auto.ratchet.events.CompileRow`'s ``overlay``), or None (no such row)."""
+    it says (:class:`auto.ratchet.events.CompileRow`'s ``overlay``: the figures of the one ratchet
+    that wrote the row, since its start; several processes on one store are not summed), or None
+    (no such row)."""
     events = getattr(store, "ratchet_events", None)
     for e in reversed(events(task) if events is not None else []):
         ov = e.detail.get("overlay") if isinstance(e.detail, dict) else None
