@@ -11,6 +11,12 @@ observations, distinct outputs (canonical JSON) and errors, and classifies the i
   once that failed included: a failure is evidence, not its absence);
 * ``unwitnessed`` — seen once and answered (no evidence either way).
 
+Repeats a ratchet's table overlay answered from an input's first witness were never re-asked, so
+they are neither spans nor evidence of determinism; :func:`census_store` reports them per task
+beside the verdicts (``served_from_first_witness``, from the store's ratchet log), so a store
+whose repeats the overlay served reads "N repeats served from the first witness", not "0%
+deterministic" alone.
+
 SDK retries are attempts of one logical call: model-call spans sharing the attribute
 ``auto.logical_call_id`` count as one observation (the last attempt's status and output).
 
@@ -128,6 +134,11 @@ class SiteCensus:
     verdicts: dict[str, int] = field(default_factory=lambda: {v: 0 for v in VERDICTS})
     model_call: dict[str, Any] | None = None
     """For a model-call site: :meth:`auto.sites.Site.describe` (model, slots, template)."""
+    served: dict[str, Any] | None = None
+    """Repeats a ratchet's table overlay answered from their first witness, never re-asked, as
+    its log last recorded them (:func:`served_from_log`): ``answers``, ``inputs``, ``at_call``.
+    They are no spans (nothing was recorded), so they are reported beside the verdicts and never
+    counted as witnessed-deterministic; None when the store's log has none for the task."""
 
     def add(self, ic: InputCensus, keep: bool = True) -> None:
         """Count one distinct input (and keep it in :attr:`inputs` when ``keep``)."""
@@ -175,6 +186,7 @@ class SiteCensus:
         d["deterministic_input_fraction"] = (self.verdicts[WITNESSED] / self.seen_twice) if self.seen_twice else None
         if self.model_call is not None:
             d["model_call"] = self.model_call
+        d["served_from_first_witness"] = self.served
         if with_inputs:
             if self.inputs is None:
                 raise ArgumentError("this census was run without per-input rows (with_inputs=False)")
@@ -608,7 +620,28 @@ def census_store(store: Any, task: str | None = None, with_inputs: bool = False)
     else:
         grouped = census_from_site_rows(store.census_site_rows(task, exclude_kind=MODEL_CALL_KIND))
     calls = census_model_calls(store.model_call_rows(MODEL_CALL_KIND, task), store.payload_texts, with_inputs)
-    return join(grouped, calls)
+    out = join(grouped, calls)
+    logged: dict[str, dict[str, Any] | None] = {}
+    for s in out.sites:
+        if s.task and s.model_call is None:
+            if s.task not in logged:
+                logged[s.task] = served_from_log(store, s.task)
+            s.served = logged[s.task]
+    return out
+
+
+def served_from_log(store: Any, task: str) -> dict[str, Any] | None:
+    """``{"answers", "inputs", "at_call"}``: what the task's table overlay had answered from
+    witnesses it never re-asked, as the last compile row of the store's ratchet log that records
+    it says (:class:`auto.ratchet.events.CompileRow`'s ``overlay``: the figures of the one ratchet
+    that wrote the row, since its start; several processes on one store are not summed), or None
+    (no such row)."""
+    events = getattr(store, "ratchet_events", None)
+    for e in reversed(events(task) if events is not None else []):
+        ov = e.detail.get("overlay") if isinstance(e.detail, dict) else None
+        if isinstance(ov, dict) and isinstance(ov.get("answers"), int) and isinstance(ov.get("inputs"), int):
+            return {"answers": ov["answers"], "inputs": ov["inputs"], "at_call": e.detail.get("at_call")}
+    return None
 
 
 def render_table(c: Census) -> str:
@@ -628,6 +661,10 @@ def render_table(c: Census) -> str:
             slots = ", ".join(f"{x['name']} ({x['path']})" for x in mc["slots"]) or "none (one fixed request)"
             where = f"task {mc['task']}, " if mc.get("task") else ""
             lines.append(f"  {where}model {mc.get('model')}, slots: {slots}")
+        if s.served is not None and s.served["answers"]:
+            lines.append(f"  served from the first witness by the table overlay: {s.served['answers']} repeats of "
+                         f"{s.served['inputs']} inputs (never re-asked, so no evidence either way; as logged at call "
+                         f"{s.served['at_call']})")
     hl = c.headline
     lines.append("-" * len(head))
     lines.append(

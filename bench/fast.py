@@ -15,9 +15,12 @@ The reference is the bench's triage simulator called in process (:func:`bench.tr
 with the agent's prompt and temperature, a seeded generator: the same noise model as the
 simulated endpoint), padded with a sleep to ``--latency-ms`` per call. Writes ``fast.json``:
 items, wall seconds, reference calls (deopts and audits), tier-1 answers by reason, the first
-tier-1 position of each reason, the generations installed during the stream (position and what
-they were compiled as), and an exact dict's reference calls on the same items (one per distinct
-input) for comparison.
+tier-1 position of each reason, the generations installed during the stream (position, what they
+were compiled as, the compile's lane), the compiles logged during the stream (position logged,
+verdict, trigger, lane, wall seconds and seconds per rung), and an exact dict's reference calls
+on the same items (one per distinct input) for comparison. The overlay answers a witnessed input
+ahead of any table (:mod:`auto_runtime.overlay`), so a table generation shows in the installs,
+not in ``tier1_by_source``.
 """
 
 from __future__ import annotations
@@ -86,7 +89,13 @@ def fast_stream(*, items: int = 1000, latency_ms: float = 3.0, kind: str = "shif
     finally:
         r.close(timeout_s=120)
     installs = [{"position": e["detail"].get("at_call", e.get("calls")), "generation": e["generation"],
-                 "compiled_as": e["detail"].get("compiled_as")} for e in events if e["kind"] == "install"]
+                 "compiled_as": e["detail"].get("compiled_as"),
+                 "lane": (e["detail"].get("trigger") or {}).get("lane")} for e in events if e["kind"] == "install"]
+    compiles = [{"position": e["detail"].get("at_call"), "verdict": e["detail"].get("verdict"),
+                 "trigger": (e["detail"].get("trigger") or {}).get("kind"),
+                 "lane": (e["detail"].get("trigger") or {}).get("lane"), "seconds": e["detail"].get("seconds"),
+                 "rung_seconds": {x["rung"]: x["seconds"] for x in e["detail"].get("rungs") or []}}
+                for e in events if e["kind"] == "compile"]
     distinct = len({json.dumps(x, sort_keys=True) for x in stream})
     result = {
         "items": len(stream), "generator": kind, "seed": seed, "shifts": shifts,
@@ -96,7 +105,8 @@ def fast_stream(*, items: int = 1000, latency_ms: float = 3.0, kind: str = "shif
         "tier1_by_source": dict(by_reason), "first_tier1_position": first,
         "generations_installed_during_stream": [g for g in installs if g["position"] is not None
                                                 and g["position"] <= len(stream)],
-        "compile_attempts": sum(1 for e in events if e["kind"] == "compile"),
+        "compile_attempts": len(compiles),
+        "compiles_during_stream": compiles,
     }
     (work / "fast.json").write_text(json.dumps(result, indent=2))
     return result

@@ -211,7 +211,15 @@ def test_policy_triggers():
     s = PolicyState(installed=1, witnesses=1050, witnesses_at_attempt=1000, attempts=1)
     assert p.trigger(s)["kind"] == "growth"  # 50 new witnesses: learn from them whatever the share
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, new_labels={"\"x\"": 5})
+    assert p.trigger(s) is None  # a table alone: a new label is one more entry, the table lane's
+    s.installed_generalizes = True
     assert p.trigger(s)["kind"] == "new-label"
+    # repeats the overlay answered count as the memo's evidence, and inputs it first served while no
+    # installed table held them fire a table refresh
+    assert p.trigger(PolicyState(witnesses=5, overlay_answers=6))["kind"] == "first"
+    s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, overlay_answers=40,
+                    overlay_new_inputs=8, overlay_new_inputs_at_attempt=0)
+    assert p.trigger(s)["kind"] == "memo" and p.trigger(s)["evidence"]["overlay_inputs_not_in_table"] == 8
     s = PolicyState(installed=1, witnesses=100, witnesses_at_attempt=100, attempts=1, alarm="shift-alarm",
                     new_since_alarm=1)
     assert p.trigger(s)["kind"] == "shift-alarm"
@@ -730,3 +738,68 @@ def test_a_3ms_reference_answers_at_tier1_before_the_stream_ends(tmp_path):
     assert tiers.count("tier-0") <= distinct  # each distinct input paid once at most (no audit disagrees)
     assert tiers[40:].count("tier-1") == 160 and all(x.answer == classify(i["ticket"]) for x, i in zip(res, items))
     r.close()
+
+
+def test_a_stream_of_pure_repeats_ends_with_a_table_generation_holding_them(tmp_path):
+    # the overlay answers every repeat from its first witness, so no input is witnessed twice; what
+    # it served is the memo's evidence that the task repeats: a table generation is installed with
+    # those entries, its manifest states determinism as unmeasured (nothing re-asked), and the
+    # census and the status say what was served instead of "0% deterministic" alone
+    from auto.census import census_store, render_table
+    from auto_runtime import Artifact, TieredTask
+
+    ref = Counting()
+    r = make(tmp_path, ref, audit_rate=0.0, policy=CompilePolicy(first_at=10_000))
+    items = stream(8)
+    for _ in range(4):
+        for x in items:
+            r.call_result(x)
+        r.wait_idle(120)
+    assert ref.calls == 8  # one reference call per distinct input
+    assert r.generation is not None
+    # the table lane ran ahead of the full ladder (a table never waits behind the slow rungs),
+    # each attempt logged with its seconds per rung
+    rows = [e["detail"] for e in r.events if e["kind"] == "compile"]
+    assert [d["trigger"]["lane"] for d in rows[:2]] == ["table (ahead of a slow compile)", "full"]
+    assert rows[0]["verdict"] == "pass" and all(isinstance(x["seconds"], float) for d in rows for x in d["rungs"])
+    with Store(tmp_path / "r.sqlite") as st:
+        art = st.get_artifact(r.installer.installed_id)
+        table = Artifact.load(art.wasm)
+        assert table.typed_manifest.compiled_as == "memo"
+        alone = TieredTask(table, reference=None)  # the table without the overlay, as a restart loads it
+        res = [alone(x) for x in items]
+        assert [x.tier for x in res] == ["tier-1"] * 8
+        assert [x.answer for x in res] == [classify(x["ticket"]) for x in items]
+        rep = table.typed_manifest.fields["parity"]["repetition"]
+        assert rep["repeated_inputs"] == 0 and rep["rate"] is None and rep["ci95_low"] is None
+        # the first compile fired on the 6th overlay answer (the policy's first_repeats), with all 8 witnessed
+        served = rep["served_from_first_witness"]
+        assert rep["single_witness_entries"] == 8 and 6 <= served["inputs"] == served["answers"] <= 8
+        logged = [e.detail["overlay"] for e in st.ratchet_events("triage") if e.kind == "compile"]
+        c = census_store(st, task="triage")
+    site = c.sites[0]
+    assert site.verdicts["witnessed-deterministic"] == 0 and site.verdicts["unwitnessed"] == 8
+    assert logged and site.served["inputs"] == logged[-1]["inputs"] >= 6  # as the last compile row recorded it
+    assert "served from the first witness by the table overlay" in render_table(c)
+    det = r.status()["determinism"]
+    assert det["reasked"] == 0 and det["rate"] is None and det["served_from_first_witness"]["inputs"] == 8
+    r.close()
+
+
+def test_a_second_cold_ratchet_on_the_store_answers_the_first_ones_witnesses(tmp_path):
+    # two ratchets start cold on one store (two processes); B's overlay reads what A witnessed
+    # since B started (same admission rule), so B pays its first miss, not every input A paid for
+    ref_a, ref_b = Counting(), Counting()
+    policy = CompilePolicy(first_at=10_000, first_repeats=10_000)
+    a = make(tmp_path, ref_a, audit_rate=0.0, policy=policy)
+    b = make(tmp_path, ref_b, audit_rate=0.0, policy=policy)
+    items = stream(8)
+    for x in items:
+        a.call_result(x)
+    assert ref_a.calls == 8
+    res = [b.call_result(x) for x in items]
+    assert [x.tier for x in res] == ["tier-0"] + ["tier-1"] * 7 and {x.reason for x in res[1:]} == {"overlay"}
+    assert ref_b.calls == 1 and [x.answer for x in res] == [classify(x["ticket"]) for x in items]
+    assert b.state.witnesses == 8  # A's 8, B's own witness of the first one not counted twice
+    a.close()
+    b.close()

@@ -41,6 +41,8 @@ class RungContext:
         prior: refusals of the rungs tried before this one, in ladder order.
         site: for a model-call site, its manifest entry (written under the manifest key
             ``site``), else None.
+        served: what the host's table overlay served from witnesses it never re-asked
+            (:meth:`auto_runtime.overlay.TableOverlay.service`), or None.
     """
 
     store: Any
@@ -53,6 +55,7 @@ class RungContext:
     proposer: Any = None
     prior: list[RungRefused] = field(default_factory=list)
     site: dict[str, Any] | None = None
+    served: dict[str, Any] | None = None
 
     def refuse(self, rung: str, contract: Contract, reason: str, checks: list[Any], *,
                citation: str | None = None, final: bool = False) -> RungRefused:

@@ -78,7 +78,7 @@ def compile_task(
     programs: bool = True,
     rungs: list[str] | None = None,
     proposer: Any = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, served: dict[str, Any] | None = None,
 ) -> CompileOutcome:
     """Compile one generation of ``task``: the ladder program → specialist → neardup → memo → refusal.
 
@@ -97,6 +97,7 @@ def compile_task(
         rungs: the rung names to try, in order (default :func:`ladder` of ``programs`` / ``memo``).
         proposer: optional LLM-guided program proposer (:mod:`auto.models.program.propose`).
         progress: optional callback for human-readable progress lines.
+        served: a table overlay's :meth:`auto_runtime.overlay.TableOverlay.service` (the memo's repeat evidence).
 
     Returns:
         The :class:`CompileOutcome` of the generation that passed a gate; its ``reason`` is
@@ -127,7 +128,7 @@ def compile_task(
         ws = WitnessSet.read(store, task, verify=True)
     ctx = RungContext(store=store, task=task, generation=generation or next_generation(store, task), out_path=out_path,
                       reference_model=reference_model or ws.reference_model, say=progress or (lambda _m: None),
-                      memo_first=memo, proposer=proposer, site=ws.site)
+                      memo_first=memo, proposer=proposer, site=ws.site, served=served)
     ctx.say(f"  {len(ws.witnesses)} witnesses of {task}; rungs to try: {', '.join(names)}")
     climbed = climb([(name, RUNGS[name]) for name in names], ws, contract, ctx)
     tried, outcome = climbed.tried, climbed.outcome

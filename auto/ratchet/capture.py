@@ -28,7 +28,8 @@ from typing import Any
 from auto_runtime.overlay import ORIGIN as OVERLAY_ORIGIN
 
 from auto.canonical import canonical_json
-from auto.compile.witnesses import unit_witnesses
+from auto.compile.witnesses import is_redacted, unit_witnesses
+from auto.sites import is_site_id
 from auto.errors import AutoError
 from auto.ratchet.policy import unanswerable_labels
 from auto.record.redact import Redactor
@@ -65,6 +66,11 @@ class Capture:
         self._warned_json = False
         self.seen: dict[str, str] = {}
         """Canonical input -> canonical first witnessed answer."""
+        self.seq_mark = 0
+        """The store's span number up to which witnesses were read (:meth:`sync_from_store`)."""
+        self.own: set[str] = set()
+        """Span ids of the witnesses this ratchet wrote since the last sync (not read back)."""
+        self.seed_overlay = True
         self.labels: set[str] = set()
         self.field_labels: dict[str, set[str]] = {}  # record-valued: declared values per categorical field
         """Outputs the installed generation can give (canonical JSON)."""
@@ -82,7 +88,14 @@ class Capture:
         generations passes False: stored rows are not signed, so only answers this process got
         from the reference itself are repeated)."""
         h = self.host
-        for w in unit_witnesses(h.store, h.task):
+        self.seed_overlay = seed_overlay
+        ws = unit_witnesses(h.store, h.task)
+        self._read(ws)
+        self.seq_mark = max((w.seq for w in ws if isinstance(w.seq, int)), default=0)
+
+    def _read(self, ws: list[Any]) -> None:
+        h = self.host
+        for w in ws:
             try:
                 key, out = canonical_json(w.input), canonical_json(w.output)
             except (TypeError, ValueError):
@@ -92,9 +105,35 @@ class Capture:
                 self.seen[key] = out
             elif prev == out:
                 h.state.repeats_consistent += 1
-            if seed_overlay and h.overlay is not None:
+            else:
+                h.state.repeats_changed += 1
+            if self.seed_overlay and h.overlay is not None and not is_redacted(w):
                 h.overlay.observe(w.input, w.output)
         h.state.witnesses = len(self.seen)
+
+    def sync_from_store(self) -> int:
+        """Read the task's witnesses other ratchets on the store wrote since the last read (this
+        one's own are skipped: they were counted when captured) into the counters and, as at
+        the start, the overlay (same admission rule). Returns how many were read. A task that is
+        a model-call site, or a host writing no witnesses, reads nothing.
+
+        Raises:
+            AutoError: the store failed.
+        """
+        h = self.host
+        if not self.write_witnesses or is_site_id(h.task):
+            return 0
+        new = h.store.witnesses_after(h.task, self.seq_mark)
+        if not new:
+            return 0
+        self.seq_mark = max(w.seq for w in new if isinstance(w.seq, int))
+        own = self.own
+        others = [w for w in new if w.span_id not in own]
+        for w in new:  # read back now (one written during the read stays, to be skipped next time)
+            own.discard(w.span_id)
+        with h.state_lock:
+            self._read(others)
+        return len(others)
 
     def record(self, rec: dict[str, Any]) -> Raised:
         """Capture one deopt or audit record of the runtime (see the module docstring)."""
@@ -135,7 +174,7 @@ class Capture:
             attrs["auto.redactions"] = n_in + n_out
             attrs["auto.redacted"] = [f for f, n in (("input", n_in), ("output", n_out)) if n]
         try:
-            h.store.add_witness(task=h.task, input=kept_in, output=kept_out, attributes=attrs)
+            self.own.add(h.store.add_witness(task=h.task, input=kept_in, output=kept_out, attributes=attrs))
         except AutoError as e:
             self.errors += 1
             log.warning("task %s: witness not stored (%s); the answer was returned", h.task, e)
@@ -154,6 +193,8 @@ class Capture:
             else:
                 if prev == out_key:
                     st.repeats_consistent += 1
+                else:
+                    st.repeats_changed += 1
                 if not rec.get("audit"):
                     st.known_misses += 1
             for label in unanswerable_labels(rec["output"], self.labels, self.field_labels):

@@ -310,6 +310,8 @@ class Ratchet:
             ev.tier1 += 1
             if s == 0:
                 ev.table_hits += 1
+                if res.reason == "overlay":  # a stream of repeats deopts nothing: the overlay's counters decide
+                    self.scheduler.on_overlay_answer()
         # every specialist score feeds the exchangeability monitor (a table hit's 0 is no specialist
         # score); deopts are fed at once, tier-1 answers in batches
         if s is not None and s != 0:
@@ -462,7 +464,21 @@ class Ratchet:
                     "witnesses": st.witnesses, "compile_attempts": st.attempts,
                     "tightened": self._tiered.tightened, "capture_errors": self.capture.errors,
                     "evidence": self.evidence.describe(), "shift_monitor": self.shift_feed.describe(),
-                    "overlay": self.overlay.describe() if self.overlay is not None else None}
+                    "overlay": self.overlay.describe() if self.overlay is not None else None,
+                    "determinism": self._determinism()}
+
+    def _determinism(self) -> dict[str, Any]:
+        """What is known of the reference's determinism on this task: the inputs re-asked
+        (witnessed again by a deopt or an audit) and how many answered as before, beside the
+        repeats the overlay answered from witnesses it never re-asked (determinism unmeasured
+        on those; ``rate`` null when nothing was re-asked)."""
+        st = self.state
+        reasked = st.repeats_consistent + st.repeats_changed
+        ov = self.overlay
+        return {"reasked": reasked, "consistent": st.repeats_consistent,
+                "rate": st.repeats_consistent / reasked if reasked else None,
+                "served_from_first_witness": ({"answers": ov.hits, "inputs": ov.served_inputs()}
+                                              if ov is not None else None)}
 
 
 def _check_settings(reference: Any, store: Any, task: Any, contract: Any, policy: Any, compile_timeout_s: Any,

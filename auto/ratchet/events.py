@@ -46,6 +46,7 @@ class Lane(str, enum.Enum):
     TABLE = "table"
     TABLE_PREDICTED = "table (slow rungs predicted to refuse)"
     PARTIAL = "partial (a slow rung predicted to refuse is left out)"
+    TABLE_AHEAD = "table (ahead of a slow compile)"
 
 
 @dataclass
@@ -97,7 +98,9 @@ def _trigger(t: Fired | None) -> dict[str, Any] | None:
 @dataclass
 class CompileRow(LogRow):
     """A compile attempt's outcome (``verdict`` pass / refuse / error / timeout / crashed /
-    skipped), its seconds, per-rung seconds and the installed generation's evidence."""
+    skipped), its seconds, per-rung seconds, the installed generation's evidence and what the
+    table overlay had served (``overlay``: :meth:`auto_runtime.overlay.TableOverlay.service`, the
+    repeats answered from witnesses never re-asked; None without an overlay)."""
 
     kind: ClassVar[str] = "compile"
     verdict: str = ""
@@ -108,12 +111,15 @@ class CompileRow(LogRow):
     eval_run_id: str | None = None
     rungs: list[dict[str, Any]] | None = None
     evidence: dict[str, Any] | None = None
+    overlay: dict[str, Any] | None = None
 
     def detail(self) -> dict[str, Any]:
         d: dict[str, Any] = {"verdict": self.verdict, "reason": self.reason, "trigger": _trigger(self.trigger)}
         if self.verdict not in ("skipped", "error") or self.seconds is not None:
             d.update(seconds=self.seconds, compiled_as=self.compiled_as, eval_run_id=self.eval_run_id,
                      rungs=self.rungs, evidence=self.evidence)
+        if self.overlay is not None:
+            d["overlay"] = self.overlay
         return d
 
 

@@ -245,6 +245,7 @@ class Installer:
             self.installed_id, self.facts = artifact_id, facts
             self.parent.setdefault(generation, parent)
             h.state.installed = generation
+            h.state.installed_generalizes = facts.answers_new_inputs
             h.capture.labels = set(facts.labels)
             h.capture.field_labels = facts.fields
             h.evidence = GenerationEvidence(generation, h.contract.epsilon, h.risk_alpha)
@@ -302,6 +303,7 @@ class Installer:
                 self.prime = None
                 self.installed_id, self.facts = None, None
                 h.state.installed = None
+                h.state.installed_generalizes = False
                 h.evidence = GenerationEvidence(None, h.contract.epsilon, h.risk_alpha)
         h.say(f"  generation {gen} rolled back: {reason}")
 
@@ -334,13 +336,21 @@ class Installer:
         h.say("  no installed generation could be loaded; starting with none")
 
     def poll_store(self, compiling: bool) -> None:
-        """Install a newer generation another ratchet on the same store installed (at most every
-        :data:`POLL_INTERVAL_S`; not while this ratchet compiles)."""
+        """Read the witnesses other ratchets on the same store wrote since the last look
+        (:meth:`~auto.ratchet.capture.Capture.sync_from_store`: counters and table overlay), and
+        install a newer generation another ratchet installed (at most every
+        :data:`POLL_INTERVAL_S`; the install not while this ratchet compiles)."""
         now = time.monotonic()
-        if now - self._last_poll < POLL_INTERVAL_S or compiling:
+        if now - self._last_poll < POLL_INTERVAL_S:
             return
         self._last_poll = now
         h = self.host
+        try:
+            h.capture.sync_from_store()
+        except AutoError as e:
+            log.warning("task %s: witnesses of other ratchets not read: %s", h.task, e)
+        if compiling:
+            return
         cur = h.store.installed_generation(h.task)
         if cur is not None and cur[1] != self.installed_id and (h.state.installed or 0) < cur[0]:
             try:

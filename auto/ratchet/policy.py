@@ -5,8 +5,8 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
 (:class:`PolicyState`) after every deopt and audit and names the trigger, or says "not yet":
 
 - ``first``: no generation yet, and enough evidence for the cheapest rung to have a chance
-  (``first_at`` distinct witnesses, or ``first_repeats`` inputs seen again with the same answer:
-  the memo's evidence);
+  (``first_at`` distinct witnesses, or ``first_repeats`` repeats: inputs seen again with the same
+  answer, or repeats the table overlay answered from their first witness — the memo's evidence);
 - ``risk-alarm``: the online risk monitor rejected the installed generation's certificate (it was
   rolled back); compile as soon as one new witness exists;
 - ``shift-alarm``: the exchangeability monitor alarmed (the installed generation is tightened and
@@ -14,7 +14,9 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   witnesses since the alarm, so a shift the next generations cannot learn yet (garbage, another
   language) costs a logarithmic number of compiles, not one per alarm;
 - ``new-label``: an output the installed generation cannot give was witnessed at least
-  ``new_label_support`` times since (:func:`unanswerable_labels`: for a record, only the values of
+  ``new_label_support`` times since, when that generation answers inputs never witnessed (a
+  table answers only the inputs it holds: a new label is one more entry, which the table lane
+  adds, not a reason for a full compile) (:func:`unanswerable_labels`: for a record, only the values of
   its categorical fields count; an open-valued field's new value, an id or an amount, never does);
 - ``growth``: the witnesses grew by ``growth`` (a share) since the last attempt, and by at least
   ``min_new`` (geometric growth: each compile costs about as much as the previous ones together
@@ -25,10 +27,13 @@ answer more or answer better. :class:`CompilePolicy` reads the ratchet's counter
   attempt (its would-be answers against the reference's), would have been right on at least
   ``headroom_accuracy`` of at least ``headroom_min`` of them: a generation calibrated on them
   would answer more;
-- ``memo``: the task repeats itself (consistent repeats seen) and, since the last attempt,
-  ``memo_new`` calls deopted on inputs that were already witnessed (the installed table lags the
-  witnesses): a cheap table refresh (the memo rung alone, when no specialist is installed) lets
-  their next repeats answer at tier-1.
+- ``memo``: the task repeats itself (consistent repeats seen, or repeats the table overlay
+  answered from their first witness) and, since the last attempt, ``memo_new`` calls deopted on
+  inputs that were already witnessed, or ``memo_new`` inputs were first answered by the overlay
+  while no installed table held them (the installed table lags the witnesses): a cheap table
+  refresh (the memo rung alone, when no specialist is installed) lets their next repeats answer
+  at tier-1 from the table, which a restart or another process on the store loads (the
+  overlay's entries live in one process).
 
 ``growth`` and ``new-label`` count from the last full attempt (a table refresh does not reset
 them); ``memo`` counts from the last attempt of any kind.
@@ -135,6 +140,8 @@ class PolicyState:
 
     Attributes:
         installed: the installed generation number, or None.
+        installed_generalizes: the installed generation answers inputs never witnessed (not a
+            table alone).
         witnesses: distinct witnessed inputs in the store for the task (as counted by the ratchet).
         witnesses_at_attempt: ``witnesses`` at the last full compile attempt (0 before any).
         attempts: compile attempts so far (by this ratchet).
@@ -143,6 +150,7 @@ class PolicyState:
         known_misses: deopts of inputs that were already witnessed, in total.
         known_misses_at_attempt: ``known_misses`` at the last attempt of any kind.
         repeats_consistent: inputs witnessed again with the same answer, in total.
+        repeats_changed: witnesses of an already witnessed input with another answer than its first.
         repeats_at_attempt: ``repeats_consistent`` at the last attempt.
         new_labels: outputs witnessed since the last attempt that the installed generation cannot
             give (:func:`unanswerable_labels`), with how often each was seen.
@@ -152,13 +160,20 @@ class PolicyState:
         refusal: per slow rung whose last attempt refused, what it showed
             (:func:`auto.ratchet.worker.refusal_certificate`, with ``witnesses`` at that attempt);
             None when none did.
+        overlay_answers: repeats the table overlay answered from witnesses (never re-asked).
+        overlay_new_inputs: inputs first answered by the overlay while no installed table held
+            them (only grows; :meth:`auto_runtime.overlay.TableOverlay.service`), counted only
+            while a table lane can rebuild the installed generation.
+        overlay_new_inputs_at_attempt: ``overlay_new_inputs`` at the last attempt of any kind.
     """
 
     installed: int | None = None
+    installed_generalizes: bool = False
     witnesses: int = 0
     witnesses_at_attempt: int = 0
     attempts: int = 0
     repeats_consistent: int = 0
+    repeats_changed: int = 0
     repeats_at_attempt: int = 0
     known_misses: int = 0
     known_misses_at_attempt: int = 0
@@ -169,6 +184,14 @@ class PolicyState:
     new_since_alarm: int = 0
     alarm_streak: int = 0
     refusal: dict[str, Any] | None = None
+    overlay_answers: int = 0
+    overlay_new_inputs: int = 0
+    overlay_new_inputs_at_attempt: int = 0
+
+    @property
+    def repeats(self) -> int:
+        """Repeats seen: consistent re-witnessed ones plus overlay answers."""
+        return self.repeats_consistent + self.overlay_answers
 
 
 @dataclass(frozen=True)
@@ -205,10 +228,11 @@ class CompilePolicy:
             return Fired(Trigger(s.alarm), {"new_witnesses_since_alarm": s.new_since_alarm,
                                             "alarm_compiles_in_a_row": s.alarm_streak})
         if s.installed is None and s.attempts == 0:
-            if s.witnesses >= self.first_at or s.repeats_consistent >= self.first_repeats:
-                return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent})
+            if s.witnesses >= self.first_at or s.repeats >= self.first_repeats:
+                return Fired(Trigger.FIRST, {"witnesses": s.witnesses, "consistent_repeats": s.repeats_consistent,
+                                             "overlay_answers": s.overlay_answers})
             return None
-        if s.installed is not None:
+        if s.installed is not None and s.installed_generalizes:
             seen = {k: v for k, v in s.new_labels.items() if v >= self.new_label_support}
             if seen:
                 return Fired(Trigger.NEW_LABEL, {"labels": seen})
@@ -219,6 +243,8 @@ class CompilePolicy:
         if new >= self.min_new and (new >= self.growth * max(1, s.witnesses_at_attempt) or new >= self.max_new):
             return Fired(Trigger.GROWTH, {"witnesses": s.witnesses, "at_last_attempt": s.witnesses_at_attempt})
         lag = s.known_misses - s.known_misses_at_attempt
-        if self.memo_new and s.repeats_consistent >= self.first_repeats and lag >= self.memo_new:
-            return Fired(Trigger.MEMO, {"deopts_of_witnessed_inputs": lag, "consistent_repeats": s.repeats_consistent})
+        served = s.overlay_new_inputs - s.overlay_new_inputs_at_attempt
+        if self.memo_new and s.repeats >= self.first_repeats and (lag >= self.memo_new or served >= self.memo_new):
+            return Fired(Trigger.MEMO, {"deopts_of_witnessed_inputs": lag, "consistent_repeats": s.repeats_consistent,
+                                        "overlay_inputs_not_in_table": served, "overlay_answers": s.overlay_answers})
         return None

@@ -20,6 +20,7 @@ hosts that cannot spawn processes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -50,6 +51,9 @@ class CompileRequest:
         reference_model: provenance label (None: read from the store).
         programs, memo: the ladder's switches.
         rungs: the rung names to try (None: the ladder of ``programs`` / ``memo``).
+        served: what the host's table overlay served from witnesses it never re-asked
+            (:meth:`auto_runtime.overlay.TableOverlay.service`), the memo rung's evidence that
+            the task repeats itself; None without an overlay.
     """
 
     store_path: str
@@ -61,6 +65,7 @@ class CompileRequest:
     programs: bool = True
     memo: bool = True
     rungs: list[str] | None = None
+    served: dict[str, Any] | None = None
 
 
 @dataclass
@@ -87,8 +92,10 @@ class CompileResult:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def compile_once(req: CompileRequest) -> CompileResult:
-    """Run the compile in this process and summarize it (never raises)."""
+def compile_once(req: CompileRequest, store: Any = None) -> CompileResult:
+    """Run the compile in this process and summarize it (never raises). ``store``: an open
+    :class:`auto.store.Store` of ``req.store_path`` to compile through (left open), instead of a
+    connection of its own (None)."""
     from auto.compile import compile_task
     from auto.errors import AutoError, GateRefused
     from auto.store import Store
@@ -96,11 +103,11 @@ def compile_once(req: CompileRequest) -> CompileResult:
 
     t0 = time.perf_counter()
     try:
-        with Store(req.store_path) as store:
+        with (contextlib.nullcontext(store) if store is not None else Store(req.store_path)) as store:
             try:
                 out = compile_task(store, req.task, contract=Contract(**req.contract), generation=req.generation,
                                    out_path=req.out_path, reference_model=req.reference_model, programs=req.programs,
-                                   memo=req.memo, rungs=req.rungs)
+                                   memo=req.memo, rungs=req.rungs, served=req.served)
             except GateRefused as e:
                 return CompileResult("refuse", e.reason, req.generation, eval_run_id=e.eval_run_id,
                                      seconds=time.perf_counter() - t0,
@@ -173,7 +180,8 @@ def child_env(environ: dict[str, str] | None = None, cpu_count: int | None = Non
     return env
 
 
-def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = "process") -> CompileResult:
+def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mode: str = "process",
+                store: Any = None) -> CompileResult:
     """Run one compile in a child process (or a thread) and wait for it, at most ``timeout_s``.
 
     The child is ``python -m auto.ratchet.worker``, a fresh interpreter that reads the request as
@@ -183,13 +191,16 @@ def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mo
     thread pools capped (:func:`child_env`). Called on the ratchet's background thread, never on a
     request.
 
+    ``store`` (thread mode only): the serving process's open store to compile through, so the
+    process keeps one connection to the file.
+
     Raises:
         ValueError: ``mode`` is neither ``"process"`` nor ``"thread"``.
     """
     t0 = time.perf_counter()
     if mode == "thread":
         box: list[CompileResult] = []
-        th = threading.Thread(target=lambda: box.append(compile_once(req)), name="auto-ratchet-compile", daemon=True)
+        th = threading.Thread(target=lambda: box.append(compile_once(req, store)), name="auto-ratchet-compile", daemon=True)
         th.start()
         th.join(timeout_s)
         if box:

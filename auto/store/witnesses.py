@@ -28,6 +28,14 @@ class Witnesses(Verification, Reads):
         """
         return self._witness_rows(self._rows(self._witness_sql(include_errors), [task]))
 
+    def witnesses_after(self, task: str, seq: int) -> list[Witness]:
+        """The successful task spans of ``task`` inserted after the span numbered ``seq`` (their
+        :attr:`Witness.seq` is larger), in insertion order: what other processes wrote since a
+        reader last looked (0: all of them)."""
+        sql = (f"SELECT {', '.join(ROW_COLUMNS)} FROM spans WHERE kind = 'task' AND task = ? AND status = 'ok' "
+               "AND seq > ? ORDER BY seq")
+        return self._witness_rows(self._rows(sql, [task, seq]))
+
     def task_witnesses(self, task: str, *, verify: bool = False) -> tuple[list[Witness], str]:
         """``(witnesses, store digest of the task)`` read from one snapshot through the task
         index, so the digest a compile records is the digest of exactly the witnesses it read

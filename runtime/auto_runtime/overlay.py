@@ -38,10 +38,16 @@ watches those audits; on an alarm it calls :meth:`TableOverlay.disable`, which a
 evidence (a reference whose behaviour changed makes old witnesses stale) until
 :meth:`TableOverlay.enable`.
 
-Folding: when a new generation is installed, the host calls :meth:`TableOverlay.fold` with the
-inputs whose overlay answer the new table repeats; they are counted as folded and evicted first
-when the overlay is full (:data:`DEFAULT_MAX_ENTRIES`). The overlay keeps answering them (the
-same answer), so a generation that is tightened or rolled back does not bring the lag back.
+Folding: because the overlay answers a repeat from the first witness, the reference is not asked
+again, so most served inputs never get a second witness (only the audited ones do). What the
+overlay served is itself the evidence that the task repeats (:meth:`TableOverlay.service`:
+answers, distinct inputs, answers of inputs not yet in the table); the host hands it to the next
+compile, whose table admits the inputs this same rule admits (every witness agreeing, at least
+``k`` of them) and states determinism as measured on the re-asked inputs alone. When a new
+generation is installed, the host calls :meth:`TableOverlay.fold` with the inputs whose overlay
+answer the new table repeats; they are counted as folded and evicted first when the overlay is
+full (:data:`DEFAULT_MAX_ENTRIES`). The overlay keeps answering them (the same answer), so a
+generation that is tightened or rolled back does not bring the lag back.
 
 Thread safety: :meth:`observe`, :meth:`fold`, :meth:`disable` and :meth:`enable` take a lock;
 :meth:`lookup` and :meth:`probe` read one dict entry (atomic under the interpreter lock) and
@@ -83,13 +89,14 @@ def overlay_rule(manifest: dict[str, Any] | None) -> int | None:
 
 
 class _Entry:
-    __slots__ = ("counts", "answer", "text", "folded")
+    __slots__ = ("counts", "answer", "text", "folded", "served")
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.answer: Any = None  # the admitted answer (decoded), or None
         self.text: str | None = None  # its canonical text, None while not admitted
         self.folded = False
+        self.served = 0  # answers the overlay gave for this input
 
 
 class TableOverlay:
@@ -113,6 +120,8 @@ class TableOverlay:
         self._lock = threading.Lock()
         self.disabled: str | None = None
         self.hits = 0
+        self.unfolded_hits = 0
+        self.inputs_first_served = 0
         self.folded = 0
         self.evicted = 0
 
@@ -155,7 +164,7 @@ class TableOverlay:
         e = self._entries.get(key)
         if e is None or e.text is None:
             return False, None
-        self.hits += 1
+        self._served(e)
         return True, json.loads(e.text)
 
     def probe(self, input_obj: Any) -> tuple[str, Any, int]:
@@ -175,11 +184,36 @@ class TableOverlay:
         text = e.text
         if text is None:
             return (CONTESTED if len(e.counts) > 1 else PENDING), None, 0
-        self.hits += 1
+        self._served(e)
         counts = e.counts
         top = counts.get(text, 0)
         other = max((v for t, v in list(counts.items()) if t != text), default=0)
         return ADMITTED, json.loads(text), top - other
+
+    def _served(self, e: _Entry) -> None:
+        # counters only (a lost increment under a race undercounts evidence, never invents it)
+        self.hits += 1
+        e.served += 1
+        if not e.folded:
+            self.unfolded_hits += 1
+            if e.served == 1:
+                self.inputs_first_served += 1
+
+    def served_inputs(self) -> int:
+        """Distinct inputs the overlay has answered at least once (since its evidence was last
+        forgotten by :meth:`disable`)."""
+        return sum(1 for e in list(self._entries.values()) if e.served)
+
+    def service(self) -> dict[str, Any]:
+        """What the overlay served from witnesses it was never asked to re-check: ``answers``
+        (every overlay answer), ``inputs`` (distinct inputs answered), ``unfolded_answers``
+        (answers of inputs the installed table did not hold yet), ``inputs_first_served``
+        (inputs first answered while no installed table held them: a count that only grows) and
+        ``min_lead`` (the rule).
+        A compile reads it as the evidence that the task repeats itself (see the module
+        docstring's Folding)."""
+        return {"answers": self.hits, "inputs": self.served_inputs(), "unfolded_answers": self.unfolded_hits,
+                "inputs_first_served": self.inputs_first_served, "min_lead": self._min_lead}
 
     def audit_rate(self, base_rate: float, lead: int) -> float:
         """The audit rate of an answer whose lead is ``lead`` (see the module docstring):
@@ -270,10 +304,12 @@ class TableOverlay:
             self.disabled = None
 
     def describe(self) -> dict[str, Any]:
-        """JSON-able state: the rule, entries, admitted, hits, folded, evicted, disabled reason."""
+        """JSON-able state: the rule, entries, admitted, hits (and of them on inputs not yet
+        folded), distinct inputs served, folded, evicted, disabled reason."""
         return {"rule": f"modal witnessed answer leading every other answer by >= {self._min_lead} witness(es)",
                 "min_lead": self._min_lead, "entries": len(self._entries), "admitted": self.admitted(),
-                "hits": self.hits, "folded": self.folded, "evicted": self.evicted, "disabled": self.disabled}
+                "hits": self.hits, "unfolded_hits": self.unfolded_hits, "served_inputs": self.served_inputs(),
+                "folded": self.folded, "evicted": self.evicted, "disabled": self.disabled}
 
 
 __all__ = ["ABSENT", "ADMITTED", "CONTESTED", "CONTESTED_REASON", "DEFAULT_MAX_ENTRIES", "DEFAULT_MIN_LEAD", "ORIGIN",

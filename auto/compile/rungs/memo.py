@@ -5,8 +5,9 @@ repeating an observation is sound. Divergent inputs (≥ 2 distinct outputs) are
 The memo is compiled only when the inputs seen more than once were answered consistently at the
 contract's rates — point estimate ≥ ``memo_min_consistency`` *and* 95% Clopper–Pearson lower
 bound ≥ ``memo_min_consistency_ci95_low`` (Clopper & Pearson, Biometrika 26(4), 1934) — the
-census's evidence that the task repeats itself; without it (or without any repeated input) the
-memo is refused. A table hit repeats a witnessed reference answer, so its disagreement with a
+census's evidence that the task repeats itself, or when a runtime table overlay answered repeats
+from their first witness (so they were never re-asked) and the re-asked inputs do not contradict
+consistency (:func:`compile_rung`); without either the memo is refused. A table hit repeats a witnessed reference answer, so its disagreement with a
 fresh reference answer is the reference's own on that input (zero excess silent-wrong) as long as
 the reference's behaviour on an input does not change; the bar is about usefulness, not safety.
 
@@ -64,40 +65,101 @@ def probes_for(inputs: Sequence[dict[str, Any]], seen: set[str], limit: int = PR
     return out
 
 
+def served_evidence(served: Any) -> dict[str, int] | None:
+    """The table overlay's service figures a compile was handed (``answers``, ``inputs``,
+    ``min_lead``: :meth:`auto_runtime.overlay.TableOverlay.service`) when they show at least one
+    repeat answered; None otherwise (absent, malformed, or nothing served)."""
+    if not isinstance(served, dict):
+        return None
+    vals = {k: served.get(k) for k in ("answers", "inputs", "min_lead")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vals.values()):
+        return None
+    return vals if vals["answers"] > 0 and vals["inputs"] > 0 and vals["min_lead"] >= 1 else None
+
+
+def _overlay_entries(ws: WitnessSet, k: int) -> tuple[list[tuple[dict[str, Any], Any]], int]:
+    """``(entries, single)``: every input whose witnesses all agree and number at least ``k`` (the
+    overlay's admission rule on unanimous witnesses), sorted by canonical input, and how many of
+    them were witnessed once."""
+    out, single = [], 0
+    for key, (inp, out_value, share) in zip(sorted(ws.groups), ws.items):
+        n = len(ws.groups[key])
+        if share == 1.0 and n >= k:
+            out.append((inp, out_value))
+            single += n == 1
+    return out, single
+
+
 @cyclic_gc_paused()
 def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
     """Tabulate the consistently answered inputs when the repetition evidence allows.
+
+    Two kinds of evidence that the task repeats itself admit a table:
+
+    - **re-asked inputs**: the inputs witnessed twice or more were answered consistently at the
+      contract's rates (point estimate and 95% Clopper–Pearson lower bound); every unanimously
+      answered input is tabulated;
+    - **served from the first witness**: the host's table overlay answered repeats of witnessed
+      inputs without asking the reference again (``ctx.served``,
+      :meth:`auto_runtime.overlay.TableOverlay.service`), so few inputs have a second witness.
+      The table then admits what the overlay's rule admits on unanimous witnesses (at least its
+      ``k`` agreeing witnesses, none disagreeing), unless the re-asked inputs that do exist
+      measure a consistency below ``memo_min_consistency``. The manifest's
+      ``parity.repetition`` states determinism as measured on the re-asked inputs alone
+      (``repeated_inputs``, ``consistent``, ``rate`` and ``ci95_low``: null where nothing was
+      re-asked), the served figures beside it, and how many entries rest on one witness.
 
     The eval run of this rung cites the refusal it stands in for (the previous rung's), and the
     manifest cites the refused specialist's eval run.
 
     Raises:
-        RungRefused: no repeated input, or too little consistency (eval run stored); a gate
-            check failed.
+        RungRefused: no evidence of repetition, or too little consistency (eval run stored); a
+            gate check failed.
     """
     cited = ctx.prior[-1].citation if ctx.prior else None
     rep = ws.repetition()
     low, _ = clopper_pearson(rep.consistent, rep.repeated)
+    served = served_evidence(ctx.served)
     evidence = (f"{rep.consistent} of {rep.repeated} repeated inputs answered consistently"
                 + (f" (rate {rep.rate:.3f}, 95% CP lower bound {low:.3f})" if rep.rate is not None else ""))
-    if rep.rate is None or rep.rate < contract.memo_min_consistency or low < contract.memo_min_consistency_ci95_low:
-        own = (f"memo refused: {evidence}, the contract needs {contract.memo_min_consistency:.2f} "
-               f"(lower bound {contract.memo_min_consistency_ci95_low:.2f})" if rep.rate is not None
-               else "memo refused: no input was witnessed twice, so there is no evidence the task repeats itself")
+    measured = (rep.rate is not None and rep.rate >= contract.memo_min_consistency
+                and low >= contract.memo_min_consistency_ci95_low)
+    contradicted = rep.rate is not None and rep.rate < contract.memo_min_consistency
+    k = served["min_lead"] if served else contract.overlay_min_lead
+    if served is not None:
+        evidence += (f"; {served['answers']} repeats of {served['inputs']} witnessed inputs answered by the table "
+                     f"overlay from their witnesses, never re-asked (rule: >= {k} agreeing witnesses)")
+    if not measured and (served is None or contradicted):
+        if rep.rate is not None:
+            own = (f"memo refused: {evidence}, the contract needs {contract.memo_min_consistency:.2f} "
+                   f"(lower bound {contract.memo_min_consistency_ci95_low:.2f})")
+        else:
+            own = "memo refused: no input was witnessed twice, so there is no evidence the task repeats itself"
         r = ctx.refuse(NAME, contract, f"{cited}; {own}" if cited else own,
                        [{"name": "memo-determinism-evidence", "repeated": rep.repeated, "consistent": rep.consistent,
                          "rate": rep.rate, "ci95_low": low, "min_consistency": contract.memo_min_consistency,
-                         "min_consistency_ci95_low": contract.memo_min_consistency_ci95_low, "passed": False}])
+                         "min_consistency_ci95_low": contract.memo_min_consistency_ci95_low,
+                         "served_from_first_witness": served, "passed": False}])
         raise RungRefused(NAME, own, r.eval_run_id)
-    entries = ws.consistent_entries()
+    if measured:
+        entries = ws.consistent_entries()
+        single = sum(1 for outs in ws.groups.values() if len(outs) == 1)
+        admitted_by = "re-asked inputs answered consistently"
+    else:
+        entries, single = _overlay_entries(ws, k)
+        admitted_by = f"table overlay rule: >= {k} agreeing witnesses, none disagreeing"
     specialist = ctx.prior_refusal("specialist")
     ctx.say(f"  {cited + '; ' if cited else ''}compiling the exact-match memo of {len(entries)} consistently answered "
             f"inputs ({evidence})")
     return tabulate(ctx, contract, entries, probes=probes_for([e[0] for e in entries], set(ws.groups)),
-                    note=f"memo: {evidence}; {ws.n - len(entries)} divergent inputs left out", cited=cited,
+                    note=f"memo: {evidence}; {ws.n - len(entries)} inputs left out (divergent, or fewer than the "
+                         f"rule's witnesses)", cited=cited,
                     witnesses=ws.witnesses, store_digest=ws.store_digest,
                     evidence={"repeated_inputs": rep.repeated, "consistent": rep.consistent, "rate": rep.rate,
-                              "ci95_low": low, "specialist_eval_run": specialist.eval_run_id if specialist else None})
+                              "ci95_low": low, "specialist_eval_run": specialist.eval_run_id if specialist else None,
+                              "admitted_by": admitted_by, "single_witness_entries": single,
+                              "served_from_first_witness": ({"answers": served["answers"], "inputs": served["inputs"]}
+                                                            if served else None)})
 
 
 def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str, Any], Any]], *,
