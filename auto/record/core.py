@@ -421,9 +421,10 @@ class SpanScope:
             self._done = True
         # a model call of this scope whose stream is still open ends with the scope (its span and
         # its cost belong to this span, not to the garbage collector or the end of the recording)
-        for attempt in list(self.recorder.open_streams):
-            if getattr(attempt, "scope", None) is self:
-                attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
+        if self.recorder.open_streams:
+            for attempt in list(self.recorder.open_streams):
+                if getattr(attempt, "scope", None) is self:
+                    attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
         span = {
@@ -495,9 +496,15 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
     if skip_first and items:
         items = items[1:]
     out = {}
+    plain = True
     for k, v in items:
-        out[k] = v if v is None or type(v) in _PLAIN else to_jsonable(v, f"{name}: argument {k!r}")
-    canonical_json(out)
+        if v is None or type(v) in _PLAIN:
+            out[k] = v
+        else:
+            out[k] = to_jsonable(v, f"{name}: argument {k!r}")
+            plain = False
+    if not plain:  # (None, str, int and bool values always have a canonical JSON text)
+        canonical_json(out)
     return out
 
 
@@ -586,8 +593,11 @@ class TaskSpec:
 
         def end_ok(scope: SpanScope, result: Any) -> None:
             try:
-                out = result if result is None or type(result) in _PLAIN else to_jsonable(result, f"{name}: result")
-                canonical_json(out)
+                if result is None or type(result) in _PLAIN:
+                    out = result  # (always has a canonical JSON text)
+                else:
+                    out = to_jsonable(result, f"{name}: result")
+                    canonical_json(out)
             except (RecordError, ValueError, TypeError) as exc:
                 err = exc if isinstance(exc, RecordError) else RecordError(f"{name}: result is not JSON: {exc}")
                 scope.finish_error(err)

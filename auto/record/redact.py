@@ -141,22 +141,42 @@ def env_secrets(environ: Any = None) -> set[str]:
 
 
 class RawHeaders:
-    """A snapshot of an ``httpx`` ``Headers``: its class and raw ``(name, value)`` byte pairs,
-    decoded only when read (:func:`header_items` rebuilds the headers from them)."""
+    """A snapshot of an ``httpx`` ``Headers``: its class and raw ``(name, value)`` byte pairs
+    (:attr:`raw`, made on first read from the ``(name, lower-cased name, value)`` triples copied
+    when the snapshot was taken), decoded only when read (:func:`header_items` rebuilds the
+    headers from them)."""
 
-    __slots__ = ("kind", "raw")
+    __slots__ = ("kind", "_raw", "_triples")
 
-    def __init__(self, kind: type, raw: list[tuple[bytes, bytes]]) -> None:
-        self.kind, self.raw = kind, raw
+    def __init__(self, kind: type, raw: list[tuple[bytes, bytes]] | None = None,
+                 triples: list[tuple[bytes, bytes, bytes]] | None = None) -> None:
+        self.kind, self._raw, self._triples = kind, raw, triples
+
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]:
+        if self._raw is None:
+            self._raw = [(k, v) for k, _lk, v in self._triples or ()]
+        return self._raw
 
 
 def snapshot_headers(headers: Any) -> Any:
     """What :func:`header_items` reads from ``headers`` as they are now: a :class:`RawHeaders`
-    of an ``httpx`` ``Headers`` (a copy of its byte pairs, nothing decoded), else their pairs."""
+    of an ``httpx`` ``Headers`` (a copy of its list of byte triples — one list copy on the
+    calling thread, nothing decoded — or of its byte pairs), else their pairs."""
+    kind = type(headers)
+    triples = getattr(headers, "_list", None)
+    if type(triples) is list and _httpx_like(kind) and (not triples or len(triples[0]) == 3):
+        return RawHeaders(kind, None, triples[:])  # (tuples: the copy is a snapshot)
     raw = getattr(headers, "raw", None)
-    if isinstance(raw, list) and hasattr(type(headers), "encoding"):  # (its encoding is not worked out here)
-        return RawHeaders(type(headers), raw)
+    if isinstance(raw, list) and hasattr(kind, "encoding"):  # (its encoding is not worked out here)
+        return RawHeaders(kind, raw)
     return list(header_items(headers))
+
+
+@functools.lru_cache(maxsize=64)
+def _httpx_like(kind: type) -> bool:
+    """Whether a headers class has an ``encoding`` (as ``httpx``'s ``Headers``; cached per class)."""
+    return hasattr(kind, "encoding")
 
 
 def header_items(headers: Any) -> Any:
