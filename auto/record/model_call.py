@@ -22,6 +22,15 @@ attempt (``POST …/chat/completions``; ``POST …/responses`` alike, span name 
   credentials are learned by the recorder's redactor, so they are redacted from every later
   span too (a task span that returns the key included).
 
+What the agent's thread takes, and what it leaves to the writer: it draws the ids and clocks,
+copies the request's and the response's header lists (one list copy each: their items are
+immutable byte tuples), keeps the request and response body bytes and the raw values of
+:data:`ENV_READS` (immutable), and hands the span over; the writer parses both bodies, decodes the
+headers and the environment values, rounds the measured time, reads the response's reason phrase
+(``httpx`` works it out from an enum on each read) and builds the attributes. The response object
+itself is kept until then, for its status and reason: a caller that changed them on the response
+in the few ms before the writer took the span would have its values recorded.
+
 Inside a task/tool scope the attempts are children of that scope and report their cost and
 latency to it; outside any scope a logical call gets its own trace. The tool calls a successful
 attempt asks for are registered on its scope, and the tool results a request sends back are

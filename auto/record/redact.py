@@ -22,6 +22,12 @@ goes through one :class:`Redactor` first, and the store redacts again at ingest,
   it), bearer tokens, GitHub fine-grained ``github_pat_…`` tokens and AWS secret access keys
   after their name, quoted or not.
 
+Each string is scanned once for every pattern (:class:`SecretScanner`): one regex made of each
+pattern's anchor literals (:func:`anchors`) is searched through the string lower-cased, and a
+pattern runs only near where one of its anchors occurs (a string without any costs that one scan);
+a string found free of every pattern is remembered for the process (:data:`CLEAN_CACHE`), so the
+system prompt and the headers a site repeats on every call are scanned once.
+
 A span with redactions carries ``auto.redactions`` (how many occurrences were replaced) and
 ``auto.redacted`` (the sorted fields that held them, e.g. ``["input", "output"]``); a compile
 leaves a task witness out when its input or output was redacted
