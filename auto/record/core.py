@@ -50,6 +50,7 @@ import os
 import sys
 import threading
 import time
+import types
 from typing import Any, Callable
 
 from auto_runtime.tools import journal_active, journaled_result
@@ -268,6 +269,11 @@ def deactivate(rec: Recorder) -> int:
 
 # ----------------------------------------------------------------------------- scopes
 
+_NO_CALLS: frozenset[str] = frozenset()
+_NO_RUNS: Any = types.MappingProxyType({})
+_NO_LATENCY = LatencyTally()
+"""What a scope holds until its first child reports (never changed: a scope makes its own then)."""
+
 
 class SpanScope:
     """One open span (kind ``task`` or ``tool``) and what its children reported to it.
@@ -301,15 +307,15 @@ class SpanScope:
             self.task_input = parent.task_input if parent else {}
         self._lock = threading.Lock()
         self._done = False
-        # aggregates reported by children
-        self.llm_calls: set[str] = set()
+        # aggregates reported by children (made when the first child reports, on the writer)
+        self.llm_calls: frozenset[str] | set[str] = _NO_CALLS
         self.llm_attempts = 0
         self.cost_micros: float | None = 0.0
         self.cost_known = True
-        self.latency = LatencyTally()  # what the model calls below reported about latency
+        self.latency: LatencyTally | None = None  # what the model calls below reported about latency
         # tool use: calls requested by model calls in this scope, and the tool spans that ran them
-        self.tool_requests: list[dict[str, Any]] = []
-        self.tool_runs: dict[str, dict[str, Any]] = {}
+        self.tool_requests: list[dict[str, Any]] | tuple = ()
+        self.tool_runs: Any = _NO_RUNS
         self.started_ns = time.time_ns()
         self._t0 = time.perf_counter()
 
@@ -324,6 +330,8 @@ class SpanScope:
     def request_tools(self, llm_span_id: str, tool_calls: list[dict[str, Any]]) -> None:
         """Register the tool calls a model call (span ``llm_span_id``) asked for."""
         with self._lock:
+            if type(self.tool_requests) is tuple:
+                self.tool_requests = []
             for tc in tool_calls:
                 fn = tc.get("function") or {}
                 try:
@@ -346,7 +354,7 @@ class SpanScope:
                 same = [r for r in scope.tool_requests if r["name"] == name]
                 pick = next((r for r in same if r["arguments"] == key), same[0] if same else None)
                 if pick is not None:
-                    scope.tool_requests.remove(pick)
+                    scope.tool_requests.remove(pick)  # type: ignore[union-attr]
                     return {**pick, "arguments_match": pick["arguments"] == key, "scope": scope}
             scope = scope.parent
         return None
@@ -354,6 +362,8 @@ class SpanScope:
     def tool_ran(self, call_id: str, span_id: str, output: Any) -> None:
         """A tool span that ran the request ``call_id`` ended with ``output``."""
         with self._lock:
+            if self.tool_runs is _NO_RUNS:
+                self.tool_runs = {}
             self.tool_runs[call_id] = {"span_id": span_id, "output": output}
 
     def tool_results(self, messages: Any) -> list[dict[str, Any]]:
@@ -387,24 +397,32 @@ class SpanScope:
         it was billed (default: when ``ok``): a stream cut short was billed, and with no reported
         usage it makes the scope's cost unknown, never 0."""
         with self._lock:
-            self.llm_calls.add(logical_id)
+            self.llm_calls = self.llm_calls | {logical_id}
             self.llm_attempts += 1
             if ok if billed is None else billed:
                 if cost is None:
                     self.cost_known = False
                 elif self.cost_micros is not None:
                     self.cost_micros += cost
-        self.latency.add_call(latency)
+        self._tally().add_call(latency)
+
+    def _tally(self) -> LatencyTally:
+        """:attr:`latency`, made on first use."""
+        with self._lock:
+            if self.latency is None:
+                self.latency = LatencyTally()
+            return self.latency
 
     def _absorb(self, child: "SpanScope") -> None:
         with self._lock:
-            self.llm_calls |= child.llm_calls
+            self.llm_calls = self.llm_calls | child.llm_calls
             self.llm_attempts += child.llm_attempts
             if not child.cost_known:
                 self.cost_known = False
             elif self.cost_micros is not None and child.cost_micros is not None:
                 self.cost_micros += child.cost_micros
-        self.latency.absorb(child.latency)
+        if child.latency is not None:
+            self._tally().absorb(child.latency)
 
     # -- ending --------------------------------------------------------------------------
 
@@ -458,7 +476,7 @@ class SpanScope:
         attrs["auto.llm_calls"] = len(self.llm_calls)
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
-        attrs.update(self.latency.attributes(wall_ms))
+        attrs.update((self.latency or _NO_LATENCY).attributes(wall_ms))
         call_id = attrs.get("gen_ai.tool.call.id")
         if self.kind == "tool" and call_id and self.parent is not None:
             self.parent.tool_ran(call_id, self.span_id, output)
@@ -630,9 +648,18 @@ class TaskSpec:
             scope = begin(args, kwargs)
             if scope is None:
                 return fn(*args, **kwargs)
-            with _current(scope):
+            token = CURRENT.set(scope)  # (what _current does, inline: this runs on every call)
+            try:
                 result = fn(*args, **kwargs)
-            end_ok(scope, result)
+            except BaseException as exc:
+                scope.finish_error(exc)
+                raise
+            finally:
+                CURRENT.reset(token)
+            if result is None or type(result) in _PLAIN:
+                scope._finish("ok", result, None)  # (always has a canonical JSON text)
+            else:
+                end_ok(scope, result)
             return result
 
         wrapper.__auto_task__ = name  # type: ignore[attr-defined]
