@@ -57,7 +57,7 @@ from auto.record.completion import (
 )
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import credential_secrets, sanitize_headers, snapshot_headers
+from auto.record.redact import sanitize_headers, snapshot_headers
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
@@ -107,6 +107,13 @@ class LogicalCall:
     returned or raised, and no attempt stream is still open).
     """
 
+    _lock = _CALLS_LOCK  # (held for a few counter updates: one lock for every call)
+    attempts = 0
+    open_attempts = 0
+    returned = False
+    done = False
+    name = "llm"
+
     def __init__(self, rec: Recorder, scope: SpanScope | None) -> None:
         self.rec = rec
         self.scope = scope
@@ -114,13 +121,7 @@ class LogicalCall:
         self.started_ns = time.time_ns()
         self.own_trace = scope is None
         self.trace_id = new_trace_id() if scope is None else scope.trace_id
-        self._lock = _CALLS_LOCK  # (held for a few counter updates: one lock for every call)
-        self.attempts = 0
-        self.open_attempts = 0
-        self.returned = False
-        self.done = False
         self._events: list[Any] = []  # attempts as they ended, and "error" where the request raised
-        self.name = "llm"
         self.ended_ns = self.started_ns
 
     @property
@@ -199,11 +200,9 @@ class Attempt:
         self._lock = threading.Lock()
         self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
         # its credentials are redacted from every span handed to the recorder from now on (this
-        # one included): the writer, which redacts the spans in the order they were handed over,
-        # learns them first
+        # one included): whichever thread redacts next learns them first
         key = getattr(client, "__dict__", {}).get("api_key")
-        call.rec.write([], (), functools.partial(_learn, call.rec.redactor, self._request_headers,
-                                                 key if isinstance(key, str) else None))
+        call.rec.redactor.learn_later(self._request_headers, key if isinstance(key, str) else None)
         try:
             self._raw_body: bytes = request.content or b""
         except Exception:  # a streaming request body that was not read
@@ -429,10 +428,6 @@ def env_values(snapshot: Any) -> dict[str, str]:
 def _body_outcome_of(name: str, content: bytes, complete: bool, streamed: bool, response: Any) -> tuple:
     """:func:`body_outcome` of an attempt's ``response`` (its status and reason read here)."""
     return body_outcome(name, content, complete, streamed, response.status_code, response.reason_phrase)
-
-
-def _learn(redactor: Any, headers: Any, api_key: str | None) -> None:
-    redactor.learn(credential_secrets(headers, api_key))
 
 
 def http_error(status_code: int, reason: str, body: Any) -> dict:

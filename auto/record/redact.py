@@ -39,6 +39,7 @@ headers (:data:`DIGEST_HEADERS`) are kept as a digest of their value (:func:`san
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
@@ -690,6 +691,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self.known: set[str] = set()
+        self._later: collections.deque = collections.deque()  # (headers, api_key) of learn_later
         self._clean_cache = _CLEAN  # shared: a string free of patterns is so for every redactor
         self.learn(secrets)
 
@@ -699,6 +701,22 @@ class Redactor:
         if new and not new <= self.known:  # every call of a client learns the same ones
             with self._lock:
                 self.known |= new
+
+    def learn_later(self, headers: Any, api_key: str | None = None) -> None:
+        """Learn the credentials of a request (:func:`credential_secrets` of its headers, or
+        their :func:`snapshot_headers`, and the client's ``api_key``) before anything is redacted
+        from now on — worked out then, by the thread that redacts (:meth:`values`), not by the
+        caller (one append here)."""
+        self._later.append((headers, api_key))
+
+    def _learn_pending(self) -> None:
+        later = self._later
+        while later:
+            try:
+                headers, key = later.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            self.learn(credential_secrets(headers, key))
 
     def _clean(self, strings: list[str]) -> bool:
         """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
@@ -723,7 +741,10 @@ class Redactor:
         return True
 
     def values(self) -> list[str]:
-        """Every secret value redacted now (learned + environment), longest first."""
+        """Every secret value redacted now (learned, :meth:`learn_later` included, + environment),
+        longest first."""
+        if self._later:
+            self._learn_pending()
         with self._lock:
             vals = self.known | env_secrets()
         return sorted(vals, key=len, reverse=True)
