@@ -174,10 +174,11 @@ class Recorder:
         (no secret reaches the disk), or redacted and ingested in this thread with ``sync``.
         ``complete``: fills in what the spans still lack, in place (called first, by whichever
         thread writes them). Failures are logged and counted, not raised (a span that cannot be
-        completed or redacted is not written). The caller does not change the spans afterwards."""
+        completed or redacted is not written). The caller does not change the spans afterwards
+        (``complete`` may fill the two lists themselves: they are handed over as they are)."""
         try:
             if self._writer is not None:
-                self._writer.submit(spans, list(traces), complete)
+                self._writer.submit(spans, traces if type(traces) is list else list(traces), complete)
                 return
             if complete is not None:
                 complete()
@@ -445,22 +446,31 @@ class SpanScope:
                     attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
+        spans: list[dict] = []
+        traces: list[dict] = []
+        # the span (and the trace of a root) are built by whichever thread completes them: the
+        # values they hold are taken now (ids, times, status, and JSON values nobody changes)
+        complete: Callable[[], None] | None = functools.partial(self._build, spans, traces, status, output, error,
+                                                                 ended, dict(self.attributes), wall_ms)
+        if self.parent is not None and self.parent.recorder is not self.recorder:
+            complete()  # another recorder writes the parent: what it reads is settled now
+            complete = None
+        self.recorder.write(spans, traces, complete)
+
+    def _build(self, spans: list[dict], traces: list[dict], status: str, output: Any, error: dict | None,
+               ended: int, attrs: dict[str, Any], wall_ms: float) -> None:
+        """Fill ``spans`` (and ``traces``, for a root) with this ended span, then complete it."""
         span = {
             "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
             "name": self.name, "kind": self.kind, "task": self.task, "site": None,
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
             "input": self.input, "output": output, "error": error, "attributes": None,
         }
-        traces = []
+        spans.append(span)
         if self.is_root:
             traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
                            "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
-        complete: Callable[[], None] | None = functools.partial(self._complete, span, dict(self.attributes), wall_ms,
-                                                                 output)
-        if self.parent is not None and self.parent.recorder is not self.recorder:
-            complete()  # another recorder writes the parent: what it reads is settled now
-            complete = None
-        self.recorder.write([span], traces, complete)
+        self._complete(span, attrs, wall_ms, output)
 
     def _complete(self, span: dict, attrs: dict[str, Any], wall_ms: float, output: Any) -> None:
         """Complete the span's attributes (run by the recorder's writer, in the order spans
