@@ -692,6 +692,7 @@ class Redactor:
         self._lock = threading.Lock()
         self.known: set[str] = set()
         self._later: collections.deque = collections.deque()  # (headers, api_key) of learn_later
+        self._drain_lock = threading.Lock()
         self._clean_cache = _CLEAN  # shared: a string free of patterns is so for every redactor
         self.learn(secrets)
 
@@ -710,13 +711,13 @@ class Redactor:
         self._later.append((headers, api_key))
 
     def _learn_pending(self) -> None:
-        later = self._later
-        while later:
-            try:
+        # one thread at a time: a thread that finds the queue empty has every secret learned (none
+        # is still being worked out by another)
+        with self._drain_lock:
+            later = self._later
+            while later:
                 headers, key = later.popleft()
-            except IndexError:  # another thread took the last one
-                return
-            self.learn(credential_secrets(headers, key))
+                self.learn(credential_secrets(headers, key))
 
     def _clean(self, strings: list[str]) -> bool:
         """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
@@ -743,8 +744,7 @@ class Redactor:
     def values(self) -> list[str]:
         """Every secret value redacted now (learned, :meth:`learn_later` included, + environment),
         longest first."""
-        if self._later:
-            self._learn_pending()
+        self._learn_pending()
         with self._lock:
             vals = self.known | env_secrets()
         return sorted(vals, key=len, reverse=True)
