@@ -248,3 +248,14 @@ def test_a_region_never_learns_a_run_with_a_redacted_step(tmp_path):
     assert sorted(t.input["request"] for t in traces) == ["where is order A-1", "where is order B-2"]
     assert skipped["redacted"] == 1
     store.close()
+
+
+def test_credentials_learned_later_are_redacted_from_the_next_span_redacted():
+    # a model call hands its request's headers over (one append on the agent's thread); whichever
+    # thread redacts next works their secrets out first, so no span redacted after it keeps them
+    r = Redactor()
+    r.learn_later([("authorization", "Bearer Zq81xW0pLm29Nc47abcd"), ("x-trace", "t-1")], "opaque-client-key-77")
+    span = {"name": "s", "input": {"a": "Zq81xW0pLm29Nc47abcd and opaque-client-key-77"}, "output": None}
+    out = r.redact_span(span)
+    assert "Zq81xW0pLm29Nc47abcd" not in repr(out) and "opaque-client-key-77" not in repr(out)
+    assert out["attributes"]["auto.redactions"] == 2 and not r._later

@@ -131,3 +131,48 @@ def test_spans_are_completed_and_redacted_before_the_journal_write_and_durable_b
     assert ingested == [] and failed == [(1, "RuntimeError")]
     assert w.flush(30) and ingested == [span["span_id"]] and j.bytes == 0
     w.close()
+
+
+def test_the_calling_thread_leaves_the_reason_phrase_and_env_digests_to_the_writer(tmp_path, monkeypatch):
+    # what a recorded call computes on the agent's thread is only what must be taken there:
+    # httpx works out a reason phrase from an enum on each read, so it is read by the writer;
+    # the environment is taken as it was at the call (a change right after it is not recorded)
+    import threading
+
+    import openai
+    from openai._base_client import SyncAPIClient
+
+    import auto
+    from auto.canonical import digest
+
+    import sys
+    base = sys.modules[SyncAPIClient.__module__]
+    httpx = getattr(base, "httpx", None) or base.httpx2  # the httpx the SDK was built on
+    readers: list[str] = []
+    real = httpx.Response.reason_phrase
+
+    def reason_phrase(self):  # type: ignore[no-untyped-def]
+        readers.append(threading.current_thread().name)
+        return real.fget(self)
+
+    monkeypatch.setattr(httpx.Response, "reason_phrase", property(reason_phrase))
+    body = (b'{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+            b'"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}')
+    transport = httpx.MockTransport(lambda req: httpx.Response(200, content=body,
+                                                               headers={"content-type": "application/json"}))
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("AUTO_RECORD_SYNC", "0")
+    client = openai.OpenAI(api_key="sk-test-not-a-key", http_client=httpx.Client(transport=transport))
+    main = threading.current_thread().name
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    bare = readers.count(main)  # what the SDK itself reads (its log line)
+    readers.clear()
+    with auto.recording(tmp_path / "s.db") as rec:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        monkeypatch.setenv("OPENAI_BASE_URL", "http://changed.example/v1")
+        on_call = readers.count(main)
+        rec.flush()
+        spans = [s for s in rec.store.spans() if s["kind"] == "llm"]
+    assert on_call == bare and len(readers) > bare, (bare, readers)
+    assert spans[0]["attributes"]["auto.env_reads"]["OPENAI_BASE_URL"] == digest("http://127.0.0.1:9/v1")
+    assert spans[0]["attributes"]["auto.latency_ms"] >= 0 and spans[0]["status"] == "ok"

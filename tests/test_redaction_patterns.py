@@ -118,3 +118,35 @@ def test_no_pattern_needs_case_folding_the_prefilter_would_miss():
             if rx.search(t):
                 assert any(lit in t for lit in lits), (rx.pattern[:60], t)
     assert all(isinstance(rx, re.Pattern) for rx in PATTERNS)
+
+
+def test_anchors_bound_where_a_match_starts():
+    from auto.record.redact import anchors, reach
+    assert anchors(re.compile(r"[0-9a-z]{32}-us[0-9]{1,2}")) == (("-us", 32),)
+    assert anchors(re.compile(r"(?<![\w-])sk-[\w-]{20,}")) == (("sk-", 0),)
+    assert anchors(re.compile(r"x+yzw")) == (("yzw", None),)  # unbounded ahead of it: searched whole
+    assert anchors(re.compile(r"[a-z]+")) is None
+    assert reach(re.compile(r"ab(?!\w)")) == 4 and reach(re.compile(r"a(?=\w*)b")) is None
+
+
+def _samples() -> list[str]:
+    out = [t for ss in PLUGIN_SAMPLES.values() for t, _s in ss] + [t for ss in PATTERN_SAMPLES for t, _s in ss]
+    out += ["A3T3BlbkFJ 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",  # anchors that overlap
+            "AUTHORIZATION: BEARER abcdef0123456789ABCDEF0123456789", "Xoxb-123456789012-1234567890123-abc",
+            "İstanbul bearer abcdef0123456789ABCDEF0123456789 ſk", "aws_key = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'"]
+    return out
+
+
+def test_one_scan_finds_what_each_pattern_finds():
+    # the scanner (one scan for every pattern's anchors, patterns run near them) reports every
+    # match each pattern's own finditer reports, in every sample and in each sample inside prose
+    from auto.record.redact import scanner
+    sc = scanner()
+    prose = "The support ticket says the app crashes; see https://example.com/a.b?x=1 -- glad ghosts sk- " * 3
+    for t in _samples():
+        for text in (t, prose + t + prose, t + "\n" + t):
+            want = {(m.start(), m.end()) for rx in sc.patterns for m in rx.finditer(text)}
+            got = {(m.start(), m.end()) for m in sc.scan(text)}
+            assert want <= got, (text[:80], want - got)
+            assert all(m.re.match(text, m.start()) for m in sc.scan(text))  # nothing made up
+            assert bool(sc.scan(text, first=True)) == bool(want)

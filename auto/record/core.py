@@ -50,6 +50,7 @@ import os
 import sys
 import threading
 import time
+import types
 from typing import Any, Callable
 
 from auto_runtime.tools import journal_active, journaled_result
@@ -173,10 +174,11 @@ class Recorder:
         (no secret reaches the disk), or redacted and ingested in this thread with ``sync``.
         ``complete``: fills in what the spans still lack, in place (called first, by whichever
         thread writes them). Failures are logged and counted, not raised (a span that cannot be
-        completed or redacted is not written). The caller does not change the spans afterwards."""
+        completed or redacted is not written). The caller does not change the spans afterwards
+        (``complete`` may fill the two lists themselves: they are handed over as they are)."""
         try:
             if self._writer is not None:
-                self._writer.submit(spans, list(traces), complete)
+                self._writer.submit(spans, traces if type(traces) is list else list(traces), complete)
                 return
             if complete is not None:
                 complete()
@@ -268,6 +270,11 @@ def deactivate(rec: Recorder) -> int:
 
 # ----------------------------------------------------------------------------- scopes
 
+_NO_CALLS: frozenset[str] = frozenset()
+_NO_RUNS: Any = types.MappingProxyType({})
+_NO_LATENCY = LatencyTally()
+"""What a scope holds until its first child reports (never changed: a scope makes its own then)."""
+
 
 class SpanScope:
     """One open span (kind ``task`` or ``tool``) and what its children reported to it.
@@ -301,15 +308,15 @@ class SpanScope:
             self.task_input = parent.task_input if parent else {}
         self._lock = threading.Lock()
         self._done = False
-        # aggregates reported by children
-        self.llm_calls: set[str] = set()
+        # aggregates reported by children (made when the first child reports, on the writer)
+        self.llm_calls: frozenset[str] | set[str] = _NO_CALLS
         self.llm_attempts = 0
         self.cost_micros: float | None = 0.0
         self.cost_known = True
-        self.latency = LatencyTally()  # what the model calls below reported about latency
+        self.latency: LatencyTally | None = None  # what the model calls below reported about latency
         # tool use: calls requested by model calls in this scope, and the tool spans that ran them
-        self.tool_requests: list[dict[str, Any]] = []
-        self.tool_runs: dict[str, dict[str, Any]] = {}
+        self.tool_requests: list[dict[str, Any]] | tuple = ()
+        self.tool_runs: Any = _NO_RUNS
         self.started_ns = time.time_ns()
         self._t0 = time.perf_counter()
 
@@ -324,6 +331,8 @@ class SpanScope:
     def request_tools(self, llm_span_id: str, tool_calls: list[dict[str, Any]]) -> None:
         """Register the tool calls a model call (span ``llm_span_id``) asked for."""
         with self._lock:
+            if type(self.tool_requests) is tuple:
+                self.tool_requests = []
             for tc in tool_calls:
                 fn = tc.get("function") or {}
                 try:
@@ -346,7 +355,7 @@ class SpanScope:
                 same = [r for r in scope.tool_requests if r["name"] == name]
                 pick = next((r for r in same if r["arguments"] == key), same[0] if same else None)
                 if pick is not None:
-                    scope.tool_requests.remove(pick)
+                    scope.tool_requests.remove(pick)  # type: ignore[union-attr]
                     return {**pick, "arguments_match": pick["arguments"] == key, "scope": scope}
             scope = scope.parent
         return None
@@ -354,6 +363,8 @@ class SpanScope:
     def tool_ran(self, call_id: str, span_id: str, output: Any) -> None:
         """A tool span that ran the request ``call_id`` ended with ``output``."""
         with self._lock:
+            if self.tool_runs is _NO_RUNS:
+                self.tool_runs = {}
             self.tool_runs[call_id] = {"span_id": span_id, "output": output}
 
     def tool_results(self, messages: Any) -> list[dict[str, Any]]:
@@ -387,24 +398,32 @@ class SpanScope:
         it was billed (default: when ``ok``): a stream cut short was billed, and with no reported
         usage it makes the scope's cost unknown, never 0."""
         with self._lock:
-            self.llm_calls.add(logical_id)
+            self.llm_calls = self.llm_calls | {logical_id}
             self.llm_attempts += 1
             if ok if billed is None else billed:
                 if cost is None:
                     self.cost_known = False
                 elif self.cost_micros is not None:
                     self.cost_micros += cost
-        self.latency.add_call(latency)
+        self._tally().add_call(latency)
+
+    def _tally(self) -> LatencyTally:
+        """:attr:`latency`, made on first use."""
+        with self._lock:
+            if self.latency is None:
+                self.latency = LatencyTally()
+            return self.latency
 
     def _absorb(self, child: "SpanScope") -> None:
         with self._lock:
-            self.llm_calls |= child.llm_calls
+            self.llm_calls = self.llm_calls | child.llm_calls
             self.llm_attempts += child.llm_attempts
             if not child.cost_known:
                 self.cost_known = False
             elif self.cost_micros is not None and child.cost_micros is not None:
                 self.cost_micros += child.cost_micros
-        self.latency.absorb(child.latency)
+        if child.latency is not None:
+            self._tally().absorb(child.latency)
 
     # -- ending --------------------------------------------------------------------------
 
@@ -421,27 +440,37 @@ class SpanScope:
             self._done = True
         # a model call of this scope whose stream is still open ends with the scope (its span and
         # its cost belong to this span, not to the garbage collector or the end of the recording)
-        for attempt in list(self.recorder.open_streams):
-            if getattr(attempt, "scope", None) is self:
-                attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
+        if self.recorder.open_streams:
+            for attempt in list(self.recorder.open_streams):
+                if getattr(attempt, "scope", None) is self:
+                    attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
         ended = time.time_ns()
         wall_ms = (time.perf_counter() - self._t0) * 1000.0
+        spans: list[dict] = []
+        traces: list[dict] = []
+        # the span (and the trace of a root) are built by whichever thread completes them: the
+        # values they hold are taken now (ids, times, status, and JSON values nobody changes)
+        complete: Callable[[], None] | None = functools.partial(self._build, spans, traces, status, output, error,
+                                                                 ended, dict(self.attributes), wall_ms)
+        if self.parent is not None and self.parent.recorder is not self.recorder:
+            complete()  # another recorder writes the parent: what it reads is settled now
+            complete = None
+        self.recorder.write(spans, traces, complete)
+
+    def _build(self, spans: list[dict], traces: list[dict], status: str, output: Any, error: dict | None,
+               ended: int, attrs: dict[str, Any], wall_ms: float) -> None:
+        """Fill ``spans`` (and ``traces``, for a root) with this ended span, then complete it."""
         span = {
             "trace_id": self.trace_id, "span_id": self.span_id, "parent_span_id": self.parent_span_id,
             "name": self.name, "kind": self.kind, "task": self.task, "site": None,
             "started_ns": self.started_ns, "ended_ns": ended, "status": status,
             "input": self.input, "output": output, "error": error, "attributes": None,
         }
-        traces = []
+        spans.append(span)
         if self.is_root:
             traces.append({"trace_id": self.trace_id, "name": self.name, "started_ns": self.started_ns,
                            "ended_ns": ended, "status": status, "attributes": {"auto.root_kind": self.kind}})
-        complete: Callable[[], None] | None = functools.partial(self._complete, span, dict(self.attributes), wall_ms,
-                                                                 output)
-        if self.parent is not None and self.parent.recorder is not self.recorder:
-            complete()  # another recorder writes the parent: what it reads is settled now
-            complete = None
-        self.recorder.write([span], traces, complete)
+        self._complete(span, attrs, wall_ms, output)
 
     def _complete(self, span: dict, attrs: dict[str, Any], wall_ms: float, output: Any) -> None:
         """Complete the span's attributes (run by the recorder's writer, in the order spans
@@ -457,7 +486,7 @@ class SpanScope:
         attrs["auto.llm_calls"] = len(self.llm_calls)
         attrs["auto.llm_attempts"] = self.llm_attempts
         attrs["auto.cost_usd_micros"] = (self.cost_micros if self.cost_known else None) if self.llm_attempts else 0.0
-        attrs.update(self.latency.attributes(wall_ms))
+        attrs.update((self.latency or _NO_LATENCY).attributes(wall_ms))
         call_id = attrs.get("gen_ai.tool.call.id")
         if self.kind == "tool" and call_id and self.parent is not None:
             self.parent.tool_ran(call_id, self.span_id, output)
@@ -495,9 +524,15 @@ def _bind_input(sig: inspect.Signature, skip_first: bool, name: str, args: tuple
     if skip_first and items:
         items = items[1:]
     out = {}
+    plain = True
     for k, v in items:
-        out[k] = v if v is None or type(v) in _PLAIN else to_jsonable(v, f"{name}: argument {k!r}")
-    canonical_json(out)
+        if v is None or type(v) in _PLAIN:
+            out[k] = v
+        else:
+            out[k] = to_jsonable(v, f"{name}: argument {k!r}")
+            plain = False
+    if not plain:  # (None, str, int and bool values always have a canonical JSON text)
+        canonical_json(out)
     return out
 
 
@@ -586,8 +621,11 @@ class TaskSpec:
 
         def end_ok(scope: SpanScope, result: Any) -> None:
             try:
-                out = result if result is None or type(result) in _PLAIN else to_jsonable(result, f"{name}: result")
-                canonical_json(out)
+                if result is None or type(result) in _PLAIN:
+                    out = result  # (always has a canonical JSON text)
+                else:
+                    out = to_jsonable(result, f"{name}: result")
+                    canonical_json(out)
             except (RecordError, ValueError, TypeError) as exc:
                 err = exc if isinstance(exc, RecordError) else RecordError(f"{name}: result is not JSON: {exc}")
                 scope.finish_error(err)
@@ -620,9 +658,18 @@ class TaskSpec:
             scope = begin(args, kwargs)
             if scope is None:
                 return fn(*args, **kwargs)
-            with _current(scope):
+            token = CURRENT.set(scope)  # (what _current does, inline: this runs on every call)
+            try:
                 result = fn(*args, **kwargs)
-            end_ok(scope, result)
+            except BaseException as exc:
+                scope.finish_error(exc)
+                raise
+            finally:
+                CURRENT.reset(token)
+            if result is None or type(result) in _PLAIN:
+                scope._finish("ok", result, None)  # (always has a canonical JSON text)
+            else:
+                end_ok(scope, result)
             return result
 
         wrapper.__auto_task__ = name  # type: ignore[attr-defined]

@@ -22,6 +22,15 @@ attempt (``POST …/chat/completions``; ``POST …/responses`` alike, span name 
   credentials are learned by the recorder's redactor, so they are redacted from every later
   span too (a task span that returns the key included).
 
+What the agent's thread takes, and what it leaves to the writer: it draws the ids and clocks,
+copies the request's and the response's header lists (one list copy each: their items are
+immutable byte tuples), keeps the request and response body bytes and the raw values of
+:data:`ENV_READS` (immutable), and hands the span over; the writer parses both bodies, decodes the
+headers and the environment values, rounds the measured time, reads the response's reason phrase
+(``httpx`` works it out from an enum on each read) and builds the attributes. The response object
+itself is kept until then, for its status and reason: a caller that changed them on the response
+in the few ms before the writer took the span would have its values recorded.
+
 Inside a task/tool scope the attempts are children of that scope and report their cost and
 latency to it; outside any scope a logical call gets its own trace. The tool calls a successful
 attempt asks for are registered on its scope, and the tool results a request sends back are
@@ -48,13 +57,14 @@ from auto.record.completion import (
 )
 from auto.record.core import Recorder, SpanScope, error_json
 from auto.record.latency import call_latency
-from auto.record.redact import credential_secrets, sanitize_headers, snapshot_headers
+from auto.record.redact import sanitize_headers, snapshot_headers
 from auto.record.tee import tee_stream
 from auto.record.template import site, template_digest
 from auto.store import new_span_id, new_trace_id
 
 ENV_READS = ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
-"""Environment variables the SDK reads; their digests (never values) are recorded."""
+"""Environment variables the SDK reads; their digests (never values) are recorded (three:
+:func:`env_snapshot` reads them by position)."""
 
 REQUEST_ATTRS = {
     "model": "gen_ai.request.model",
@@ -86,6 +96,9 @@ def request_body(raw: bytes) -> dict:
     return body if isinstance(body, dict) else {"_body": body}
 
 
+_CALLS_LOCK = threading.Lock()
+
+
 class LogicalCall:
     """One SDK call (``request()``), spanning its HTTP attempts (SDK retries).
 
@@ -94,6 +107,13 @@ class LogicalCall:
     returned or raised, and no attempt stream is still open).
     """
 
+    _lock = _CALLS_LOCK  # (held for a few counter updates: one lock for every call)
+    attempts = 0
+    open_attempts = 0
+    returned = False
+    done = False
+    name = "llm"
+
     def __init__(self, rec: Recorder, scope: SpanScope | None) -> None:
         self.rec = rec
         self.scope = scope
@@ -101,13 +121,7 @@ class LogicalCall:
         self.started_ns = time.time_ns()
         self.own_trace = scope is None
         self.trace_id = new_trace_id() if scope is None else scope.trace_id
-        self._lock = threading.Lock()
-        self.attempts = 0
-        self.open_attempts = 0
-        self.returned = False
-        self.done = False
         self._events: list[Any] = []  # attempts as they ended, and "error" where the request raised
-        self.name = "llm"
         self.ended_ns = self.started_ns
 
     @property
@@ -127,6 +141,8 @@ class LogicalCall:
             return self.attempts - 1
 
     def attempt_ended(self, attempt: "Attempt", name: str, ended_ns: int) -> None:
+        if not self.own_trace:
+            return  # inside a scope nothing reads how the call ended (its spans carry it)
         with self._lock:
             self.open_attempts -= 1
             if self.own_trace:  # (only its trace row reads the status)
@@ -135,6 +151,8 @@ class LogicalCall:
         self._maybe_finalize()
 
     def request_done(self, exc: BaseException | None) -> None:
+        if not self.own_trace:
+            return  # (see attempt_ended)
         with self._lock:
             self.returned = True
             if exc is not None and self.own_trace:
@@ -161,6 +179,17 @@ class Attempt:
     """One HTTP attempt of a model call; written as one ``llm`` span (id :attr:`span_id`, chosen
     when the attempt starts) when it ends."""
 
+    # what an attempt starts with, unless its __init__ sets it (fewer stores on the calling thread)
+    _body: dict | None = None
+    response: Any = None
+    _sse: SSEParser | None = None
+    _decoder: ContentDecoder | None = None
+    _span: dict[str, Any] | None = None
+    _outcome: Any = None  # (status, output, error, extra, meta), or what computes it
+    _settled = False
+    _status_code: int | None = None
+    _done = False
+
     def __init__(self, call: LogicalCall, client: Any, request: Any, name: str) -> None:
         self.call = call
         self.name = name
@@ -169,31 +198,19 @@ class Attempt:
         self._t0 = time.perf_counter()
         self.index = call.attempt_started()
         self._lock = threading.Lock()
-        self._done = False
         self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
         # its credentials are redacted from every span handed to the recorder from now on (this
-        # one included): the writer, which redacts the spans in the order they were handed over,
-        # learns them first
+        # one included): whichever thread redacts next learns them first
         key = getattr(client, "__dict__", {}).get("api_key")
-        call.rec.write([], (), functools.partial(_learn, call.rec.redactor, self._request_headers,
-                                                 key if isinstance(key, str) else None))
+        call.rec.redactor.learn_later(self._request_headers, key if isinstance(key, str) else None)
         try:
             self._raw_body: bytes = request.content or b""
         except Exception:  # a streaming request body that was not read
             self._raw_body = b""
-        self._body: dict | None = None
         self._url = request.url
-        self.response: Any = None
-        self._sse: SSEParser | None = None
         self._raw: list[bytes] = []
-        self._decoder: ContentDecoder | None = None
         self.extra_attributes: dict[str, Any] = {}
         """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
-        self._span: dict[str, Any] | None = None
-        self._outcome: Any = None  # (status, output, error, extra, meta), or what computes it
-        self._settled = False
-        self._status_code: int | None = None
-        self._reason = ""
 
     @property
     def recorded(self) -> dict[str, Any] | None:
@@ -322,8 +339,8 @@ class Attempt:
         if not streamed and not self._claim():
             return
         # the body is parsed when the outcome is settled: by the writer, off the agent's call path
-        self._end(functools.partial(body_outcome, self.name, content, complete, streamed,
-                                    self.response.status_code, self.response.reason_phrase))
+        # (so is the reason phrase, which ``httpx`` works out from an enum on each read)
+        self._end(functools.partial(_body_outcome_of, self.name, content, complete, streamed, self.response))
 
     def _is_http_error(self) -> bool:
         return self.response is not None and self.response.status_code >= 400
@@ -341,16 +358,16 @@ class Attempt:
         learns from it (cost, latency, tool calls) reaches the scope there too, in the order
         the spans ended."""
         ended = time.time_ns()
-        measured_ms = round((time.perf_counter() - self._t0) * 1000.0, 3)
+        measured_s = time.perf_counter() - self._t0  # (rounded to µs on the writer: round() is slow)
         call = self.call
         scope = call.scope
         response = self.response
         resp_headers = None
         if response is not None:
-            self._status_code, self._reason = response.status_code, response.reason_phrase
+            self._status_code = response.status_code
             resp_headers = snapshot_headers(response.headers)
-            self.response = None  # not kept alive while the span waits for the writer
-        env = {n: v for n in ENV_READS if (v := os.environ.get(n)) is not None}
+            self.response = None  # not kept alive by the attempt (a body outcome keeps it until settled)
+        env = env_snapshot()
         span = {
             "trace_id": call.trace_id, "span_id": self.span_id,
             "parent_span_id": scope.span_id if scope is not None else None,
@@ -360,7 +377,7 @@ class Attempt:
         }
         self._outcome = outcome
         self._span = span
-        complete = functools.partial(_complete, self, span, resp_headers, measured_ms, env)
+        complete = functools.partial(_complete, self, span, resp_headers, measured_s, env)
         if scope is not None and scope.recorder is not call.rec:
             complete()  # another recorder writes the scope: what it reads is settled now
             complete = None
@@ -380,8 +397,37 @@ class Attempt:
             return self._outcome
 
 
-def _learn(redactor: Any, headers: Any, api_key: str | None) -> None:
-    redactor.learn(credential_secrets(headers, api_key))
+_ENV_KEYS: tuple[tuple[str, Any], ...] | None = None
+
+
+def env_snapshot() -> Any:
+    """The values of :data:`ENV_READS` now, as cheaply as the calling thread can take them: the
+    raw values (``bytes`` or None, in the order of :data:`ENV_READS`) of ``os.environ``'s own
+    mapping on POSIX (decoded by :func:`env_values` on the writer), else a ``{name: value}``
+    dict."""
+    global _ENV_KEYS
+    data = getattr(os.environ, "_data", None)
+    if type(data) is dict and _POSIX:
+        k = _ENV_KEYS
+        if k is None:
+            k = _ENV_KEYS = tuple(os.environ.encodekey(n) for n in ENV_READS)  # type: ignore[attr-defined]
+        return data.get(k[0]), data.get(k[1]), data.get(k[2])
+    return {n: v for n in ENV_READS if (v := os.environ.get(n)) is not None}
+
+
+_POSIX = os.name == "posix"  # (where ``os.environ._data`` maps encoded names to encoded values)
+
+
+def env_values(snapshot: Any) -> dict[str, str]:
+    """``{name: value}`` of an :func:`env_snapshot` (decoded as ``os.environ`` decodes)."""
+    if isinstance(snapshot, dict):
+        return snapshot
+    return {n: os.environ.decodevalue(v) for n, v in zip(ENV_READS, snapshot) if v is not None}  # type: ignore[attr-defined]
+
+
+def _body_outcome_of(name: str, content: bytes, complete: bool, streamed: bool, response: Any) -> tuple:
+    """:func:`body_outcome` of an attempt's ``response`` (its status and reason read here)."""
+    return body_outcome(name, content, complete, streamed, response.status_code, response.reason_phrase)
 
 
 def http_error(status_code: int, reason: str, body: Any) -> dict:
@@ -419,11 +465,13 @@ def body_outcome(name: str, content: bytes, complete: bool, streamed: bool, stat
     return "ok", output, None, extra, meta
 
 
-def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_ms: float, env: dict[str, str]) -> None:
+def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_s: float, env: Any) -> None:
     """Settle an attempt's outcome and complete its span (run by the recorder's writer, in the
     order spans ended): status, output, error, the request body as ``input``, the attributes,
     the template digest and ``site``; then report cost, latency and the tool calls asked for to
-    the attempt's scope, and link the tool results the request sent back."""
+    the attempt's scope, and link the tool results the request sent back. ``measured_s``: the
+    attempt's wall time (s); ``env``: an :func:`env_snapshot`."""
+    measured_ms = round(measured_s * 1000.0, 3)
     status, output, error, extra, meta = attempt._settle()
     call, scope = attempt.call, attempt.call.scope
     body = attempt.body
@@ -470,7 +518,7 @@ def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_ms: floa
     attrs["auto.cost_usd_micros"] = cost
     attrs.update(latency.attributes())
     if env:
-        attrs["auto.env_reads"] = {n: _value_digest(v) for n, v in env.items()}
+        attrs["auto.env_reads"] = {n: _value_digest(v) for n, v in env_values(env).items()}
     attrs.update(extra)
     attrs.update(attempt.extra_attributes)
     tdigest = template_digest(body.get("messages", body.get("input")), scope.task_input if scope is not None else {})

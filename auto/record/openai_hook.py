@@ -33,6 +33,7 @@ right after it finishes importing (start-up stays lazy).
 from __future__ import annotations
 
 import contextvars
+import functools
 import importlib.abc
 import sys
 import threading
@@ -49,9 +50,10 @@ _LOGICAL: contextvars.ContextVar["LogicalCall | None"] = contextvars.ContextVar(
 _IN_SEND: contextvars.ContextVar[bool] = contextvars.ContextVar("auto_in_send", default=False)
 
 
+@functools.lru_cache(maxsize=1024)
 def endpoint_for(method: str, path: str) -> str | None:
     """The span name of a request to a recorded endpoint (``POST …/chat/completions`` →
-    ``chat.completions``), else None."""
+    ``chat.completions``), else None (cached: a client asks for the same few paths)."""
     if method.upper() != "POST":
         return None
     path = path.rstrip("/")

@@ -22,6 +22,12 @@ goes through one :class:`Redactor` first, and the store redacts again at ingest,
   it), bearer tokens, GitHub fine-grained ``github_pat_…`` tokens and AWS secret access keys
   after their name, quoted or not.
 
+Each string is scanned once for every pattern (:class:`SecretScanner`): one regex made of each
+pattern's anchor literals (:func:`anchors`) is searched through the string lower-cased, and a
+pattern runs only near where one of its anchors occurs (a string without any costs that one scan);
+a string found free of every pattern is remembered for the process (:data:`CLEAN_CACHE`), so the
+system prompt and the headers a site repeats on every call are scanned once.
+
 A span with redactions carries ``auto.redactions`` (how many occurrences were replaced) and
 ``auto.redacted`` (the sorted fields that held them, e.g. ``["input", "output"]``); a compile
 leaves a task witness out when its input or output was redacted
@@ -33,6 +39,7 @@ headers (:data:`DIGEST_HEADERS`) are kept as a digest of their value (:func:`san
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
@@ -141,22 +148,42 @@ def env_secrets(environ: Any = None) -> set[str]:
 
 
 class RawHeaders:
-    """A snapshot of an ``httpx`` ``Headers``: its class and raw ``(name, value)`` byte pairs,
-    decoded only when read (:func:`header_items` rebuilds the headers from them)."""
+    """A snapshot of an ``httpx`` ``Headers``: its class and raw ``(name, value)`` byte pairs
+    (:attr:`raw`, made on first read from the ``(name, lower-cased name, value)`` triples copied
+    when the snapshot was taken), decoded only when read (:func:`header_items` rebuilds the
+    headers from them)."""
 
-    __slots__ = ("kind", "raw")
+    __slots__ = ("kind", "_raw", "_triples")
 
-    def __init__(self, kind: type, raw: list[tuple[bytes, bytes]]) -> None:
-        self.kind, self.raw = kind, raw
+    def __init__(self, kind: type, raw: list[tuple[bytes, bytes]] | None = None,
+                 triples: list[tuple[bytes, bytes, bytes]] | None = None) -> None:
+        self.kind, self._raw, self._triples = kind, raw, triples
+
+    @property
+    def raw(self) -> list[tuple[bytes, bytes]]:
+        if self._raw is None:
+            self._raw = [(k, v) for k, _lk, v in self._triples or ()]
+        return self._raw
 
 
 def snapshot_headers(headers: Any) -> Any:
     """What :func:`header_items` reads from ``headers`` as they are now: a :class:`RawHeaders`
-    of an ``httpx`` ``Headers`` (a copy of its byte pairs, nothing decoded), else their pairs."""
+    of an ``httpx`` ``Headers`` (a copy of its list of byte triples — one list copy on the
+    calling thread, nothing decoded — or of its byte pairs), else their pairs."""
+    kind = type(headers)
+    triples = getattr(headers, "_list", None)
+    if type(triples) is list and _httpx_like(kind) and (not triples or len(triples[0]) == 3):
+        return RawHeaders(kind, None, triples[:])  # (tuples: the copy is a snapshot)
     raw = getattr(headers, "raw", None)
-    if isinstance(raw, list) and hasattr(type(headers), "encoding"):  # (its encoding is not worked out here)
-        return RawHeaders(type(headers), raw)
+    if isinstance(raw, list) and hasattr(kind, "encoding"):  # (its encoding is not worked out here)
+        return RawHeaders(kind, raw)
     return list(header_items(headers))
+
+
+@functools.lru_cache(maxsize=64)
+def _httpx_like(kind: type) -> bool:
+    """Whether a headers class has an ``encoding`` (as ``httpx``'s ``Headers``; cached per class)."""
+    return hasattr(kind, "encoding")
 
 
 def header_items(headers: Any) -> Any:
@@ -369,36 +396,272 @@ def prefiltered_patterns() -> tuple[tuple[re.Pattern, tuple[str, ...] | None], .
     return _PREFILTERED
 
 
+def anchors(rx: re.Pattern) -> tuple[tuple[str, int | None], ...] | None:
+    """``((literal, before), …)`` such that every match of ``rx`` contains one of the literals,
+    and starts at most ``before`` characters ahead of it (None: no bound known), or None when no
+    such literals are known. Read from the parsed pattern (Python's own ``re`` parser) as
+    :func:`required_literals` reads it, with the widths of what precedes each literal run at the
+    top level of the pattern (in a group, a branch, or the first turn of a repeat of at least
+    one). Literals of a case-insensitive pattern (or part) are compared case-insensitively by
+    :class:`SecretScanner`."""
+    try:
+        from re import _constants as c
+        from re import _parser
+        tree = _parser.parse(rx.pattern, rx.flags)
+    except Exception:  # noqa: BLE001 - another Python's parser: the pattern runs on every text
+        return None
+    repeats = tuple(getattr(c, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(c, n))
+
+    def width(op: Any, av: Any) -> int | None:
+        w = _parser.SubPattern(tree.state, [(op, av)]).getwidth()[1]
+        return None if w >= c.MAXREPEAT else w
+
+    def add(x: int | None, y: int | None) -> int | None:
+        return None if x is None or y is None else x + y
+
+    def cands(items: Any, base: int | None) -> list[tuple[tuple[str, int | None], ...]]:
+        """Each candidate: alternatives ``(literal, before)``, one of which is in every match."""
+        out: list[tuple[tuple[str, int | None], ...]] = []
+        run: list[str] = []
+        run_at: int | None = base
+        off: int | None = base
+        for op, av in items:
+            if op is c.LITERAL:
+                if not run:
+                    run_at = off
+                run.append(chr(av))
+                off = add(off, 1)
+                continue
+            if run:
+                out.append((("".join(run), run_at),))
+                run = []
+            if op is c.SUBPATTERN:
+                out.extend(cands(av[3], off))
+            elif op is c.BRANCH:
+                alts = [best(cands(b, off)) for b in av[1]]
+                if all(a is not None for a in alts):
+                    out.append(tuple(x for a in alts for x in a))  # type: ignore[union-attr]
+            elif op in repeats and av[0] >= 1:
+                out.extend(cands(av[2], off))
+            elif op is getattr(c, "ATOMIC_GROUP", None):
+                out.extend(cands(av, off))
+            off = add(off, width(op, av))
+        if run:
+            out.append((("".join(run), run_at),))
+        return out
+
+    def best(cs: list[tuple[tuple[str, int | None], ...]]) -> tuple[tuple[str, int | None], ...] | None:
+        # literals of 3 characters or more first (rarer), of them those with a bound (the
+        # pattern then runs near each occurrence), then the longest
+        def key(alts: tuple[tuple[str, int | None], ...]) -> tuple[bool, bool, int]:
+            shortest = min(len(lit) for lit, _b in alts)
+            return shortest >= 3, all(b is not None for _l, b in alts), shortest
+
+        return max(cs, key=key, default=None)
+
+    try:
+        got = best(cands(tree, 0))
+    except Exception:  # noqa: BLE001 - a node this reading does not know: the pattern runs on every text
+        return None
+    # a one-character anchor occurs too often to help: the regex engine's own scan is faster
+    return got if got is not None and min(len(lit) for lit, _b in got) >= 2 else None
+
+
+def reach(rx: re.Pattern) -> int | None:
+    """How many characters from where a match of ``rx`` starts its matcher may read at most: its
+    widest match, plus the widest text of each lookahead in it, plus one (for a word boundary or
+    end test); None when unbounded or unknown."""
+    try:
+        from re import _constants as c
+        from re import _parser
+        tree = _parser.parse(rx.pattern, rx.flags)
+        total = tree.getwidth()[1]
+        ahead = 0
+
+        def walk(items: Any) -> None:
+            nonlocal ahead
+            for op, av in items:
+                if op in (c.ASSERT, c.ASSERT_NOT) and av[0] == 1:
+                    ahead += _parser.SubPattern(tree.state, list(av[1])).getwidth()[1]
+                for part in av if isinstance(av, (tuple, list)) else ():
+                    if isinstance(part, _parser.SubPattern):
+                        walk(part)
+                    elif isinstance(part, list):
+                        for q in part:
+                            if isinstance(q, _parser.SubPattern):
+                                walk(q)
+                if isinstance(av, _parser.SubPattern):
+                    walk(av)
+
+        walk(tree)
+    except Exception:  # noqa: BLE001 - unknown: unbounded
+        return None
+    return None if total >= c.MAXREPEAT or ahead >= c.MAXREPEAT else total + ahead + 1
+
+
+_FOLD = {0x17F: "s", 0x131: "i", 0x130: "i"}
+"""What ``str.lower`` leaves, or makes two characters of, that the regex engine's case-insensitive
+matching takes for an ASCII letter (long s, dotless i, dotted capital I)."""
+
+MATCH_STARTS = 4
+"""A pattern whose match starts at most this many characters ahead of its anchor is tried with
+``match`` at each such start; one whose match may start further ahead is searched in a window
+(:class:`SecretScanner`)."""
+
+
+class SecretScanner:
+    """Finds the matches of many patterns in a text in one scan for all of them.
+
+    One regex made of every pattern's :func:`anchors` (an alternation of literals, longest
+    first; a case-insensitive pattern's literals case-insensitively) is searched through the text
+    once, at every position where one starts; a pattern then runs only at the few start positions
+    its anchors allow (``rx.match`` from ``before`` characters ahead of each occurrence up to
+    it), so a text in which no anchor occurs costs one scan and no pattern runs. A pattern
+    without anchors, or with an anchor whose ``before`` is unbounded, is searched through the
+    whole text where its anchor occurs (or always, without anchors). The matches are those of
+    the pattern's own ``finditer`` where they do not overlap; where two would overlap, both are
+    reported (a secret is never missed for another)."""
+
+    def __init__(self, patterns: Iterable[re.Pattern]) -> None:
+        self.patterns = tuple(patterns)
+        self._reach = [reach(rx) for rx in self.patterns]
+        # lower-cased literal -> [(literal as written, compared case-insensitively, [(pattern, before)])]
+        lits: dict[str, dict[tuple[str, bool], list[tuple[int, int | None]]]] = {}
+        self.always: list[int] = []  # patterns searched through every text
+        for i, rx in enumerate(self.patterns):
+            anc = anchors(rx)
+            if not anc:
+                self.always.append(i)
+                continue
+            folded = bool(rx.flags & re.IGNORECASE)
+            for lit, before in anc:
+                lits.setdefault(lit.lower(), {}).setdefault((lit, folded), []).append((i, before))
+        self._entries = {low: [(lit, folded, uses) for (lit, folded), uses in d.items()] for low, d in lits.items()}
+        keys = sorted(lits, key=lambda k: (-len(k), k))
+        # the shorter literals that start where a longer one does (its prefixes)
+        self._also = {k: [j for j in keys if j != k and k.startswith(j)] for k in keys}
+        # one alternation of plain literals: the regex engine scans for it in one pass (capture
+        # groups or scoped flags would make it try every branch at every position instead)
+        self._trigger = re.compile("|".join(re.escape(k) for k in keys)) if keys else None
+
+    def _anchored(self, text: str) -> Any:
+        """``(position, lower-cased literal)`` of every occurrence of an anchor in ``text``
+        (overlapping ones too), found in one scan of the text lower-cased (a case-sensitive
+        anchor is then checked as written); None when lower-casing changes the text's length
+        (then every pattern is searched through the text)."""
+        low = (text if text.isascii() else text.translate(_FOLD)).lower()
+        if len(low) != len(text):
+            return None
+        out = []
+        search = self._trigger.search  # type: ignore[union-attr]
+        pos, n = 0, len(low)
+        while pos < n:
+            m = search(low, pos)
+            if m is None:
+                break
+            at, g = m.start(), m.group()
+            out.append((at, g))
+            for j in self._also[g]:
+                out.append((at, j))
+            pos = at + 1
+        return out
+
+    def scan(self, text: str, first: bool = False) -> list[re.Match]:
+        """The matches of the patterns in ``text`` (see the class docstring); with ``first``, at
+        most one (whether any pattern matches)."""
+        found: list[re.Match] = []
+        for i in self.always:
+            for m in self.patterns[i].finditer(text):
+                found.append(m)
+                if first:
+                    return found
+        if self._trigger is None:
+            return found
+        hits = self._anchored(text)
+        whole: set[int] = set()  # patterns to search through the whole text
+        if hits is None:
+            whole = set(range(len(self.patterns))) - set(self.always)
+            hits = []
+        near: dict[int, list[tuple[int, int]]] = {}  # pattern -> (first start, anchor position)
+        n = len(text)
+        for at, low in hits:
+            for lit, folded, uses in self._entries[low]:
+                if not folded and not text.startswith(lit, at):
+                    continue
+                for i, before in uses:
+                    if before is None:
+                        whole.add(i)
+                    else:
+                        near.setdefault(i, []).append((max(0, at - before), at))
+        for i in sorted(whole):
+            for m in self.patterns[i].finditer(text):
+                found.append(m)
+                if first:
+                    return found
+        for i, spots in near.items():
+            if i in whole:
+                continue
+            rx, r = self.patterns[i], self._reach[i]
+            done = 0  # every start below this was tried
+            for lo, at in sorted(spots):
+                lo = max(lo, done)
+                if lo > at:
+                    continue
+                if r is None or at - lo <= MATCH_STARTS:
+                    s = lo
+                    while s <= at:
+                        m = rx.match(text, s)
+                        if m is None:
+                            s += 1
+                            continue
+                        found.append(m)
+                        if first:
+                            return found
+                        s = max(m.end(), s + 1)
+                    done = max(done, s)
+                else:
+                    # every match that starts by ``at`` ends, and is read, before ``at + reach``
+                    end = min(n, at + r)
+                    m = rx.search(text, lo, end)
+                    while m is not None and m.start() <= at:
+                        found.append(m)
+                        if first:
+                            return found
+                        m = rx.search(text, max(m.end(), m.start() + 1), end)
+                    done = max(done, at + 1)
+        return found
+
+
+_SCANNER: SecretScanner | None = None
+
+
+def scanner() -> SecretScanner:
+    """The :class:`SecretScanner` of :data:`PATTERNS` and the plugins' patterns (built once)."""
+    global _SCANNER
+    if _SCANNER is None:
+        _SCANNER = SecretScanner((*PATTERNS, *plugin_patterns()))
+    return _SCANNER
+
+
 def may_hold_pattern(text: str) -> bool:
-    """Whether a pattern of :data:`PATTERNS` or the plugins' matches somewhere in ``text``: each
-    pattern runs only where one of its required literals occurs (a substring test; the patterns
-    searched one at a time each keep the regex engine's fast scan for a literal prefix, which one
-    alternation of them all loses)."""
+    """Whether a pattern of :data:`PATTERNS` or the plugins' matches somewhere in ``text`` (one
+    scan for all of them: :class:`SecretScanner`)."""
     if len(text) < MIN_PATTERN_TEXT:
         return False
-    for rx, lits in prefiltered_patterns():
-        if lits is not None:
-            for lit in lits:
-                if lit in text:
-                    break
-            else:
-                continue
-        if rx.search(text):
-            return True
-    return False
+    return bool(scanner().scan(text, first=True))
 
 
 def pattern_secrets(text: str) -> set[str]:
     """The substrings of ``text`` that have a well-known secret format (:data:`PATTERNS`, then
-    the :data:`DETECT_SECRETS_PLUGINS`' patterns)."""
+    the :data:`DETECT_SECRETS_PLUGINS`' patterns; one scan for all of them:
+    :class:`SecretScanner`)."""
     if len(text) < MIN_PATTERN_TEXT:
         return set()
     found: set[str] = set()
-    for rx in (*PATTERNS, *plugin_patterns()):
-        for m in rx.finditer(text):
-            sec = _secret_of(m)
-            if len(sec) >= MIN_SECRET_LEN:
-                found.add(sec)
+    for m in scanner().scan(text):
+        sec = _secret_of(m)
+        if len(sec) >= MIN_SECRET_LEN:
+            found.add(sec)
     return found
 
 
@@ -428,6 +691,8 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self.known: set[str] = set()
+        self._later: collections.deque = collections.deque()  # (headers, api_key) of learn_later
+        self._drain_lock = threading.Lock()
         self._clean_cache = _CLEAN  # shared: a string free of patterns is so for every redactor
         self.learn(secrets)
 
@@ -438,6 +703,22 @@ class Redactor:
             with self._lock:
                 self.known |= new
 
+    def learn_later(self, headers: Any, api_key: str | None = None) -> None:
+        """Learn the credentials of a request (:func:`credential_secrets` of its headers, or
+        their :func:`snapshot_headers`, and the client's ``api_key``) before anything is redacted
+        from now on — worked out then, by the thread that redacts (:meth:`values`), not by the
+        caller (one append here)."""
+        self._later.append((headers, api_key))
+
+    def _learn_pending(self) -> None:
+        # one thread at a time: a thread that finds the queue empty has every secret learned (none
+        # is still being worked out by another)
+        with self._drain_lock:
+            later = self._later
+            while later:
+                headers, key = later.popleft()
+                self.learn(credential_secrets(headers, key))
+
     def _clean(self, strings: list[str]) -> bool:
         """Whether no string has a secret by pattern (:func:`pattern_secrets`); strings found
         clean are remembered (at most :data:`CLEAN_CACHE` characters in all, then forgotten at
@@ -447,7 +728,7 @@ class Redactor:
         cache = shared.strings
         new = [t for t in strings if len(t) >= MIN_PATTERN_TEXT and t not in cache]
         for t in new:
-            if may_hold_pattern(t) and pattern_secrets(t):
+            if pattern_secrets(t):  # (one scan of the string for every pattern)
                 return False
         new = [t for t in new if len(t) <= CLEAN_CACHE // 16]
         if new:
@@ -461,7 +742,9 @@ class Redactor:
         return True
 
     def values(self) -> list[str]:
-        """Every secret value redacted now (learned + environment), longest first."""
+        """Every secret value redacted now (learned, :meth:`learn_later` included, + environment),
+        longest first."""
+        self._learn_pending()
         with self._lock:
             vals = self.known | env_secrets()
         return sorted(vals, key=len, reverse=True)

@@ -124,7 +124,8 @@ class SpanWriter:
     def _reset(self) -> None:
         self._pid = os.getpid()
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._cv = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._cv = threading.Condition(self._mutex)  # (submit takes the bare lock: no Python-level enter/exit)
         self._submitted = 0  # batches submitted
         self._finished = 0  # batches written, or failed and reported
         self._settled = 0  # batches journaled (durable), written, or failed and reported
@@ -138,7 +139,7 @@ class SpanWriter:
         lists and what they hold over to the writer and does not change them afterwards).
         ``complete``: called on the writer thread first, fills in what the spans still lack
         (an exception drops the batch, reported)."""
-        with self._cv:  # (a forked child's writers start afresh: _after_fork)
+        with self._mutex:  # (the condition's lock; a forked child's writers start afresh: _after_fork)
             self._submitted += 1
             self._inbox.put((spans, traces, complete))
             if self._thread is None:

@@ -12,7 +12,8 @@ and as the process's CPU time per call with the writer's deferred work included
 long after its end a span was journaled (p50/p99 ms: what a process killed outright can lose
 beyond its open spans; measured around :meth:`auto.store.journal.Journal.append`) and where a
 recorded call's time goes on the calling thread (cProfile of recorded calls, auto's own
-functions).
+functions); and what the redaction costs alone (:func:`redaction`: the pattern scan of an 8 KB
+prompt, one model-call span clean and holding secrets, µs; ``--redaction-only`` prints just these).
 
     python -m bench.scale.recording --calls 2000
 """
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -128,10 +130,61 @@ def profile(calls: int, tickets: list[str]) -> list[dict]:
     return rows[:15]
 
 
+SYSTEM_8KB = " ".join(["[auto-bench:triage] You are a customer-support triage assistant. Classify the support "
+                       "ticket into exactly one of these labels: billing, bug, feature, account, shipping, "
+                       "security. Answer with the label only."] * 40)
+"""An 8 KB prompt without any secret (the triage system prompt, 40 times)."""
+
+
+def redaction(n: int = 200) -> dict:
+    """µs per call of the redaction's pattern scan and of redacting one model-call span (each
+    string new: the clean-string memory cleared before each timed call)."""
+    import random
+
+    from auto.record import redact as rd
+
+    rd.pattern_secrets("warm up the patterns")
+    rng = random.Random(0)
+
+    def span(i: int, secret: str = "") -> dict:
+        return {"trace_id": f"{rng.getrandbits(128):032x}", "span_id": f"{rng.getrandbits(64):016x}",
+                "name": "chat.completions", "kind": "llm", "task": "triage",
+                "site": f"triage/chat.completions/sha256:{rng.getrandbits(256):064x}",
+                "input": {"model": "auto-sim-1", "messages": [
+                    {"role": "system", "content": SYSTEM_8KB[:220]},
+                    {"role": "user", "content": f"My invoice #{i} was charged twice {secret} order {rng.getrandbits(30)}"}]},
+                "output": {"content": "billing", "finish_reason": "stop"}, "error": None,
+                "attributes": {"url.full": "http://127.0.0.1:43211/v1/chat/completions",
+                               "gen_ai.response.id": f"chatcmpl-{rng.getrandbits(96):024x}",
+                               "auto.response.headers": {"date": "Wed, 02 Dec 2026 06:00:00 GMT", "server": "uvicorn",
+                                                         "x-request-id": f"req_{rng.getrandbits(96):024x}"}}}
+
+    def per_call(fn: Callable[[int], object]) -> float:
+        t = 0
+        for i in range(n):
+            rd._CLEAN.strings.clear()
+            rd._CLEAN.chars = 0
+            t0 = time.perf_counter_ns()
+            fn(i)
+            t += time.perf_counter_ns() - t0
+        return round(t / n / 1000, 1)
+
+    r = rd.Redactor(["sk-bench-not-a-key"])
+    values = r.values()
+    key = "sk-proj-Ab3dEf9hIjKlMnOpQrStUvWxYz0123456789 and AKIAIOSFODNN7EXAMPLE"
+    return {"pattern_secrets_8kb_us": per_call(lambda i: rd.pattern_secrets(SYSTEM_8KB + str(i))),
+            "clean_span_us": per_call(lambda i: r.redact_span(span(i), values)),
+            "span_with_secrets_us": per_call(lambda i: r.redact_span(span(i, key), values))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--redaction-only", action="store_true", help="only the redaction figures (no simulator)")
     args = ap.parse_args(argv)
+    if args.redaction_only:
+        print(json.dumps({"load": os.getloadavg()[0], "redaction": redaction()}, indent=2))
+        return 0
     from bench.triage import agent, corpus
 
     sim, url = _start_sim()
@@ -146,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                "default": measure(args.calls, False, tickets),
                "sync": measure(args.calls // 2, True, tickets),
                "profile_recorded": profile(min(500, args.calls), tickets),
+               "redaction": redaction(),
                "load_after": os.getloadavg()[0]}
     finally:
         sim.terminate()
