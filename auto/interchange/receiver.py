@@ -17,6 +17,13 @@ checked); other spans (HTTP, database) are counted and dropped. A model call's t
 its ``invoke_agent`` ancestor only when both arrive in one request (exporters batch by time:
 ``gen_ai.agent.name`` on the call itself always works).
 
+**A call already recorded is not written twice**: behind ``auto proxy`` (``/v1/traces`` of the
+proxy the service also calls through), the instrumentation's span of a call the proxy forwarded is
+a second view of the proxy's own span of that call. Kept, it would make one upstream answer two
+witnesses (an input asked once would read as witnessed twice, deterministic). Such a span (same
+``gen_ai.response.id`` and response model as a call the proxy recorded, :class:`RecentCalls`) is
+counted (``already_recorded``) and not written.
+
 **Nothing acknowledged is lost**: a request's spans are appended to the store's journal
 (:mod:`auto.store.journal`, one ``write(2)``, the recorder's format) before the 200 is sent; a
 writer thread commits what was journaled every :data:`COMMIT_S` and truncates the journal once
@@ -55,6 +62,52 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """A request body (after gzip) larger than this is refused with 413 (bytes)."""
 
 PROTOBUF = "application/x-protobuf"
+
+RECENT_CALLS = 65_536
+"""How many recorded calls :class:`RecentCalls` remembers (the oldest are forgotten first); an
+exporter's batch arrives seconds after its calls (the SDK's ``BatchSpanProcessor`` exports every
+5 s by default), so this covers about 65,536 calls in that time."""
+
+
+def call_key(span: dict) -> tuple[str, str] | None:
+    """``(gen_ai.response.id, response model)`` of a model-call span; None without a response id.
+    Response ids are the upstream's, unique per call (the OpenAI API's ``chatcmpl-…``); the model
+    is part of the key so that two upstreams' counters cannot collide on one model's calls."""
+    attrs = span.get("attributes") or {}
+    rid = attrs.get("gen_ai.response.id")
+    if span.get("kind") != "llm" or not isinstance(rid, str) or not rid:
+        return None
+    model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+    return rid, model if isinstance(model, str) else ""
+
+
+class RecentCalls:
+    """The last :data:`RECENT_CALLS` model calls a recorder wrote, by :func:`call_key`
+    (thread-safe; memory bounded by that count)."""
+
+    def __init__(self, limit: int = RECENT_CALLS) -> None:
+        self._keys: dict[tuple[str, str], None] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def add(self, spans: Iterable[dict]) -> None:
+        """Remember the model calls among ``spans``."""
+        keys = [k for k in map(call_key, spans) if k is not None]
+        if not keys:
+            return
+        with self._lock:
+            for k in keys:
+                self._keys.pop(k, None)
+                self._keys[k] = None
+            while len(self._keys) > self._limit:
+                del self._keys[next(iter(self._keys))]
+
+    def __contains__(self, span: object) -> bool:
+        key = call_key(span) if isinstance(span, dict) else None
+        if key is None:
+            return False
+        with self._lock:
+            return key in self._keys
 
 
 def decode(body: bytes, content_type: str, encoding: str) -> dict:
@@ -107,17 +160,23 @@ class Intake:
     Args:
         known_traces: a callable returning the trace ids the store already holds (called once,
             at the first request, off the event loop).
+        recorded: the calls the store already holds from another recorder (``auto proxy``'s
+            :class:`RecentCalls`); a model-call span among them is counted, not written.
 
     Attributes:
         counters: ``requests``, ``spans`` (accepted), ``skipped`` (of no convention), ``refused``
             (requests answered 4xx), ``without_messages`` (model calls that recorded no
-            messages; the first is reported on stderr with what to set).
+            messages; the first is reported on stderr with what to set), ``already_recorded``
+            (model calls ``recorded`` holds, not written again).
     """
 
-    def __init__(self, known_traces: Callable[[], Iterable[str]], name: str = "auto receive") -> None:
-        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "without_messages": 0}
+    def __init__(self, known_traces: Callable[[], Iterable[str]], name: str = "auto receive",
+                 recorded: RecentCalls | None = None) -> None:
+        self.counters = {"requests": 0, "spans": 0, "skipped": 0, "refused": 0, "without_messages": 0,
+                         "already_recorded": 0}
         self.name = name
         self._known = known_traces
+        self._recorded = recorded
         self._traces: set[str] | None = None
         self.lock = threading.Lock()
 
@@ -133,22 +192,28 @@ class Intake:
             InterchangeError, IngestError: a malformed request (nothing of it is kept).
         """
         batch = prepare(list(doc_spans(doc, where)), where, allow_empty=True)
+        spans, seen = batch.spans, 0
+        if self._recorded is not None:
+            spans = [s for s in batch.spans if s not in self._recorded]
+            seen = len(batch.spans) - len(spans)
+        kept = {s["trace_id"] for s in spans}
         with self.lock:
             if self._traces is None:
                 self._traces = set(self._known())
-            traces = [t for t in batch.traces if t["trace_id"] not in self._traces]
-            if batch.spans or traces:
-                sink(batch.spans, traces)
+            traces = [t for t in batch.traces if t["trace_id"] not in self._traces and t["trace_id"] in kept]
+            if spans or traces:
+                sink(spans, traces)
                 self._traces.update(t["trace_id"] for t in traces)
             self.counters["requests"] += 1
-            self.counters["spans"] += len(batch.spans)
+            self.counters["spans"] += len(spans)
+            self.counters["already_recorded"] += seen
             self.counters["skipped"] += batch.skipped
             first_bare = batch.without_messages and not self.counters["without_messages"]
             self.counters["without_messages"] += batch.without_messages
         if first_bare:  # once: the service's instrumentation is not capturing content
             sys.stderr.write(f"{self.name}: model-call spans without messages arrive (no site can be found for "
                              f"them): {CONTENT_HINT}\n")
-        return len(batch.spans)
+        return len(spans)
 
     def refused(self) -> None:
         with self.lock:
@@ -380,4 +445,5 @@ class ReceiverServer:
         self.receiver.close()
 
 
-__all__ = ["COMMIT_S", "Intake", "Receiver", "WHERE", "answer", "ReceiverServer", "decode", "serve", "status_bytes"]
+__all__ = ["COMMIT_S", "Intake", "RECENT_CALLS", "Receiver", "RecentCalls", "WHERE", "answer", "ReceiverServer", "call_key",
+           "decode", "serve", "status_bytes"]

@@ -13,7 +13,8 @@ Every request is handled by :meth:`Proxy.handle`:
 * ``POST …/responses`` — forwarded and recorded (the Responses API; not answered);
 * ``POST /v1/traces`` — an OTLP/HTTP trace export (protobuf or JSON), received into the store as
   ``auto receive`` receives it (:mod:`auto.interchange.receiver`: the same mapping, redaction and
-  checks), journaled before the answer; never forwarded (span data may hold prompts), so a
+  checks), journaled before the answer; a model-call span of a call this proxy forwarded and
+  recorded (same ``gen_ai.response.id``) is counted, not written: one upstream answer is one witness; never forwarded (span data may hold prompts), so a
   service may point ``OTEL_EXPORTER_OTLP_ENDPOINT`` at the proxy; any other method on that path
   answers ``405``;
 * anything else, and a model call whose body is not a JSON object — forwarded unchanged and
@@ -275,7 +276,7 @@ class Proxy:
         self.not_durable = 0
         self._failed: dict[str, tuple[str, float]] = {}
         self._failed_lock = threading.Lock()
-        self.otlp = Intake(self._known_traces, "auto proxy")
+        self.otlp = Intake(self._known_traces, "auto proxy", self.recorder.recent_calls)
         self.app = Starlette(routes=[
             Route("/auto/health", self.health, methods=["GET"]),
             Route("/auto/status", self.status, methods=["GET"]),

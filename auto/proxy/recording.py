@@ -57,6 +57,7 @@ from typing import Any, Callable, Mapping
 
 from auto.canonical import digest_bytes
 from auto.proxy.writer import HEADER, WRITER_STORE_ENV
+from auto.interchange.receiver import RecentCalls
 from auto.record.core import Recorder
 from auto.record.redact import sanitize_headers
 from auto.store import TIER1_SPAN, Store, local_path, new_span_id, new_trace_id
@@ -85,11 +86,15 @@ class QueuedRecorder(Recorder):
     Attributes:
         written: spans in the store; write_errors: failed writes (messages).
         journal_errors: queued items that could not be journaled (not durable until written).
+        recent_calls: the model calls recorded last (:class:`auto.interchange.receiver.RecentCalls`),
+            each added once its span is completed, before it is journaled, hence before the
+            caller is answered: ``/v1/traces`` leaves out the instrumentation's span of such a call.
     """
 
     def __init__(self, store: str) -> None:
         super().__init__(Store(store), owns_store=True)  # (opening it replays a killed proxy's journal)
         self._journal = Journal(journal_dir(local_path(self.store.location)))
+        self.recent_calls = RecentCalls()
         self._jlock = threading.Lock()
         self._journaled = 0  # items journaled (under _jlock)
         self._acked_journaled = 0  # of those, acknowledged by the writer process (under _cond)
@@ -199,6 +204,7 @@ class QueuedRecorder(Recorder):
             try:
                 if complete is not None:
                     complete()
+                self.recent_calls.add(spans)
                 out.append(([self.redactor.redact_span(s) for s in spans], [self.redactor.redact_span(t) for t in traces]))
             except Exception as e:  # noqa: BLE001 - never write what could not be completed or redacted
                 self._lost([(spans, traces)], f"{type(e).__name__}: {e}")
