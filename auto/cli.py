@@ -914,10 +914,9 @@ def store_import(store_path: str, otlp_path: str | None, fmt: str | None, files:
     _emit_json(res)
     say(f"imported {res['spans']} spans ({res['unchanged']} already present, {res['skipped']} {what} skipped)")
     if res["without_messages"]:
-        from auto.interchange.otlp import CONTENT_HINT
+        from auto.interchange.otlp import without_messages_line
 
-        say(f"note: {res['without_messages']} model-call spans carry no messages, so no site is found for them: "
-            f"{CONTENT_HINT}")
+        say(f"note: {without_messages_line(res['without_messages'])}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -439,8 +439,9 @@ def test_parquet_spans_carry_the_census_site_id(tmp_path):
 
 def test_spans_without_message_content_say_what_to_set(tmp_path):
     """``opentelemetry-instrumentation-openai-v2`` by default records no message content (its
-    spans have only the ``gen_ai.request.*`` / usage attributes): imported, and the user is told
-    which switch makes them sites."""
+    spans have only the ``gen_ai.request.*`` / usage attributes): no witness can come of them, so
+    a file of nothing else imports nothing (exit 1), and the one line says which switch to set.
+    Beside spans with content they are counted and left out."""
     doc = json.loads((FIXTURES / "otlp-openai-v2.json").read_text())
     for sp in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
         sp["attributes"] = [kv for kv in sp["attributes"] if kv["key"] not in ("gen_ai.input.messages",
@@ -449,6 +450,17 @@ def test_spans_without_message_content_say_what_to_set(tmp_path):
     f.write_text(json.dumps(doc))
     p = subprocess.run([sys.executable, "-m", "auto.cli", "store", "import", "--store", str(tmp_path / "s.db"),
                         "--otlp", str(f)], capture_output=True, text=True)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "cannot become a witness" in p.stderr
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in p.stderr
+    full = json.loads((FIXTURES / "otlp-openai-v2.json").read_text())
+    doc["resourceSpans"] += full["resourceSpans"]  # beside the same calls with content
+    f.write_text(json.dumps(doc))
+    p = subprocess.run([sys.executable, "-m", "auto.cli", "store", "import", "--store", str(tmp_path / "s.db"),
+                        "--otlp", str(f)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["without_messages"] == 10
-    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in p.stderr.splitlines()[-1]
+    res = json.loads(p.stdout)
+    assert res["without_messages"] == 10 and res["spans"] == 10
+    assert "cannot become a witness" in p.stderr.splitlines()[-1]
+    with Store(tmp_path / "s.db") as st:
+        assert st.counts()["spans"] == 10 and _llm_sites(st) == [_proxy_site()]

@@ -430,7 +430,9 @@ class OtlpBatch:
         skipped: spans of no convention Auto reads (HTTP spans and the like).
         where: what was read (a file name, ``POST /v1/traces``), for messages.
         without_messages: model-call spans that recorded no messages (an instrumentation not
-            told to capture content: :data:`CONTENT_HINT`); imported, but no site is found for them.
+            told to capture content: :data:`CONTENT_HINT`). They are not in ``spans``: a call
+            without its input and output is no witness (kept, one request with no messages
+            would read as one input answered the same way every time).
     """
 
     spans: list[dict]
@@ -447,6 +449,12 @@ CONTENT_HINT = ("an instrumentation records message content only when told to: f
 """What a user is told when model-call spans carry no messages (each package's documented switch)."""
 
 
+def without_messages_line(n: int) -> str:
+    """The one line a user reads when ``n`` model-call spans carry no message content."""
+    return (f"{n} model-call span(s) carry no message content: a call without its input and output cannot become "
+            f"a witness, so they were not kept; {CONTENT_HINT}")
+
+
 def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpBatch:
     """Map, redact and check :func:`doc_spans` records (see :func:`import_otlp`).
 
@@ -460,7 +468,10 @@ def prepare(raws: list[dict], where: str, *, allow_empty: bool = False) -> OtlpB
         raise InterchangeError(
             f"{where}: nothing to import: {skipped} span(s), none a model call, tool call or agent span of the "
             "GenAI semantic conventions (gen_ai.operation.name), OpenInference (openinference.span.kind) or Auto")
-    return checked_batch(spans, skipped, where)
+    batch = checked_batch(spans, skipped, where)
+    if not batch.spans and not allow_empty:
+        raise InterchangeError(f"{where}: nothing to import: {without_messages_line(batch.without_messages)}")
+    return batch
 
 
 def checked_batch(spans: list[dict], skipped: int, where: str) -> OtlpBatch:
@@ -482,10 +493,15 @@ def checked_batch(spans: list[dict], skipped: int, where: str) -> OtlpBatch:
             normalize_span({k: v for k, v in s.items() if k != "_where"})
         except IngestError as exc:
             raise IngestError(f"{s['_where']}: {exc}") from None
-    traces = traces_of(spans)
-    bare = sum(1 for s in spans if s["kind"] == "llm" and isinstance(s.get("input"), dict)
-               and s["input"].get("messages") == [])
-    return OtlpBatch([{k: v for k, v in s.items() if k != "_where"} for s in spans], traces, skipped, where, bare)
+    kept = [s for s in spans if not _without_messages(s)]
+    return OtlpBatch([{k: v for k, v in s.items() if k != "_where"} for s in kept], traces_of(kept), skipped, where,
+                     len(spans) - len(kept))
+
+
+def _without_messages(span: dict) -> bool:
+    """A model-call span that recorded no messages (its request's ``messages`` is empty)."""
+    return (span["kind"] == "llm" and isinstance(span.get("input"), dict)
+            and span["input"].get("messages") == [])
 
 
 def load_otlp(path: str | os.PathLike) -> OtlpBatch:
@@ -745,5 +761,5 @@ def export_otlp(store: Any, path: str | os.PathLike, batch: int = 1000) -> dict:
     return {"spans": n, "lines": lines, "bytes": p.stat().st_size, "file": str(p)}
 
 
-__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "OtlpBatch", "any_value", "checked_batch", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
+__all__ = ["CONTENT_HINT", "MODEL_CALL_SPAN", "without_messages_line", "OtlpBatch", "any_value", "checked_batch", "doc_spans", "export_otlp", "from_any_value", "import_otlp",
            "load_otlp", "otlp_span", "prepare", "raw_spans", "to_auto_spans", "write_otlp"]

@@ -49,7 +49,7 @@ from starlette.routing import Route
 
 from auto.jsonlimits import json_depth_ok
 from auto.errors import IngestError
-from auto.interchange.otlp import CONTENT_HINT, OTLP_MAX_DEPTH, doc_spans, prepare
+from auto.interchange.otlp import OTLP_MAX_DEPTH, doc_spans, prepare, without_messages_line
 from auto.interchange.parquet import InterchangeError
 from auto.store.journal import Journal, journal_dir
 
@@ -166,7 +166,7 @@ class Intake:
     Attributes:
         counters: ``requests``, ``spans`` (accepted), ``skipped`` (of no convention), ``refused``
             (requests answered 4xx), ``without_messages`` (model calls that recorded no
-            messages; the first is reported on stderr with what to set), ``already_recorded``
+            messages: not kept, no witnesses; the first is reported on stderr with what to set), ``already_recorded``
             (model calls ``recorded`` holds, not written again).
     """
 
@@ -211,8 +211,7 @@ class Intake:
             first_bare = batch.without_messages and not self.counters["without_messages"]
             self.counters["without_messages"] += batch.without_messages
         if first_bare:  # once: the service's instrumentation is not capturing content
-            sys.stderr.write(f"{self.name}: model-call spans without messages arrive (no site can be found for "
-                             f"them): {CONTENT_HINT}\n")
+            sys.stderr.write(f"{self.name}: {without_messages_line(batch.without_messages)} (said once)\n")
         return len(spans)
 
     def refused(self) -> None:

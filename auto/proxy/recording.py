@@ -74,6 +74,12 @@ about 2 ms of which most is fixed (measured: 2.4 ms for one span, 0.6 ms per spa
 100), so batching keeps the writer's share of the CPU small under load."""
 
 
+def _forwarded(span: dict) -> bool:
+    """A call this proxy forwarded and recorded (not a span received on ``/v1/traces``)."""
+    attrs = span.get("attributes") or {}
+    return attrs.get("auto.proxy") is True and attrs.get("auto.source") != "otlp"
+
+
 class QueuedRecorder(Recorder):
     """A :class:`~auto.record.core.Recorder` whose writes are queued and ingested by a writer
     *process* (see the module docstring): the store's work (canonical JSON, digests, SQLite)
@@ -86,8 +92,8 @@ class QueuedRecorder(Recorder):
     Attributes:
         written: spans in the store; write_errors: failed writes (messages).
         journal_errors: queued items that could not be journaled (not durable until written).
-        recent_calls: the model calls recorded last (:class:`auto.interchange.receiver.RecentCalls`),
-            each added once its span is completed, before it is journaled, hence before the
+        recent_calls: the model calls this proxy forwarded and recorded last
+            (:class:`auto.interchange.receiver.RecentCalls`), each added once its span is completed, before it is journaled, hence before the
             caller is answered: ``/v1/traces`` leaves out the instrumentation's span of such a call.
     """
 
@@ -204,7 +210,7 @@ class QueuedRecorder(Recorder):
             try:
                 if complete is not None:
                     complete()
-                self.recent_calls.add(spans)
+                self.recent_calls.add(s for s in spans if _forwarded(s))
                 out.append(([self.redactor.redact_span(s) for s in spans], [self.redactor.redact_span(t) for t in traces]))
             except Exception as e:  # noqa: BLE001 - never write what could not be completed or redacted
                 self._lost([(spans, traces)], f"{type(e).__name__}: {e}")
