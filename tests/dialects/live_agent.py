@@ -1,7 +1,11 @@
 """One client's ticket calls against a base URL, optionally instrumented and exported over OTLP/HTTP.
 
 Run in an environment with the client packages (``tests/test_dialects_live.py`` runs it with the
-interpreter named by ``AUTO_DIALECT_PYTHON``; nothing here is a dependency of Auto)::
+interpreter named by ``AUTO_DIALECT_PYTHON``; nothing here is a dependency of Auto, and Auto need
+not be installed there)::
+
+    python3.11 -m venv V && V/bin/pip install opentelemetry-instrumentation-openai-v2 httpx \
+        'opentelemetry-util-genai==1.1b0' opentelemetry-sdk opentelemetry-exporter-otlp-proto-http openai litellm
 
     python tests/dialects/live_agent.py --client openai --base-url http://127.0.0.1:8788/v1 \
         --otlp http://127.0.0.1:4318 --capture DIR [--no-content] [--rounds 2]

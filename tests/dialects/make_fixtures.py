@@ -8,7 +8,9 @@ Run in an environment with the client packages (not needed by the tests, which r
     python tests/dialects/make_fixtures.py            # writes tests/dialects/*.json
 
 (``opentelemetry-instrumentation-openai-v2`` 2.4b0 imports ``opentelemetry.util.genai.instruments``,
-which ``opentelemetry-util-genai`` 1.3b0 no longer has: 1.1b0 does.) The fixtures were made with
+which ``opentelemetry-util-genai`` 1.3b0 no longer has: 1.1b0 does; and it imports ``httpx``, which
+it does not declare and ``openai`` 3.x no longer installs: ``pip install httpx``.) The same calls
+exported live over OTLP/HTTP: ``live_agent.py``. The fixtures were made with
 openai 3.57.0, langchain-openai 1.7.4, opentelemetry-instrumentation-openai 0.62.4 (OpenLLMetry),
 opentelemetry-instrumentation-openai-v2 2.4b0 and openinference-instrumentation-openai 0.1.66;
 the LiteLLM bodies with litellm 1.110.2 (``pip install litellm``).
