@@ -64,9 +64,11 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 PROTOBUF = "application/x-protobuf"
 
 RECENT_CALLS = 65_536
-"""How many recorded calls :class:`RecentCalls` remembers (the oldest are forgotten first); an
-exporter's batch arrives seconds after its calls (the SDK's ``BatchSpanProcessor`` exports every
-5 s by default), so this covers about 65,536 calls in that time."""
+"""How many recorded calls :class:`RecentCalls` remembers (the oldest are forgotten first). An
+exporter's batch arrives seconds after its calls (the SDK's batch span processor exports every
+5,000 ms by default: ``OTEL_BSP_SCHEDULE_DELAY``, OpenTelemetry SDK environment variable
+specification), so a span is matched while fewer than this many calls were recorded since its
+own; a proxy forwarding more than about 13,000 calls/s would write some views twice."""
 
 
 def call_key(span: dict) -> tuple[str, str] | None:
