@@ -609,8 +609,8 @@ class TaskSpec:
             if inp is None:
                 return None  # the call itself will raise TypeError
             if kind == "tool":
-                return SpanScope(rec, name, kind, inp, CURRENT.get(), attributes=_tool_attributes(name, effects))
-            return SpanScope(rec, name, kind, inp, CURRENT.get())
+                return SpanScope.open(rec, name, kind, inp, CURRENT.get(), attributes=_tool_attributes(name, effects))
+            return SpanScope.open(rec, name, kind, inp, CURRENT.get())
 
         def journaled(args: tuple, kwargs: dict) -> tuple[bool, Any]:
             """An effect this call already ran at tier-1 (:mod:`auto_runtime.tools`): its result."""
