@@ -455,8 +455,9 @@ class SpanScope:
         traces: list[dict] = []
         # the span (and the trace of a root) are built by whichever thread completes them: the
         # values they hold are taken now (ids, times, status, and JSON values nobody changes)
+        attrs = {} if self.attributes is _NO_ATTRIBUTES else dict(self.attributes)
         complete: Callable[[], None] | None = functools.partial(self._build, spans, traces, status, output, error,
-                                                                 ended, {**self.attributes}, wall_ms)
+                                                                 ended, attrs, wall_ms)
         if self.parent is not None and self.parent.recorder is not self.recorder:
             complete()  # another recorder writes the parent: what it reads is settled now
             complete = None
