@@ -88,3 +88,28 @@ def test_kill_9_under_load_loses_no_answered_call(tmp_path):
         assert st.verify().ok
     missing = sorted(answered - recorded)
     assert missing == [], f"{len(missing)} of {len(answered)} answered calls have no span: {missing[:5]}"
+
+
+def test_the_proxy_recorder_writes_the_lists_a_complete_fills(tmp_path):
+    # a model-call attempt hands over an empty span list that its complete fills (on the sender
+    # thread): the proxy's recorder queues the lists as they are, so the span is written
+    import time as _time
+
+    from auto.proxy.recording import QueuedRecorder
+    from auto.store import new_span_id, new_trace_id
+
+    rec = QueuedRecorder(str(tmp_path / "q.sqlite"))
+    spans: list[dict] = []
+    sid, tid = new_span_id(), new_trace_id()
+
+    def complete() -> None:
+        now = _time.time_ns()
+        spans.append({"trace_id": tid, "span_id": sid, "parent_span_id": None, "name": "t", "kind": "task",
+                      "task": "t", "site": None, "started_ns": now, "ended_ns": now, "status": "ok",
+                      "input": {}, "output": "y", "error": None, "attributes": {}})
+
+    rec.write(spans, [], complete)
+    assert rec.flush(30)
+    rec.close()
+    with Store(str(tmp_path / "q.sqlite")) as st:
+        assert [s["span_id"] for s in st.spans()] == [sid]

@@ -176,3 +176,59 @@ def test_the_calling_thread_leaves_the_reason_phrase_and_env_digests_to_the_writ
     assert on_call == bare and len(readers) > bare, (bare, readers)
     assert spans[0]["attributes"]["auto.env_reads"]["OPENAI_BASE_URL"] == digest("http://127.0.0.1:9/v1")
     assert spans[0]["attributes"]["auto.latency_ms"] >= 0 and spans[0]["status"] == "ok"
+
+
+def test_a_model_call_is_handed_over_as_one_tuple_and_its_span_made_by_the_writer(tmp_path, monkeypatch):
+    # the agent's thread hands over an empty span list for each attempt (filled by the writer's
+    # complete), yet a host reading Attempt.recorded on its own thread still gets status and output
+    import threading
+
+    import openai
+
+    import auto
+    from auto.record.core import Recorder
+    from auto.record.model_call import Attempt
+
+    import sys
+    from openai._base_client import SyncAPIClient
+    httpx = getattr(sys.modules[SyncAPIClient.__module__], "httpx2", None)
+    body = (b'{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+            b'"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}')
+    transport = httpx.MockTransport(lambda req: httpx.Response(200, content=body,
+                                                               headers={"content-type": "application/json"}))
+    monkeypatch.setenv("AUTO_RECORD_SYNC", "0")
+    handed: list[tuple[str, int]] = []
+    write = Recorder.write
+
+    def spy(self, spans, traces=(), complete=None):  # type: ignore[no-untyped-def]
+        handed.append((threading.current_thread().name, len(spans)))
+        return write(self, spans, traces, complete)
+
+    monkeypatch.setattr(Recorder, "write", spy)
+    seen: list[Attempt] = []
+    got = Attempt.got_response
+
+    def keep(self, response):  # type: ignore[no-untyped-def]
+        seen.append(self)
+        return got(self, response)
+
+    monkeypatch.setattr(Attempt, "got_response", keep)
+    client = openai.OpenAI(api_key="sk-test-not-a-key", base_url="http://127.0.0.1:9/v1",
+                           http_client=httpx.Client(transport=transport))
+    main = threading.current_thread().name
+
+    @auto.task("t")
+    def t(q: str) -> str:
+        return client.chat.completions.create(model="m", messages=[{"role": "user", "content": q}]).choices[0].message.content
+
+    with auto.recording(tmp_path / "s.db") as rec:
+        assert t("hi") == "ok"
+        early = seen[0].recorded  # read on the agent's thread, before or after the writer took it
+        rec.flush()
+        spans = {s["kind"]: s for s in rec.store.spans()}
+    assert handed[:2] == [(main, 0), (main, 0)]  # the attempt, then the task: both made by the writer
+    assert early["status"] == "ok" and early["output"]["content"] == "ok" and early["span_id"] == seen[0].span_id
+    llm = spans["llm"]
+    assert llm["span_id"] == seen[0].span_id and llm["parent_span_id"] == spans["task"]["span_id"]
+    assert llm["status"] == "ok" and llm["output"]["content"] == "ok" and llm["attributes"]["auto.latency_ms"] >= 0
+    assert spans["task"]["attributes"]["auto.llm_calls"] == 1

@@ -124,17 +124,15 @@ class QueuedRecorder(Recorder):
     def write(self, spans: list[dict], traces: list[dict] = (),  # type: ignore[override]
               complete: Callable[[], None] | None = None) -> None:
         """Queue one batch (never blocks, never raises); ``complete`` fills in what the spans
-        still lack, on the sender thread (a batch with nothing to write only runs it, here)."""
-        if not spans and not traces:
-            if complete is not None:
-                try:
-                    complete()
-                except Exception:  # noqa: BLE001 - recording must not break the proxy
-                    log.exception("auto proxy: could not record a call")
+        still lack, on the sender thread — the lists themselves too (a model-call attempt hands
+        over an empty list that its ``complete`` fills: :meth:`auto.record.model_call.Attempt._end`);
+        the lists are queued as they are (the caller does not change them afterwards)."""
+        if not spans and not traces and complete is None:
             return
         with self._cond:
             self._sent += 1
-        self._queue.put((list(spans), list(traces), complete))
+        self._queue.put((spans if type(spans) is list else list(spans),
+                         traces if type(traces) is list else list(traces), complete))
 
     def durable(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` (on the sender thread) once every item queued before this call is

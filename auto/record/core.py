@@ -273,6 +273,8 @@ def deactivate(rec: Recorder) -> int:
 _NO_CALLS: frozenset[str] = frozenset()
 _NO_RUNS: Any = types.MappingProxyType({})
 _NO_LATENCY = LatencyTally()
+_NO_ATTRIBUTES: Any = types.MappingProxyType({})
+_SCOPES_LOCK = threading.Lock()
 """What a scope holds until its first child reports (never changed: a scope makes its own then)."""
 
 
@@ -285,19 +287,32 @@ class SpanScope:
         input: this span's input; attributes: extra attributes written with the span.
     """
 
-    __slots__ = ("recorder", "trace_id", "span_id", "parent_span_id", "name", "kind", "task", "task_input",
-                 "input", "started_ns", "_t0", "is_root", "attributes", "parent", "_lock", "_done", "llm_calls",
-                 "llm_attempts", "cost_micros", "cost_known", "latency", "tool_requests", "tool_runs")
+    # what a scope starts with (class defaults: the calling thread stores only what differs);
+    # aggregates reported by children are made when the first child reports, on the writer
+    _lock = _SCOPES_LOCK  # (held for a few fields at a time: one lock for every scope)
+    _done = False
+    attributes: Any = _NO_ATTRIBUTES
+    parent_span_id: str | None = None
+    is_root = True
+    llm_calls: frozenset[str] | set[str] = _NO_CALLS
+    llm_attempts = 0
+    cost_micros: float | None = 0.0
+    cost_known = True
+    latency: LatencyTally | None = None  # what the model calls below reported about latency
+    # tool use: calls requested by model calls in this scope, and the tool spans that ran them
+    tool_requests: list[dict[str, Any]] | tuple = ()
+    tool_runs: Any = _NO_RUNS
 
     def __init__(self, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
                  attributes: dict | None = None) -> None:  # use SpanScope.open
         self.recorder = recorder
         self.name, self.kind, self.input = name, kind, input
         self.parent = parent
-        self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
+        if attributes:
+            self.attributes = dict(attributes)
         self.span_id = new_span_id()
         if parent is None:
-            self.trace_id, self.parent_span_id, self.is_root = new_trace_id(), None, True
+            self.trace_id = new_trace_id()
         else:
             self.trace_id, self.parent_span_id, self.is_root = parent.trace_id, parent.span_id, False
         self.task: str | None
@@ -306,19 +321,8 @@ class SpanScope:
         else:
             self.task = parent.task if parent else None
             self.task_input = parent.task_input if parent else {}
-        self._lock = threading.Lock()
-        self._done = False
-        # aggregates reported by children (made when the first child reports, on the writer)
-        self.llm_calls: frozenset[str] | set[str] = _NO_CALLS
-        self.llm_attempts = 0
-        self.cost_micros: float | None = 0.0
-        self.cost_known = True
-        self.latency: LatencyTally | None = None  # what the model calls below reported about latency
-        # tool use: calls requested by model calls in this scope, and the tool spans that ran them
-        self.tool_requests: list[dict[str, Any]] | tuple = ()
-        self.tool_runs: Any = _NO_RUNS
+        self._t0 = time.perf_counter_ns()
         self.started_ns = time.time_ns()
-        self._t0 = time.perf_counter()
 
     @classmethod
     def open(cls, recorder: Recorder, name: str, kind: str, input: Any, parent: "SpanScope | None",
@@ -444,14 +448,16 @@ class SpanScope:
             for attempt in list(self.recorder.open_streams):
                 if getattr(attempt, "scope", None) is self:
                     attempt.finish_incomplete(f"the {self.kind} ended before the stream was read to the end or closed")
-        ended = time.time_ns()
-        wall_ms = (time.perf_counter() - self._t0) * 1000.0
+        wall_ns = time.perf_counter_ns() - self._t0
+        ended = self.started_ns + wall_ns
+        wall_ms = wall_ns / 1e6
         spans: list[dict] = []
         traces: list[dict] = []
         # the span (and the trace of a root) are built by whichever thread completes them: the
         # values they hold are taken now (ids, times, status, and JSON values nobody changes)
+        attrs = {} if self.attributes is _NO_ATTRIBUTES else dict(self.attributes)
         complete: Callable[[], None] | None = functools.partial(self._build, spans, traces, status, output, error,
-                                                                 ended, dict(self.attributes), wall_ms)
+                                                                 ended, attrs, wall_ms)
         if self.parent is not None and self.parent.recorder is not self.recorder:
             complete()  # another recorder writes the parent: what it reads is settled now
             complete = None
@@ -603,9 +609,9 @@ class TaskSpec:
             inp = _bind_input(sig, skip_first, name, args, kwargs, names)
             if inp is None:
                 return None  # the call itself will raise TypeError
-            parent = CURRENT.get()
-            return SpanScope.open(rec, name, kind, inp, parent,
-                                  attributes=_tool_attributes(name, effects) if kind == "tool" else None)
+            if kind == "tool":
+                return SpanScope.open(rec, name, kind, inp, CURRENT.get(), attributes=_tool_attributes(name, effects))
+            return SpanScope.open(rec, name, kind, inp, CURRENT.get())
 
         def journaled(args: tuple, kwargs: dict) -> tuple[bool, Any]:
             """An effect this call already ran at tier-1 (:mod:`auto_runtime.tools`): its result."""
@@ -650,12 +656,15 @@ class TaskSpec:
             awrapper.__auto_task__ = name  # type: ignore[attr-defined]
             return awrapper
 
+        tool = kind == "tool"
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            hit, value = journaled(args, kwargs)
-            if hit:
-                return value
-            scope = begin(args, kwargs)
+            if tool:
+                hit, value = journaled(args, kwargs)
+                if hit:
+                    return value
+            scope = begin(args, kwargs) if _ACTIVE else None
             if scope is None:
                 return fn(*args, **kwargs)
             token = CURRENT.set(scope)  # (what _current does, inline: this runs on every call)
@@ -773,6 +782,8 @@ def getenv(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name, default)
     scope = CURRENT.get()
     if scope is not None and active_recorder() is not None:
+        if scope.attributes is _NO_ATTRIBUTES:
+            scope.attributes = {}
         reads = scope.attributes.setdefault("auto.env_reads", {})
         reads[name] = digest(value)
     return value

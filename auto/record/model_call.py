@@ -43,6 +43,7 @@ import functools
 import os
 import threading
 import time
+import types
 from typing import Any
 
 from auto.canonical import digest, digest_bytes
@@ -97,6 +98,7 @@ def request_body(raw: bytes) -> dict:
 
 
 _CALLS_LOCK = threading.Lock()
+_ATTEMPTS_LOCK = threading.Lock()
 
 
 class LogicalCall:
@@ -114,15 +116,21 @@ class LogicalCall:
     done = False
     name = "llm"
 
+    _events: "list[Any] | tuple" = ()  # attempts as they ended, and "error" where the request raised (own trace)
+    started_ns = ended_ns = 0  # (read by the trace row of a call with its own trace only)
+
     def __init__(self, rec: Recorder, scope: SpanScope | None) -> None:
         self.rec = rec
         self.scope = scope
         self.id = new_span_id()
-        self.started_ns = time.time_ns()
-        self.own_trace = scope is None
-        self.trace_id = new_trace_id() if scope is None else scope.trace_id
-        self._events: list[Any] = []  # attempts as they ended, and "error" where the request raised
-        self.ended_ns = self.started_ns
+        if scope is None:
+            self.own_trace = True
+            self.trace_id = new_trace_id()
+            self.started_ns = self.ended_ns = time.time_ns()
+            self._events = []
+        else:  # inside a scope the call only lends its id and the scope's trace to its attempts
+            self.own_trace = False
+            self.trace_id = scope.trace_id
 
     @property
     def status(self) -> str:
@@ -130,7 +138,7 @@ class LogicalCall:
         ``error`` when the request raised after it (an attempt's status is settled when read:
         :attr:`Attempt.status`); ``ok`` inside a scope (its spans carry the statuses)."""
         status = "ok"
-        for e in list(self._events):
+        for e in tuple(self._events):
             status = e if isinstance(e, str) else e.status
         return status
 
@@ -189,15 +197,19 @@ class Attempt:
     _settled = False
     _status_code: int | None = None
     _done = False
+    _ended: tuple | None = None  # (ended_ns, measured ns, response headers, env snapshot) once ended
+    _raw: list[bytes] | None = None  # the body of a stream that is not SSE, as it arrives
+    _lock = _ATTEMPTS_LOCK  # (held for a flag or a field or two: one lock for every attempt)
+    extra_attributes: Any = types.MappingProxyType({})
+    """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``; assign a dict)."""
 
     def __init__(self, call: LogicalCall, client: Any, request: Any, name: str) -> None:
         self.call = call
         self.name = name
         self.span_id = new_span_id()
+        self._t0 = time.perf_counter_ns()
         self.started_ns = time.time_ns()
-        self._t0 = time.perf_counter()
         self.index = call.attempt_started()
-        self._lock = threading.Lock()
         self._request_headers = snapshot_headers(request.headers)  # as sent (httpx may add some later)
         # its credentials are redacted from every span handed to the recorder from now on (this
         # one included): whichever thread redacts next learns them first
@@ -208,9 +220,6 @@ class Attempt:
         except Exception:  # a streaming request body that was not read
             self._raw_body = b""
         self._url = request.url
-        self._raw: list[bytes] = []
-        self.extra_attributes: dict[str, Any] = {}
-        """Attributes added to the span (a host's own, e.g. the proxy's ``auto.proxy``)."""
 
     @property
     def recorded(self) -> dict[str, Any] | None:
@@ -218,14 +227,15 @@ class Attempt:
         output and error (reading them settles the outcome, :meth:`_settle`); its ``input``,
         ``site`` and ``attributes`` once the recorder's writer completed it (off the agent's
         call path)."""
-        if self._span is not None:
-            self._settle()
-        return self._span
+        if self._ended is None:
+            return None
+        self._settle()
+        return self._span_dict()
 
     @property
     def status(self) -> str | None:
         """``ok``/``error`` once the attempt ended (settled on first read), else None."""
-        return self._settle()[0] if self._span is not None else None
+        return self._settle()[0] if self._ended is not None else None
 
     @property
     def body(self) -> dict:
@@ -259,6 +269,8 @@ class Attempt:
         self._decoder = ContentDecoder(response.headers.get("content-encoding", ""))
         if "text/event-stream" in response.headers.get("content-type", ""):
             self._sse = SSEParser()
+        else:
+            self._raw = []
         self.call.rec.open_streams.add(self)
 
     def feed(self, chunk: bytes) -> None:
@@ -266,7 +278,7 @@ class Attempt:
         if self._sse is not None:
             self._sse.feed(data)
         else:
-            self._raw.append(data)
+            self._raw.append(data)  # type: ignore[union-attr]
 
     def stream_eof(self) -> None:
         self._finish_stream(complete=True)
@@ -333,7 +345,7 @@ class Attempt:
             else:
                 self._end(("ok", output, None, extra, meta))
             return
-        self._finish_body(b"".join(self._raw), complete=complete, streamed=True)
+        self._finish_body(b"".join(self._raw or ()), complete=complete, streamed=True)
 
     def _finish_body(self, content: bytes, complete: bool, streamed: bool = False) -> None:
         if not streamed and not self._claim():
@@ -353,47 +365,65 @@ class Attempt:
 
     def _end(self, outcome: Any) -> None:
         """End the attempt with ``outcome`` — ``(status, output, error, extra, meta)`` or what
-        computes it (:func:`body_outcome`) — and hand its span to the recorder, whose writer
-        settles the outcome and completes the span (:func:`_complete`); what the span's scope
-        learns from it (cost, latency, tool calls) reaches the scope there too, in the order
-        the spans ended."""
-        ended = time.time_ns()
-        measured_s = time.perf_counter() - self._t0  # (rounded to µs on the writer: round() is slow)
+        computes it (:func:`body_outcome`) — and hand it to the recorder: the calling thread
+        takes the end time, the response's status and header list and the environment's values
+        (one tuple); the writer makes the span (:meth:`_span_dict`), settles the outcome and
+        completes it (:func:`_complete`). What the span's scope learns from it (cost, latency,
+        tool calls) reaches the scope there too, in the order the spans ended."""
+        measured_ns = time.perf_counter_ns() - self._t0  # (ms worked out on the writer)
         call = self.call
-        scope = call.scope
         response = self.response
         resp_headers = None
         if response is not None:
             self._status_code = response.status_code
             resp_headers = snapshot_headers(response.headers)
             self.response = None  # not kept alive by the attempt (a body outcome keeps it until settled)
-        env = env_snapshot()
-        span = {
-            "trace_id": call.trace_id, "span_id": self.span_id,
-            "parent_span_id": scope.span_id if scope is not None else None,
-            "name": self.name, "kind": "llm", "task": scope.task if scope is not None else None, "site": None,
-            "started_ns": self.started_ns, "ended_ns": ended, "status": None,
-            "input": None, "output": None, "error": None, "attributes": None,
-        }
         self._outcome = outcome
-        self._span = span
-        complete = functools.partial(_complete, self, span, resp_headers, measured_s, env)
+        ended = self.started_ns + measured_ns
+        self._ended = (ended, measured_ns, resp_headers, env_snapshot())
+        spans: list[dict] = []
+        complete: Any = functools.partial(_complete, self, spans)
+        scope = call.scope
         if scope is not None and scope.recorder is not call.rec:
             complete()  # another recorder writes the scope: what it reads is settled now
             complete = None
-        call.rec.write([span], (), complete)
-        call.attempt_ended(self, self.name, ended)
+        call.rec.write(spans, (), complete)
+        if call.own_trace:
+            call.attempt_ended(self, self.name, ended)
+
+    def _span_dict(self) -> dict[str, Any]:
+        """The span of an ended attempt (made once, by whichever thread asks first: the writer,
+        or a host reading :attr:`recorded`); its status, output and error are filled in when the
+        outcome is settled, the rest by :func:`_complete`."""
+        with self._lock:
+            span = self._span
+            if span is None:
+                call, scope = self.call, self.call.scope
+                span = self._span = {
+                    "trace_id": call.trace_id, "span_id": self.span_id,
+                    "parent_span_id": scope.span_id if scope is not None else None,
+                    "name": self.name, "kind": "llm", "task": scope.task if scope is not None else None, "site": None,
+                    "started_ns": self.started_ns, "ended_ns": self._ended[0],  # type: ignore[index]
+                    "status": None, "input": None, "output": None, "error": None, "attributes": None,
+                }
+                if self._settled:
+                    span["status"], span["output"], span["error"] = self._outcome[:3]
+            return span
 
     def _settle(self) -> tuple:
         """The outcome ``(status, output, error, extra, meta)``, computed once (the response body
-        parsed here when that was left to this point); fills in the span's status, output and
-        error."""
+        parsed here when that was left to this point, outside the lock: computing it has no side
+        effects); fills in the span's status, output and error once the span is made."""
+        if self._settled:  # (set after the outcome it settles)
+            return self._outcome
+        outcome = self._outcome
+        value = outcome() if callable(outcome) else outcome
         with self._lock:
             if not self._settled:
-                outcome = self._outcome() if callable(self._outcome) else self._outcome
-                self._outcome, self._settled = outcome, True
+                self._outcome, self._settled = value, True
                 span = self._span
-                span["status"], span["output"], span["error"] = outcome[0], outcome[1], outcome[2]
+                if span is not None:
+                    span["status"], span["output"], span["error"] = value[0], value[1], value[2]
             return self._outcome
 
 
@@ -465,13 +495,16 @@ def body_outcome(name: str, content: bytes, complete: bool, streamed: bool, stat
     return "ok", output, None, extra, meta
 
 
-def _complete(attempt: Attempt, span: dict, resp_headers: Any, measured_s: float, env: Any) -> None:
-    """Settle an attempt's outcome and complete its span (run by the recorder's writer, in the
-    order spans ended): status, output, error, the request body as ``input``, the attributes,
-    the template digest and ``site``; then report cost, latency and the tool calls asked for to
-    the attempt's scope, and link the tool results the request sent back. ``measured_s``: the
-    attempt's wall time (s); ``env``: an :func:`env_snapshot`."""
-    measured_ms = round(measured_s * 1000.0, 3)
+def _complete(attempt: Attempt, spans: list[dict]) -> None:
+    """Make an ended attempt's span, settle its outcome and complete the span, appended to
+    ``spans`` (run by the recorder's writer, in the order spans ended): status, output, error,
+    the request body as ``input``, the attributes, the template digest and ``site``; then report
+    cost, latency and the tool calls asked for to the attempt's scope, and link the tool results
+    the request sent back."""
+    _ended_ns, measured_ns, resp_headers, env = attempt._ended  # type: ignore[misc]
+    measured_ms = round(measured_ns / 1e6, 3)
+    span = attempt._span_dict()
+    spans.append(span)
     status, output, error, extra, meta = attempt._settle()
     call, scope = attempt.call, attempt.call.scope
     body = attempt.body

@@ -39,7 +39,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from auto.record.core import active_recorder, log
+from auto.record.core import _ACTIVE, CURRENT, log
 from auto.record.model_call import Attempt, LogicalCall
 from auto.record.tee import observer_of
 
@@ -74,18 +74,11 @@ def endpoint_name(request: Any) -> str | None:
 def _begin_call() -> "tuple[LogicalCall, contextvars.Token] | None":
     """Before one SDK ``request()``: a new logical call that its attempts join, made current
     (None when not recording, or already inside one)."""
-    rec = active_recorder()
+    rec = _ACTIVE[-1] if _ACTIVE else None
     if rec is None or _LOGICAL.get() is not None:
         return None
-    call = LogicalCall(rec, rec.current_scope())
+    call = LogicalCall(rec, CURRENT.get() or rec.process_scope)
     return call, _LOGICAL.set(call)
-
-
-def _end_call(opened: "tuple[LogicalCall, contextvars.Token]", exc: BaseException | None) -> None:
-    """After the ``request()`` of :func:`_begin_call` returned (``exc`` None) or raised."""
-    call, token = opened
-    _LOGICAL.reset(token)
-    call.request_done(exc)
 
 
 def _wrap_request_sync(orig: Any) -> Any:
@@ -93,12 +86,16 @@ def _wrap_request_sync(orig: Any) -> Any:
         opened = _begin_call()
         if opened is None:
             return orig(self, *args, **kwargs)
+        call, token = opened
         try:
             out = orig(self, *args, **kwargs)
         except BaseException as exc:
-            _end_call(opened, exc)
+            _LOGICAL.reset(token)
+            call.request_done(exc)
             raise
-        _end_call(opened, None)
+        _LOGICAL.reset(token)
+        if call.own_trace:  # (inside a scope nothing reads how the request ended)
+            call.request_done(None)
         return out
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
@@ -110,12 +107,15 @@ def _wrap_request_async(orig: Any) -> Any:
         opened = _begin_call()
         if opened is None:
             return await orig(self, *args, **kwargs)
+        call, token = opened
         try:
             out = await orig(self, *args, **kwargs)
         except BaseException as exc:
-            _end_call(opened, exc)
+            _LOGICAL.reset(token)
+            call.request_done(exc)
             raise
-        _end_call(opened, None)
+        _LOGICAL.reset(token)
+        call.request_done(None)
         return out
 
     request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
@@ -125,77 +125,88 @@ def _wrap_request_async(orig: Any) -> Any:
 # ----------------------------------------------------------------------------- attempt layer
 
 
-def _unrecorded(response: Any) -> Any:
+def _start_attempt(client: Any, request: Any) -> "tuple[Attempt, LogicalCall | None] | None":
+    """Before the outermost ``_send_request`` while recording: ``(attempt, adhoc)`` — the
+    attempt recording it, and the logical call made for it when it was sent outside an SDK
+    ``request()`` (else None) — or None when it is not recorded (another endpoint, or recording
+    failed to start: logged)."""
+    rec = _ACTIVE[-1] if _ACTIVE else None
+    name = endpoint_name(request) if rec is not None else None
+    if name is None:
+        return None
+    call = _LOGICAL.get()
+    adhoc = None
+    if call is None or call.rec is not rec:  # _send_request used outside request(): its own logical call
+        call = adhoc = LogicalCall(rec, rec.current_scope())
+    try:
+        return Attempt(call, client, request, name), adhoc
+    except Exception:  # never break the agent because recording failed
+        log.exception("auto: could not start recording a model call")
+        return None
+
+
+def _answered(attempt: Attempt, adhoc: "LogicalCall | None", response: Any) -> Any:
+    """After the recorded ``_send_request`` returned ``response``: record it now, or tee its
+    stream to record it at its end (what the SDK gets back)."""
+    try:
+        response = attempt.got_response(response)
+    except Exception:  # never break the agent because recording failed
+        log.exception("auto: could not record a model call")
+    if adhoc is not None:
+        adhoc.request_done(None)
     return response
 
 
-class _attempt:
-    """Around one ``_send_request`` (``with _attempt(client, request) as answered``): gives
-    ``answered(response) -> response``, to be called with the HTTP response (it records the
-    attempt now, or tees the response stream to record it at its end). An exception leaving the
-    block is recorded on the attempt and propagates. Nothing is recorded when not recording,
-    inside an inner ``_send_request``, for another endpoint, or when recording fails to start
-    (logged)."""
-
-    __slots__ = ("attempt", "adhoc", "token")
-
-    def __init__(self, client: Any, request: Any) -> None:
-        self.attempt: Attempt | None = None
-        self.adhoc: LogicalCall | None = None
-        self.token: contextvars.Token | None = None
-        rec = active_recorder()
-        name = endpoint_name(request) if rec is not None and not _IN_SEND.get() else None
-        if name is None:
-            return
-        call = _LOGICAL.get()
-        if call is None or call.rec is not rec:  # _send_request used outside request(): its own logical call
-            call = self.adhoc = LogicalCall(rec, rec.current_scope())
-        try:
-            self.attempt = Attempt(call, client, request, name)
-        except Exception:  # never break the agent because recording failed
-            log.exception("auto: could not start recording a model call")
-            self.adhoc = None
-            return
-        self.token = _IN_SEND.set(True)
-
-    def __enter__(self) -> Callable[[Any], Any]:
-        return _unrecorded if self.attempt is None else self.answered
-
-    def answered(self, response: Any) -> Any:
-        _IN_SEND.reset(self.token)  # type: ignore[arg-type]
-        self.token = None
-        try:
-            response = self.attempt.got_response(response)  # type: ignore[union-attr]
-        except Exception:
-            log.exception("auto: could not record a model call")
-        if self.adhoc is not None:
-            self.adhoc.request_done(None)
-        return response
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is not None and self.attempt is not None:
-            if self.token is not None:
-                _IN_SEND.reset(self.token)
-                self.token = None
-            self.attempt.fail(exc)
-            if self.adhoc is not None:
-                self.adhoc.request_done(exc)
-        return False
+def _failed(attempt: Attempt, adhoc: "LogicalCall | None", exc: BaseException) -> None:
+    """The recorded ``_send_request`` raised ``exc``: recorded on the attempt (it propagates)."""
+    attempt.fail(exc)
+    if adhoc is not None:
+        adhoc.request_done(exc)
 
 
 def _wrap_send_sync(orig: Any) -> Any:
+    """The attempt layer around ``_send_request``: nothing recorded when not recording, inside an
+    inner ``_send_request`` (an override calling ``super()``), or for another endpoint; an
+    exception is recorded on the attempt and propagates."""
+
     def _send_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        with _attempt(self, request) as answered:
-            return answered(orig(self, request, *args, **kwargs))
+        if not _ACTIVE or _IN_SEND.get():
+            return orig(self, request, *args, **kwargs)
+        started = _start_attempt(self, request)
+        if started is None:
+            return orig(self, request, *args, **kwargs)
+        token = _IN_SEND.set(True)
+        try:
+            response = orig(self, request, *args, **kwargs)
+        except BaseException as exc:
+            _IN_SEND.reset(token)
+            _failed(*started, exc)
+            raise
+        _IN_SEND.reset(token)
+        return _answered(*started, response)
 
     _send_request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return _send_request
 
 
 def _wrap_send_async(orig: Any) -> Any:
+    """As :func:`_wrap_send_sync`, for ``AsyncAPIClient``."""
+
     async def _send_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        with _attempt(self, request) as answered:
-            return answered(await orig(self, request, *args, **kwargs))
+        if not _ACTIVE or _IN_SEND.get():
+            return await orig(self, request, *args, **kwargs)
+        started = _start_attempt(self, request)
+        if started is None:
+            return await orig(self, request, *args, **kwargs)
+        token = _IN_SEND.set(True)
+        try:
+            response = await orig(self, request, *args, **kwargs)
+        except BaseException as exc:
+            _IN_SEND.reset(token)
+            _failed(*started, exc)
+            raise
+        _IN_SEND.reset(token)
+        return _answered(*started, response)
 
     _send_request.__auto_wrapped__ = orig  # type: ignore[attr-defined]
     return _send_request

@@ -14,8 +14,11 @@ beyond its open spans; measured around :meth:`auto.store.journal.Journal.append`
 recorded call's time goes on the calling thread (cProfile of recorded calls, auto's own
 functions); and what the redaction costs alone (:func:`redaction`: the pattern scan of an 8 KB
 prompt, one model-call span clean and holding secrets, µs; ``--redaction-only`` prints just these).
+``--in-process`` prints :func:`in_process` only: the client answered in process, and the p50 of
+each recorder step on the calling thread.
 
     python -m bench.scale.recording --calls 2000
+    python -m bench.scale.recording --calls 1000 --in-process
 """
 
 from __future__ import annotations
@@ -130,6 +133,95 @@ def profile(calls: int, tickets: list[str]) -> list[dict]:
     return rows[:15]
 
 
+_COMPLETION = (b'{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"auto-sim-1","choices":[{"index":0,'
+               b'"message":{"role":"assistant","content":"billing"},"finish_reason":"stop"}],'
+               b'"usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41}}')
+
+
+def _steps() -> list[tuple[object, str, str]]:
+    """``(owner, attribute, step)`` of the recorder's steps on the calling thread, as they exist
+    in this tree (a step a tree lacks is left out)."""
+    from auto.record import core, model_call, openai_hook, writer
+
+    steps = [(core, "_bind_input", "task: bind the arguments"), (core.SpanScope, "__init__", "task: open the scope"),
+             (core.SpanScope, "_finish", "task: end the scope (its hand-over included)"),
+             (model_call.LogicalCall, "__init__", "logical call"), (model_call.Attempt, "__init__", "attempt: start"),
+             (model_call.Attempt, "got_response", "attempt: end (its hand-over included)"),
+             (writer.SpanWriter, "submit", "hand-over to the writer (each)")]
+    return [(o, n, label) for o, n, label in steps if n in vars(o)] + \
+        [(openai_hook, n, "attempt layer: entry") for n in ("_start_attempt",) if hasattr(openai_hook, n)]
+
+
+def in_process(calls: int, tickets: list[str]) -> dict:
+    """The same alternation as :func:`measure` with the client's HTTP answered in process
+    (``httpx`` ``MockTransport``, one fixed completion: no socket, no simulator), so the
+    difference is the recorder's alone; and the p50 wall time (µs) of each recorder step on the
+    calling thread (timed around it: each figure carries ~0.1 µs of timing)."""
+    import collections
+
+    from openai._base_client import SyncAPIClient
+
+    import openai
+    from auto.record.session import start_recording, stop_recording
+    from auto.store import Store
+    from bench.triage import agent
+
+    httpx = sys.modules[SyncAPIClient.__module__].httpx2  # type: ignore[attr-defined]
+    agent._client = openai.OpenAI(api_key="sk-bench-not-a-key", base_url="http://127.0.0.1:9/v1", http_client=httpx.Client(
+        transport=httpx.MockTransport(lambda req: httpx.Response(200, content=_COMPLETION, headers={
+            "content-type": "application/json", "x-request-id": "req_1"}))))
+    os.environ["AUTO_RECORD_SYNC"] = "0"
+    st = Store(os.path.join(tempfile.mkdtemp(), "m.sqlite"))
+    for t in tickets[:100]:
+        agent.triage(t)
+    tcpu = time.thread_time_ns
+    bare: list[int] = []
+    rec: list[int] = []
+    block = 20
+    for b in range(max(1, calls // block)):
+        for i in range(block):
+            u = tcpu()
+            agent.triage(tickets[(b * block + i) % len(tickets)])
+            bare.append(tcpu() - u)
+        r = start_recording(st)
+        agent.triage(tickets[b % len(tickets)])
+        for i in range(block):
+            u = tcpu()
+            agent.triage(tickets[(b * block + i) % len(tickets)])
+            rec.append(tcpu() - u)
+        r.flush()
+        stop_recording(r)
+    took: dict[str, list[int]] = collections.defaultdict(list)
+    clock = time.perf_counter_ns
+    saved = []
+    for owner, attr, label in _steps():
+        fn = vars(owner)[attr]
+        saved.append((owner, attr, fn))
+
+        def timed(*a, _fn=fn, _label=label, **k):  # type: ignore[no-untyped-def]
+            t0 = clock()
+            try:
+                return _fn(*a, **k)
+            finally:
+                took[_label].append(clock() - t0)
+
+        setattr(owner, attr, timed)
+    try:
+        r = start_recording(st)
+        for i in range(min(calls, 500)):
+            agent.triage(tickets[i % len(tickets)])
+        stop_recording(r)
+    finally:
+        for owner, attr, fn in saved:
+            setattr(owner, attr, fn)
+        agent.reset_client()
+    st.close()
+    return {"calls": calls, "thread_cpu_bare_p50_us": round(statistics.median(bare) / 1000, 1),
+            "thread_cpu_recorded_p50_us": round(statistics.median(rec) / 1000, 1),
+            "thread_cpu_overhead_p50_us": round((statistics.median(rec) - statistics.median(bare)) / 1000, 1),
+            "step_wall_p50_us": {k: round(statistics.median(v) / 1000, 2) for k, v in took.items()}}
+
+
 SYSTEM_8KB = " ".join(["[auto-bench:triage] You are a customer-support triage assistant. Classify the support "
                        "ticket into exactly one of these labels: billing, bug, feature, account, shipping, "
                        "security. Answer with the label only."] * 40)
@@ -181,11 +273,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--redaction-only", action="store_true", help="only the redaction figures (no simulator)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="only the in-process figures (the client answered by a mock transport) and the recorder's steps")
     args = ap.parse_args(argv)
     if args.redaction_only:
         print(json.dumps({"load": os.getloadavg()[0], "redaction": redaction()}, indent=2))
         return 0
     from bench.triage import agent, corpus
+
+    if args.in_process:
+        tickets = [t.ticket for t in corpus.default_corpus(seed=0)["train"]]
+        print(json.dumps({"load_before": os.getloadavg()[0], "in_process": in_process(args.calls, tickets),
+                          "load_after": os.getloadavg()[0]}, indent=2))
+        return 0
 
     sim, url = _start_sim()
     try:
