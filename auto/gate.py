@@ -255,8 +255,8 @@ class Contract(BaseModel):
             ``noise_probe_share`` of the calls answered so far (each probe is one reference
             call). 0 (either): no probe. 150 and 0.05: at a pair disagreement of 4% (2% per-call
             noise), 150 re-asked inputs give a 95% lower bound near 1.7 points, the size of
-            allowance that separates a near miss from a pass; 0.05 keeps the probe's spend
-            at most the derived answers' audit rate.
+            allowance that separates a near miss from a pass; 0.05: at most one paid re-ask
+            per 20 calls, the shadow audit's default rate on derived answers.
         noise_probe_margin: the probe runs only while the last specialist attempt was refused
             with a smallest certifiable epsilon at most ``epsilon + noise_probe_margin`` (a
             noise allowance the probe could plausibly earn: the excess certificate lowers the
