@@ -170,3 +170,18 @@ def test_the_risk_monitor_tests_the_certificates_risk_level():
         if plain.audited(bad, table_hit=False) and alarms["plain"] is None:
             alarms["plain"] = i
     assert alarms["excess"] is None and alarms["plain"] is not None
+
+
+def test_an_installed_specialist_is_monitored_at_its_manifests_risk_level(tmp_path):
+    from auto_runtime import Artifact
+
+    from test_ratchet import drive, make as make_triage, stream
+
+    r = make_triage(tmp_path)
+    drive(r, stream(90))
+    assert r.generation is not None
+    stored = r.store.get_artifact(r.installer.installed_id)
+    level = certified_level(Artifact.load(stored.wasm).typed_manifest.guard)
+    assert level is not None  # the triage specialist certifies a threshold here
+    assert r.evidence.risk_level == level and r.evidence.monitor.epsilon == monitored_level(level, r.contract.epsilon)
+    r.close()
