@@ -11,12 +11,16 @@ Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or t
 alone (``table``: :data:`TABLE_RUNGS`, the near-duplicate table, else the memo) — for a table refresh, and whenever the last refusals of the slow rungs predict
 that they would refuse again (``table (slow rungs predicted to refuse)``; the specialist from its
 certificate, :func:`~auto.ratchet.policy.slow_rungs_could_pass`, the program from its
-out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`) — or without the one
+out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`; a specialist refused near
+certification is predicted with the contract's ``noise_probe_margin`` added to epsilon once the
+re-asked inputs grew since the refusal, :func:`~auto.ratchet.policy.noise_evidence_grew`, since its
+next certificate may be on the excess over the reference's noise) — or without the one
 slow rung predicted to refuse (``partial``), so that a table refresh does not wait the minutes a
 doomed program search or specialist takes. A ``full`` or ``partial`` compile is itself preceded by
 a table-lane compile (``table (ahead of a slow compile)``, :meth:`Scheduler.table_first`) when
 the overlay answered inputs the installed table lacks: the table lands in seconds, the slow rungs
-after it, each logged as its own attempt with its per-rung seconds. Table lanes apply only while the installed generation
+after it, each logged as its own attempt with its per-rung seconds. After every slow compile the noise probe
+(:mod:`auto.ratchet.probe`) re-decides whether it runs, from the refusals just recorded. Table lanes apply only while the installed generation
 answers no input it has not witnessed, or only through witnessed neighbourhoods (a near-duplicate
 table, which the table lane rebuilds): a table alone would be weaker than anything else. Between two
 tables, witnessed inputs are answered by the runtime's table overlay at once
