@@ -247,6 +247,21 @@ class Contract(BaseModel):
             (contested inputs aside); where generations derive answers, the repeats' audits cost
             at most ``b`` calls per derived answer. 0.05 is the default audit rate of derived
             answers.
+        noise_probe_max, noise_probe_share: the ratchet's noise probe
+            (:mod:`auto.ratchet.probe`): paid re-asks of inputs answered from a single witness
+            (table or overlay answers, audited outside ``repeat_audit_budget``), so that the
+            re-asked inputs ``noise_min_reasked`` needs exist on a stream the overlay answers
+            from first witnesses. At most ``noise_probe_max`` probes per task, and at most
+            ``noise_probe_share`` of the calls answered so far (each probe is one reference
+            call). 0 (either): no probe. 150 and 0.05: at a pair disagreement of 4% (2% per-call
+            noise), 150 re-asked inputs give a 95% lower bound near 1.7 points, the size of
+            allowance that separates a near miss from a pass; 0.05: at most one paid re-ask
+            per 20 calls, the shadow audit's default rate on derived answers.
+        noise_probe_margin: the probe runs only while the last specialist attempt was refused
+            with a smallest certifiable epsilon at most ``epsilon + noise_probe_margin`` (a
+            noise allowance the probe could plausibly earn: the excess certificate lowers the
+            smallest certifiable level by at most the reference's self-disagreement). 0.03: a
+            sampling reference's pair disagreement is a few points.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -273,6 +288,9 @@ class Contract(BaseModel):
     overlay_min_lead: int = Field(1, ge=1)
     repeat_audit_budget: float = Field(0.05, ge=0.0, le=1.0)
     noise_min_reasked: int | None = Field(30, ge=2)
+    noise_probe_max: int = Field(150, ge=0)
+    noise_probe_share: float = Field(0.05, ge=0.0, le=1.0)
+    noise_probe_margin: float = Field(0.03, ge=0.0, lt=1.0)
 
     def __init__(self, **data: Any) -> None:
         """Raises:

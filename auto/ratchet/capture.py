@@ -66,6 +66,8 @@ class Capture:
         self._warned_json = False
         self.seen: dict[str, str] = {}
         """Canonical input -> canonical first witnessed answer."""
+        self.reasked: set[str] = set()
+        """Canonical inputs witnessed at least twice (re-asked: the noise bound's evidence)."""
         self.seq_mark = 0
         """The store's span number up to which witnesses were read (:meth:`sync_from_store`)."""
         self.own: set[str] = set()
@@ -103,10 +105,12 @@ class Capture:
             prev = self.seen.get(key)
             if prev is None:
                 self.seen[key] = out
-            elif prev == out:
-                h.state.repeats_consistent += 1
             else:
-                h.state.repeats_changed += 1
+                self.reasked.add(key)
+                if prev == out:
+                    h.state.repeats_consistent += 1
+                else:
+                    h.state.repeats_changed += 1
             if self.seed_overlay and h.overlay is not None and not is_redacted(w):
                 h.overlay.observe(w.input, w.output)
         h.state.witnesses = len(self.seen)
@@ -191,6 +195,7 @@ class Capture:
                 st.witnesses += 1
                 self.seen[key] = out_key
             else:
+                self.reasked.add(key)
                 if prev == out_key:
                     st.repeats_consistent += 1
                 else:

@@ -18,7 +18,9 @@ of the store's ratchet log, with its trigger and evidence.
 
 Online evidence (:mod:`auto.ratchet.evidence`): every deopt is scored against the installed
 generation's would-be answer; shadow audits re-ask a seeded share of tier-1 answers in the
-background. An anytime-valid risk monitor on the audited specialist answers rolls a generation
+background, and the noise probe (:mod:`~auto.ratchet.probe`) re-asks a bounded number of inputs
+answered from a single witness while a refused specialist is near certification. An anytime-valid
+risk monitor on the audited specialist answers rolls a generation
 back (to its parent, or to none) when the audits reject its certificate; an exchangeability
 monitor on the nonconformity scores (:class:`auto.guards.shift.ShiftMonitor`) tightens the
 installed generation (every call deopts) until the next one is installed.
@@ -77,6 +79,7 @@ from auto.ratchet.evidence import GenerationEvidence
 from auto.ratchet.installer import Installer
 from auto.ratchet.monitor import ShiftFeed
 from auto.ratchet.policy import CompilePolicy, PolicyState
+from auto.ratchet.probe import NoiseProbe
 from auto.ratchet.scheduler import Scheduler
 from auto.ratchet.worker import DEFAULT_TIMEOUT_S
 from auto.record import openai_hook
@@ -204,6 +207,7 @@ class Ratchet:
         # the table overlay: witnessed inputs answered before the next table (never with tools)
         self.overlay = TableOverlay(self.contract.overlay_min_lead) if tools is None else None
         self.capture = Capture(self, write_witnesses=capture_witnesses and self._recorder is None)
+        self.noise_probe = NoiseProbe(self)
         self.shift_feed = ShiftFeed(self, shift_alpha, audit_seed)
         self.installer = Installer(self, guard_factory, loader)
         self.scheduler = Scheduler(self, policy or CompilePolicy(), worker, compile_timeout_s)
@@ -310,6 +314,8 @@ class Ratchet:
             ev.tier1 += 1
             if s == 0:
                 ev.table_hits += 1
+                if self.noise_probe.armed is not None:
+                    self.noise_probe.offer(input_obj, res)
                 if res.reason == "overlay":  # a stream of repeats deopts nothing: the overlay's counters decide
                     self.scheduler.on_overlay_answer()
         # every specialist score feeds the exchangeability monitor (a table hit's 0 is no specialist
@@ -353,6 +359,8 @@ class Ratchet:
         """Deopt and audit records from the runtime (the request thread's deopts, the audit
         thread's audits): capture them, act on the alarms they raise, consult the policy."""
         raised = self.capture.record(rec)
+        if rec.get("probe"):
+            self.noise_probe.observed(rec)
         if raised.risk:
             self.installer.rollback(f"risk alarm: audits reject the certificate ({self.evidence.monitor.describe()})")
         if raised.overlay and self.overlay is not None:
@@ -465,7 +473,7 @@ class Ratchet:
                     "tightened": self._tiered.tightened, "capture_errors": self.capture.errors,
                     "evidence": self.evidence.describe(), "shift_monitor": self.shift_feed.describe(),
                     "overlay": self.overlay.describe() if self.overlay is not None else None,
-                    "determinism": self._determinism()}
+                    "determinism": self._determinism(), "noise_probe": self.noise_probe.describe()}
 
     def _determinism(self) -> dict[str, Any]:
         """What is known of the reference's determinism on this task: the inputs re-asked

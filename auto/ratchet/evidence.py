@@ -21,6 +21,13 @@ null, however often it is checked (testing by betting: Shafer, "Testing by betti
 :func:`upper_confidence_bound` is the matching anytime-valid upper confidence bound on p: the
 smallest ``q`` whose betting e-process (same grid) has not reached ``1/alpha``.
 
+The level monitored (:func:`monitored_level`) is the one the generation's certificate was tested
+at, its manifest's ``risk_level``: ``epsilon`` for a certificate against single witnessed
+answers, ``epsilon + rho_low`` for one on the excess over the reference's self-disagreement
+(:mod:`auto.guards.noise`). An audit compares a tier-1 answer with one fresh reference call, so
+its disagreement includes the reference's noise; testing it against ``epsilon`` alone would
+reject a certificate that holds.
+
 :class:`GenerationEvidence` keeps the counts the ratchet reports per generation (deopts, their
 would-be agreement, audits, disagreements) and feeds the monitor.
 """
@@ -31,6 +38,24 @@ import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from auto_runtime.guard.entries import GuardEntry, SelectiveRiskEntry, StackEntry
+
+def certified_level(guard: GuardEntry) -> float | None:
+    """The ``risk_level`` of the last certified selective-risk component of a typed guard entry
+    (a stack's components, or the entry itself), or None (no certified component, or an older
+    manifest without the level)."""
+    parts = guard.components if isinstance(guard, StackEntry) else (guard,)
+    risk = [c for c in parts if isinstance(c, SelectiveRiskEntry) and c.threshold is not None]
+    level = risk[-1].risk_level if risk else None
+    return None if isinstance(level, bool) or not isinstance(level, (int, float)) else float(level)
+
+
+def monitored_level(level: float | None, epsilon: float) -> float:
+    """The level the online risk monitor tests: the certificate's ``level``
+    (:func:`certified_level`) when it is in ``[epsilon, 1)``, else ``epsilon``."""
+    return float(level) if level is not None and epsilon <= level < 1.0 else epsilon
+
 
 BET_FRACTIONS = (0.05, 0.1, 0.2, 0.4, 0.8)
 """Bets as fractions of the largest safe bet ``1/epsilon``; the e-process averages their wealth
@@ -140,6 +165,9 @@ class GenerationEvidence:
         audits, audit_disagreements: shadow audits of specialist tier-1 answers.
         table_audits, table_audit_disagreements: shadow audits of table hits.
         overlay_audits, overlay_audit_disagreements: shadow audits of the table overlay's answers.
+        epsilon: the contract's epsilon (the overlay's monitor tests it).
+        risk_level: the level the generation's certificate was tested at (:func:`certified_level`);
+            the specialist's monitor tests :func:`monitored_level` of it (None: ``epsilon``).
         monitor: the :class:`RiskMonitor` of the specialist's audited tier-1 answers.
         overlay_monitor: the :class:`RiskMonitor` of the overlay's audited answers (its alarm
             disables the overlay).
@@ -148,6 +176,7 @@ class GenerationEvidence:
     generation: int | None
     epsilon: float
     alpha: float = 0.05
+    risk_level: float | None = None
     calls: int = 0
     tier1: int = 0
     table_hits: int = 0
@@ -165,7 +194,7 @@ class GenerationEvidence:
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.monitor = RiskMonitor(self.epsilon, self.alpha)
+        self.monitor = RiskMonitor(monitored_level(self.risk_level, self.epsilon), self.alpha)
         self.overlay_monitor = RiskMonitor(self.epsilon, self.alpha)
 
     def audited_overlay(self, disagreed: bool) -> bool:

@@ -33,7 +33,7 @@ from auto.canonical import canonical_json
 from auto.compile.fields import declared_fields
 from auto.errors import AutoError
 from auto.ratchet.events import Fired, InstallRow, NotInstalledRow, RollbackRow, Trigger
-from auto.ratchet.evidence import GenerationEvidence
+from auto.ratchet.evidence import GenerationEvidence, certified_level
 from auto.store.records import EventKind
 
 log = logging.getLogger("auto.ratchet")
@@ -73,6 +73,8 @@ class ManifestFacts:
             declared values (:func:`auto.compile.fields.declared_fields`; empty otherwise).
         near_duplicate: a near-duplicate table (:mod:`auto.compile.rungs.neardup`): it answers
             new inputs only through witnessed neighbourhoods, so the table lane rebuilds it.
+        risk_level: the level its specialist's certificate was tested at (None: no certified
+            selective-risk component; :func:`auto.ratchet.evidence.certified_level`).
     """
 
     compiled_as: str | None
@@ -82,6 +84,7 @@ class ManifestFacts:
     overlay_min_lead: int | None
     fields: dict[str, set[str]]
     near_duplicate: bool = False
+    risk_level: float | None = None
 
 
 def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
@@ -91,7 +94,7 @@ def manifest_facts(manifest: dict[str, Any]) -> ManifestFacts:
     m = Manifest.of(manifest)
     return ManifestFacts(m.compiled_as, frozenset(canonical_json(a) for a in m.labels), m.answers_new_inputs,
                          m.calibration_scores, overlay_rule(manifest), declared_fields(m.interface.output),
-                         m.near_duplicate is not None)
+                         m.near_duplicate is not None, certified_level(m.guard))
 
 
 _DEOPT = object()
@@ -248,7 +251,7 @@ class Installer:
             h.state.installed_generalizes = facts.answers_new_inputs
             h.capture.labels = set(facts.labels)
             h.capture.field_labels = facts.fields
-            h.evidence = GenerationEvidence(generation, h.contract.epsilon, h.risk_alpha)
+            h.evidence = GenerationEvidence(generation, h.contract.epsilon, h.risk_alpha, facts.risk_level)
             h.shift_feed.reset(facts.calibration_scores)
             if record:
                 h.log(InstallRow(generation, artifact_id, parent=parent, trigger=trigger,

@@ -97,8 +97,17 @@ def program_could_pass(certificate: dict[str, Any] | None, witnesses_now: int) -
     return (k + m) >= a * (n + m)
 
 
+def noise_evidence_grew(reasked_then: int, reasked_now: int, min_reasked: int | None) -> bool:
+    """Whether the re-asked inputs grew enough since a refusal for the excess certificate to
+    differ: at least ``min_reasked`` of them now (None: the contract never uses them), and
+    :data:`RETRY_GROWTH` / 2 (1.5×) as many as at the refusal, so the specialist is retried on
+    noise evidence a logarithmic number of times in the re-asked inputs."""
+    return (min_reasked is not None and reasked_now >= min_reasked
+            and 2 * reasked_now >= RETRY_GROWTH * max(1, reasked_then))
+
+
 def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: int, witnesses_now: int,
-                          epsilon: float, delta: float = 0.1) -> bool:
+                          epsilon: float, delta: float = 0.1, noise_allowance: float = 0.0) -> bool:
     """Whether the specialist rung could pass now, predicted from its last refusal.
 
     ``certificate`` is what the refused attempt certified (``smallest_certifiable_epsilon`` at
@@ -108,7 +117,10 @@ def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: in
     an upper confidence bound; with no errors it shrinks as ``1 / n`` (``1 - delta^(1/n)``, about
     ``log(1/delta) / n``), faster than with errors (``1 / sqrt(n)``, Hoeffding), so at
     ``witnesses_now`` it is predicted at best ``eps_min * witnesses_then / witnesses_now``; the
-    rung could pass when that is at most ``epsilon``. A refusal for too few calibration points (``calibration_n`` below the
+    rung could pass when that is at most ``epsilon`` (``epsilon + noise_allowance`` when the
+    re-asked inputs grew since the refusal, :func:`noise_evidence_grew`: the excess certificate
+    lowers the smallest certifiable level by at most the reference's self-disagreement, of which
+    the allowance, the contract's ``noise_probe_margin``, is the plausible size). A refusal for too few calibration points (``calibration_n`` below the
     ``ceil(log(delta) / log(1 - epsilon))`` that zero errors need) could pass once the witnesses
     have grown in proportion to reach that many. When nothing was certifiable, or the prediction
     fails, the rung is tried again once the witnesses have grown by half (:data:`RETRY_GROWTH`:
@@ -125,7 +137,7 @@ def slow_rungs_could_pass(certificate: dict[str, Any] | None, witnesses_then: in
         return cal_n * witnesses_now >= _min_points(epsilon, delta) * max(1, witnesses_then)
     if not isinstance(eps_min, (int, float)):
         return False
-    return eps_min * max(1, witnesses_then) / max(1, witnesses_now) <= epsilon
+    return eps_min * max(1, witnesses_then) / max(1, witnesses_now) <= epsilon + noise_allowance
 
 
 def _min_points(epsilon: float, delta: float) -> int:
@@ -165,6 +177,7 @@ class PolicyState:
             them (only grows; :meth:`auto_runtime.overlay.TableOverlay.service`), counted only
             while a table lane can rebuild the installed generation.
         overlay_new_inputs_at_attempt: ``overlay_new_inputs`` at the last attempt of any kind.
+        reasked_at_attempt: :attr:`reasked` at the last full attempt.
     """
 
     installed: int | None = None
@@ -187,6 +200,12 @@ class PolicyState:
     overlay_answers: int = 0
     overlay_new_inputs: int = 0
     overlay_new_inputs_at_attempt: int = 0
+    reasked_at_attempt: int = 0
+
+    @property
+    def reasked(self) -> int:
+        """Witnesses of already witnessed inputs (consistent or changed): the re-asked evidence."""
+        return self.repeats_consistent + self.repeats_changed
 
     @property
     def repeats(self) -> int:

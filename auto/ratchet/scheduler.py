@@ -11,12 +11,16 @@ Lanes (:meth:`Scheduler.lane`): a compile runs the whole ladder (``full``), or t
 alone (``table``: :data:`TABLE_RUNGS`, the near-duplicate table, else the memo) — for a table refresh, and whenever the last refusals of the slow rungs predict
 that they would refuse again (``table (slow rungs predicted to refuse)``; the specialist from its
 certificate, :func:`~auto.ratchet.policy.slow_rungs_could_pass`, the program from its
-out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`) — or without the one
+out-of-fold agreement, :func:`~auto.ratchet.policy.program_could_pass`; a specialist refused near
+certification is predicted with the contract's ``noise_probe_margin`` added to epsilon once the
+re-asked inputs grew since the refusal, :func:`~auto.ratchet.policy.noise_evidence_grew`, since its
+next certificate may be on the excess over the reference's noise) — or without the one
 slow rung predicted to refuse (``partial``), so that a table refresh does not wait the minutes a
 doomed program search or specialist takes. A ``full`` or ``partial`` compile is itself preceded by
 a table-lane compile (``table (ahead of a slow compile)``, :meth:`Scheduler.table_first`) when
 the overlay answered inputs the installed table lacks: the table lands in seconds, the slow rungs
-after it, each logged as its own attempt with its per-rung seconds. Table lanes apply only while the installed generation
+after it, each logged as its own attempt with its per-rung seconds. After every slow compile the noise probe
+(:mod:`auto.ratchet.probe`) re-decides whether it runs, from the refusals just recorded. Table lanes apply only while the installed generation
 answers no input it has not witnessed, or only through witnessed neighbourhoods (a near-duplicate
 table, which the table lane rebuilds): a table alone would be weaker than anything else. Between two
 tables, witnessed inputs are answered by the runtime's table overlay at once
@@ -30,7 +34,7 @@ import threading
 from typing import Any
 
 from auto.ratchet.events import CompileRow, Fired, Lane, Trigger
-from auto.ratchet.policy import CompilePolicy, program_could_pass, slow_rungs_could_pass
+from auto.ratchet.policy import CompilePolicy, noise_evidence_grew, program_could_pass, slow_rungs_could_pass
 from auto.ratchet.worker import CompileRequest, CompileResult, default_out_path, run_compile
 from auto.store import local_path
 from auto.store.lock import compile_lock
@@ -129,6 +133,7 @@ class Scheduler:
         st.alarm_streak = st.alarm_streak + 1 if fired.kind.is_alarm else 0
         if fired.kind is not Trigger.MEMO:
             st.witnesses_at_attempt = st.witnesses
+            st.reasked_at_attempt = st.reasked
             st.repeats_at_attempt = st.repeats_consistent
             st.new_labels = {}
             st.deopts_since_attempt = st.would_be_correct_since_attempt = 0
@@ -159,12 +164,13 @@ class Scheduler:
             return Lane.FULL, None
         if fired.kind is Trigger.MEMO:
             return Lane.TABLE, list(TABLE_RUNGS)
-        st = h.state
+        st, c = h.state, h.contract
         spec = (st.refusal or {}).get("specialist")
+        grew = spec is not None and noise_evidence_grew(spec.get("reasked", 0), st.reasked, c.noise_min_reasked)
         rungs = [r for r, ok in (
             ("program", h.programs and program_could_pass(st.refusal, st.witnesses)),
             ("specialist", slow_rungs_could_pass(spec, (spec or {}).get("witnesses", 0), st.witnesses,
-                                                 h.contract.epsilon, h.contract.delta))) if ok]
+                                                 c.epsilon, c.delta, c.noise_probe_margin if grew else 0.0))) if ok]
         if len(rungs) == (2 if h.programs else 1):
             return Lane.FULL, None
         return (Lane.TABLE_PREDICTED if not rungs else Lane.PARTIAL), rungs + list(TABLE_RUNGS)
@@ -230,8 +236,9 @@ class Scheduler:
                 tried = {r.get("rung") for r in res.detail.get("rungs") or []}
                 kept = {k: v for k, v in (st.refusal or {}).items() if k not in tried}
                 for k, v in (res.detail.get("certificate") or {}).items():
-                    kept[k] = {**v, "witnesses": st.witnesses_at_attempt}
+                    kept[k] = {**v, "witnesses": st.witnesses_at_attempt, "reasked": st.reasked_at_attempt}
                 st.refusal = kept or None
+                h.noise_probe.update(st.refusal)
         h.log(CompileRow(res.generation, res.artifact_id, verdict=res.verdict, reason=res.reason, trigger=fired,
                          seconds=round(res.seconds, 3), compiled_as=res.compiled_as, eval_run_id=res.eval_run_id,
                          rungs=res.detail.get("rungs"), evidence=h.evidence.describe(),

@@ -135,6 +135,7 @@ def run_intents(*, out_dir: Path, items: int = 3000, seed: int = 0, generator: s
         "shift_alarms": [a["position"] for a in run.shift_alarms], "rollbacks": run.rollbacks,
         "shadow_audit": shadow_audit_figures(run, audit_rate),
         "ratchet": {"worker": worker, "audit_rate": audit_rate, "final": run.status},
+        "noise_probe": (run.status or {}).get("noise_probe"),
     })
     if peers:
         say("[peers] exact dict and similarity cache on the same items")
@@ -165,6 +166,11 @@ def render(results: dict[str, Any]) -> str:
              f"{f(results.get('out_of_scope_admitted_disagreeing_excess'), '+.4f')})",
              f"  compiles: {results['recompiles']} ({results['compile_verdicts']}), generations "
              f"{results['generation_count']}: {', '.join(str(c) for c in results['compiled_as'])}"]
+    np_ = results.get("noise_probe")
+    if np_:
+        lines.append(f"  noise probe: {np_['probes']} paid re-asks (cap {np_['max']}, share {np_['share']:g}), "
+                     f"{np_['disagreeing']} of {np_['answered']} answered differently"
+                     + (f"; not running: {np_['why_not']}" if np_.get("why_not") else ""))
     p = results.get("peers")
     if p:
         lines.append(f"  memo-only ceiling (items/distinct): {f(p['memo_ceiling'], '.2f')}x")

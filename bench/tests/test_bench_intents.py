@@ -82,7 +82,7 @@ def test_exact_dict_and_similarity_cache():
 
 
 def test_cold_run_end_to_end(tmp_path):
-    from bench.intents.run import run_intents
+    from bench.intents.run import render, run_intents
 
     embed = lambda texts: np.asarray([[1.0, float(len(t) % 7)] for t in texts]) / np.sqrt(  # noqa: E731
         1.0 + np.asarray([[float(len(t) % 7) ** 2] for t in texts]))
@@ -93,6 +93,8 @@ def test_cold_run_end_to_end(tmp_path):
     assert saved["cost_ratio"] <= saved["cost_ratio_without_audit"]  # the headline counts the audits' spend
     assert saved["peers"]["exact_dict"]["items"] == 12 and saved["memo_ceiling"] >= 1.0
     assert set(saved["roles"]) <= {"in-scope", "shift", "out-of-scope"}
+    probe = saved["noise_probe"]  # the paid re-asks are reported: none here (no specialist refused near epsilon)
+    assert probe["probes"] == probe["answered"] == 0 and probe["why_not"] and "noise probe: 0 paid re-asks" in render(saved)
     assert (tmp_path / "ratchet.csv").is_file() and (tmp_path / "cost.png").is_file()
     # the peers replayed from the finished run's ratchet.csv are the run's own peers
     from bench.peers import exact_dict, items_from_csv

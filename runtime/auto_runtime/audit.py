@@ -26,6 +26,12 @@ calls per derived answer. ``None``: no budget (repeats audited at ``hit_rate`` a
 per-offer ``rate`` (the table overlay's decayed rate, :meth:`auto_runtime.overlay.TableOverlay.audit_rate`)
 replaces ``hit_rate`` for that offer.
 
+Probes (:meth:`ShadowAudit.probe`): the host may also queue an answer for audit outside the
+seeded selection and outside the repeat budget (no draw is taken, so the selection of offers is
+unchanged), counted in ``probed``; its record and capture carry ``"probe": True``. The ratchet's
+noise probe uses it to re-ask inputs answered from a single witness (:mod:`auto.ratchet.probe`),
+choosing them by a rule that never reads the answer.
+
 Agreement: the two answers agree iff their canonical JSON texts are equal (sorted keys, compact
 separators: so ``1`` and ``1.0`` differ, as they do in the artifact's output); when either is not
 JSON-encodable, Python ``==`` decides. The tier-1 answer and the input are snapshotted as
@@ -119,6 +125,7 @@ class ShadowAudit:
 
     Counters (read any time; consistent with each other under :meth:`stats`):
         ``selected`` (chosen by the RNG, queued or skipped), ``skipped`` (queue full),
+        ``probed`` (queued by :meth:`probe`),
         ``n`` (audits that got a reference answer), ``disagreements`` (of those, answers that
         differ), ``errors`` (the reference raised), ``pending`` (queued or running),
         ``derived`` (offers with a nonzero score), ``hit_selected`` (exact-match answers
@@ -149,6 +156,7 @@ class ShadowAudit:
         self.hit_rate = self.rate if hit_rate is None else float(hit_rate)
         self.hit_budget = None if hit_budget is None else float(hit_budget)
         self.derived = 0
+        self.probed = 0
         self.hit_selected = 0
         self.hit_over_budget = 0
         self.seed = seed
@@ -233,6 +241,36 @@ class ShadowAudit:
             log.exception("shadow audit offer failed (request unaffected)")
             return False
 
+    def probe(self, input_obj: Any, answer: Any, *, task: str | None = None, artifact_id: str | None = None,
+              generation: int | None = None, score: Any = None, origin: str | None = None) -> bool:
+        """Queue one tier-1 answer for audit outside the seeded selection, ``audit_max`` and the
+        repeat budget (the caller bounds how many); never blocks, never raises. The record and the
+        capture carry ``"probe": True``.
+
+        Returns:
+            ``True`` when queued; ``False`` without a reference, after :meth:`close`, or with the
+            queue full (counted in ``skipped``).
+        """
+        if self._reference is None or self._closed:
+            return False
+        try:
+            with self._lock:
+                item = (_snapshot(input_obj), _snapshot(answer), task, artifact_id, generation, score, origin, True)
+                try:
+                    self._queue.put_nowait(item)
+                except queue.Full:
+                    self.skipped += 1
+                    return False
+                self.probed += 1
+                self.pending += 1
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._work, name="auto-shadow-audit", daemon=True)
+                    self._thread.start()
+            return True
+        except Exception:  # noqa: BLE001 - the audit never breaks a request
+            log.exception("shadow audit probe failed (request unaffected)")
+            return False
+
     # ------------------------------------------------------------------ worker
 
     def _work(self) -> None:
@@ -251,7 +289,7 @@ class ShadowAudit:
 
     def _audit_one(self, inp_snap: tuple[str | None, Any], ans_snap: tuple[str | None, Any],
                    task: str | None, artifact_id: str | None, generation: int | None,
-                   score: Any = None, origin: str | None = None) -> None:
+                   score: Any = None, origin: str | None = None, probe: bool = False) -> None:
         input_obj = _restore(inp_snap)
         tier1 = _restore(ans_snap)
         ref = self._reference
@@ -279,7 +317,7 @@ class ShadowAudit:
             self._records.append({
                 "input": input_obj, "tier1_answer": tier1, "reference_answer": answer,
                 "agree": agree, "error": None, "latency_us": latency, "task": task,
-                "artifact_id": artifact_id, "generation": generation, "tier1_score": score})
+                "artifact_id": artifact_id, "generation": generation, "tier1_score": score, "probe": probe})
         cap = self._capture
         if cap is not None:
             rec = {"task": task, "input": input_obj, "output": answer, "reason": AUDIT_REASON,
@@ -287,6 +325,8 @@ class ShadowAudit:
                    "audit": True, "tier1_answer": tier1, "agree": agree, "tier1_score": score}
             if origin is not None:
                 rec["origin"] = origin
+            if probe:
+                rec["probe"] = True
             try:
                 cap(rec)
             except Exception:  # noqa: BLE001 - a capture failure must not lose the record
@@ -312,7 +352,8 @@ class ShadowAudit:
                     "selected": self.selected, "skipped": self.skipped, "n": self.n,
                     "disagreements": self.disagreements, "errors": self.errors,
                     "pending": self.pending, "hit_budget": self.hit_budget, "derived": self.derived,
-                    "hit_selected": self.hit_selected, "hit_over_budget": self.hit_over_budget}
+                    "hit_selected": self.hit_selected, "hit_over_budget": self.hit_over_budget,
+                    "probed": self.probed}
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until every queued audit has finished, at most ``timeout_s`` seconds

@@ -145,10 +145,13 @@ class SelectiveRiskEntry(GuardEntry):
     """``selective-risk``: pass iff the artifact's confidence field is at least ``threshold``, chosen
     by Learn-then-Test so that P(tier-1 answer != reference | tier-1) <= epsilon with probability
     >= 1 - delta on inputs exchangeable with the calibration inputs (Angelopoulos et al., 2021).
-    ``threshold`` None: no threshold could be certified (``reason`` says why); always deopts."""
+    ``threshold`` None: no threshold could be certified (``reason`` says why); always deopts.
+    ``risk_level``: the level the test ran at (``epsilon``, or ``epsilon + rho_low`` for a
+    certificate on the excess over the reference's self-disagreement), None in older manifests."""
 
     threshold: float | None = None
     epsilon: float | None = None
+    risk_level: float | None = None
     delta: float | None = None
     n: int | None = None
     confidence_field: str | None = None
@@ -158,6 +161,7 @@ class SelectiveRiskEntry(GuardEntry):
     def read(cls, entry: Mapping[str, Any]) -> "SelectiveRiskEntry":
         return cls(method="selective-risk", statement=str(entry.get("statement") or ""), fields=dict(entry),
                    threshold=entry.get("threshold"), epsilon=entry.get("epsilon"), delta=entry.get("delta"),
+                   risk_level=entry.get("risk_level"),
                    n=entry.get("n"), confidence_field=_str(entry.get("confidence_field")), reason=_str(entry.get("reason")))
 
     @property
