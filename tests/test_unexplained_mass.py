@@ -1,0 +1,77 @@
+"""The unexplained mass in the specialist's nonconformity: n-grams no training input of the answer's
+class contains (a negation that keeps the topic's words), in the artifact and its Python reference."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from auto.canonical import canonical_json
+from auto.codegen import compile_model, reference_run
+from auto.models.specialist.features import FeatureSpec, featurize, featurize_many
+from auto.models.specialist.train import class_support, distill, unexplained_mass
+from specialist_corpus import Artifact, witnesses
+
+SPEC = FeatureSpec("ticket", 3, 5, 1024)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ws = witnesses(150, seed=11)
+    res = distill(ws, [SPEC], models=("linsvc",))
+    return ws, res, Artifact(compile_model(res.model))
+
+
+def test_the_support_is_each_class_s_training_buckets(fitted):
+    ws, res, _art = fitted
+    m = res.model
+    assert m.support is not None and m.support.shape == (len(m.classes), SPEC.buckets)
+    tr = [ws[i] for i in res.train_idx]
+    X = featurize_many([w[0]["ticket"] for w in tr], SPEC)
+    want = np.zeros_like(m.support)
+    for i, w in enumerate(tr):
+        want[m.classes.index(canonical_json(w[1])), X[i].indices] = True
+    assert (m.support == want).all()
+    assert m.manifest_model()["nonconformity"] == "prototype-distance+unexplained-mass"
+
+
+def test_class_support_and_unexplained_mass_by_hand():
+    import scipy.sparse as sp
+    X = sp.csr_matrix(np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]]))
+    sup = class_support(X, ['"a"', '"b"', '"a"'], ['"a"', '"b"'])
+    assert sup.tolist() == [[True, False, True, False], [False, True, False, False]]
+    idx, x = np.array([3, 0, 1]), np.array([0.6, 0.0, 0.8])
+    assert unexplained_mass(sup[0], idx, x) == 0.6 * 0.6 + 0.8 * 0.8  # buckets 3 and 1: outside "a"
+    assert unexplained_mass(sup[1], idx, x) == 0.6 * 0.6 + 0.0 * 0.0
+    assert unexplained_mass(sup[0], np.zeros(0, np.int64), np.zeros(0)) == 0.0
+
+
+def test_a_negated_training_ticket_scores_higher_by_its_unexplained_mass(fitted):
+    ws, res, art = fitted
+    m = res.model
+    text = ws[res.train_idx[0]][0]["ticket"]
+    flipped = "Nobody wants this anymore, disregard: " + text
+    p0, p1 = m.predict_text(text), m.predict_text(flipped)
+    assert p0.nonconformity < 1.0
+    idx, x = featurize(flipped, SPEC)
+    u = unexplained_mass(m.support[m.classes.index(p1.label)], idx, x)
+    assert u > 0.05  # "nobody", "anymore", "disregard" are in no training ticket of the corpus
+    bare = 1.0 - float(np.max(m.scores(flipped)[1]))
+    assert p1.nonconformity == bare + u
+    data = json.dumps({"ticket": flipped}).encode()
+    assert art.run(data) == reference_run(m, data)
+    out = json.loads(art.run(data))
+    assert out["answer"] == p1.answer and out["nonconformity"] > p0.nonconformity
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200))
+def test_artifact_matches_the_reference_on_any_text(fitted, text):
+    _ws, res, art = fitted
+    m = res.model
+    data = json.dumps({"ticket": text}).encode()
+    assert art.run(data) == reference_run(m, data)
