@@ -75,3 +75,34 @@ def test_artifact_matches_the_reference_on_any_text(fitted, text):
     m = res.model
     data = json.dumps({"ticket": text}).encode()
     assert art.run(data) == reference_run(m, data)
+
+
+def test_negated_tickets_that_keep_the_topic_s_words_deopt_and_fresh_ones_pass():
+    """On the triage bench's corpus (the cross-fit calibration the specialist rung uses, per-label
+    novelty at alpha 0.05): a request negated in the topic's own words brings n-grams its class's
+    witnesses never contain, so the novelty test deopts it; fresh in-distribution tickets pass."""
+    from auto.compile.crossfit import choose_config, cross_fit, fit
+    from auto.guards.novelty import calibrate_novelty, novelty_passes
+    from bench.triage import corpus
+    from bench.triage.oracle import triage_oracle
+    from bench.triage.probes import generate_probes
+
+    data = corpus.default_corpus(0)
+    seen: dict[str, object] = {}
+    for t in data["train"]:
+        seen.setdefault(t.ticket, triage_oracle(t.ticket)[0])
+    items = [({"ticket": k}, v, 1.0) for k, v in seen.items()]
+    config, _ = choose_config(items, 0, field="ticket")
+    cf = cross_fit(items, config, folds=5, seed=0)
+    entry = calibrate_novelty(cf.scores, 0.05, list(cf.answers))
+    model = fit(items, config, 0).model
+
+    def passes(text: str) -> bool:
+        p = model.predict_text(text)
+        return novelty_passes(entry, p.nonconformity, p.answer)
+
+    flipped = [p.ticket for p in generate_probes(0) if p.kind == "flipped-meaning"]
+    fresh = [t.ticket for t in corpus.generate(len(seen) + 200, seed=5000) if t.ticket not in seen][:200]
+    assert len(flipped) == 18 and len(fresh) == 200
+    assert sum(map(passes, flipped)) <= 1
+    assert sum(map(passes, fresh)) >= 190
