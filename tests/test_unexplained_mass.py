@@ -106,3 +106,23 @@ def test_negated_tickets_that_keep_the_topic_s_words_deopt_and_fresh_ones_pass()
     assert len(flipped) == 18 and len(fresh) == 200
     assert sum(map(passes, flipped)) <= 1
     assert sum(map(passes, fresh)) >= 190
+
+
+def test_a_model_without_support_scores_as_before(fitted):
+    import dataclasses
+    ws, res, _art = fitted
+    m = dataclasses.replace(res.model, support=None)
+    art = Artifact(compile_model(m))
+    text = "Nobody wants this anymore: " + ws[0][0]["ticket"]
+    data = json.dumps({"ticket": text}).encode()
+    assert art.run(data) == reference_run(m, data)
+    assert m.predict_text(text).nonconformity == 1.0 - float(np.max(m.scores(text)[1]))
+    assert m.top_score == 1.0 and res.model.top_score == 2.0
+    assert "nonconformity" not in m.manifest_model() and m.digest() != res.model.digest()
+
+
+def test_support_of_the_wrong_shape_is_refused(fitted):
+    import dataclasses
+    _ws, res, _art = fitted
+    with pytest.raises(ValueError, match="support must be bool"):
+        dataclasses.replace(res.model, support=np.zeros((1, SPEC.buckets), bool))
