@@ -132,7 +132,7 @@ def eval_locals(H2: int, simd: bool) -> list[str]:
     (``H2`` of them) and, with SIMD, one f64x2 register per pair of rows."""
     loc = ["(local $buf i32) (local $len i32) (local $i i32) (local $lim i32) (local $h i32)",
            "(local $b i32) (local $c i32) (local $t i32) (local $tend i32) (local $w i32)",
-           "(local $sq i64) (local $norm f64) (local $x f64) (local $m f64) (local $nc f64)",
+           "(local $sq i64) (local $norm f64) (local $x f64) (local $m f64) (local $nc f64) (local $u f64) (local $sb i32)",
            "(local $arg i32) (local $best f64) (local $second f64) (local $nd i32) (local $f i32)",
            "(local $nt i32) (local $hw i32) (local $hp i32) (local $inw i32) (local $hasp i32) (local $by i32)"]
     loc.append(" ".join(f"(local $s{r} f64)" for r in range(H2)))
@@ -210,17 +210,22 @@ def dot_products(L: Layout, H: int, init: list[float], simd: bool) -> list[str]:
 
 
 def novelty_head(model, R: int, H: int) -> list[str]:
-    """``$nc = 1 - max(prototype scores)`` (rows ``R .. H-1``), or 1 for a text longer than every
-    training text (``model.max_bytes``)."""
+    """``$nc = 1 - max(prototype scores)`` (rows ``R .. H-1``)."""
     body = [f"(local.set $best (local.get $s{R}))"]
     for k in range(R + 1, H):
         body.append(f"(if (f64.gt (local.get $s{k}) (local.get $best)) "
                     f"(then (local.set $best (local.get $s{k}))))")
     body.append("(local.set $nc (f64.sub (f64.const 1) (local.get $best)))")
-    if model.max_bytes is not None:  # longer than every training text: the largest score
-        body.append(f"(if (i32.gt_u (local.get $len) (i32.const {int(model.max_bytes)})) "
-                    "(then (local.set $nc (f64.const 1))))")
     return body
+
+
+def long_input_head(model) -> list[str]:
+    """``$nc`` = the largest score (:meth:`auto.models.specialist.train.CompiledModel.top_score`)
+    for a text longer than every training text (``model.max_bytes``); after the unexplained mass."""
+    if model.max_bytes is None:
+        return []
+    return [f"(if (i32.gt_u (local.get $len) (i32.const {int(model.max_bytes)})) "
+            f"(then (local.set $nc (f64.const {f64_text(model.top_score)}))))"]
 
 
 def classification_head(model, L: Layout, R: int) -> list[str]:
@@ -259,6 +264,29 @@ def classification_head(model, L: Layout, R: int) -> list[str]:
     return body
 
 
+def unexplained_head(L: Layout) -> list[str]:
+    """``$nc += u``, the unexplained mass of the answer's class ``$arg``: the sum of ``x_i * x_i``
+    (f64, first-touch order) over the touched buckets whose bit in the class's support bitmap is
+    clear (:func:`auto.models.specialist.train.unexplained_mass`). Nothing without a bitmap."""
+    if L.support is None:
+        return []
+    bit = ("(i32.and (i32.load8_u (i32.add (local.get $sb) (i32.shr_u (local.get $b) (i32.const 3)))) "
+           "(i32.shl (i32.const 1) (i32.and (local.get $b) (i32.const 7))))")
+    return [
+        "(local.set $u (f64.const 0))",
+        f"(local.set $sb (i32.add (i32.const {L.support}) (i32.mul (local.get $arg) (i32.const {L.support_row}))))",
+        "(local.set $t (i32.const 0))",
+        "(block $ud (loop $ul",
+        "  (br_if $ud (i32.ge_u (local.get $t) (local.get $tend)))",
+        f"  (local.set $b (i32.shr_u (i32.load offset={L.touched} (local.get $t)) (i32.const 2)))",
+        f"  (if (i32.eqz {bit}) (then",
+        f"    (local.set $x (f64.load offset={L.xs} (i32.shl (local.get $t) (i32.const 1))))",
+        "    (local.set $u (f64.add (local.get $u) (f64.mul (local.get $x) (local.get $x))))))",
+        "  (local.set $t (i32.add (local.get $t) (i32.const 4)))",
+        "  (br $ul)))",
+        "(local.set $nc (f64.add (local.get $nc) (local.get $u)))"]
+
+
 def write_answer(L: Layout) -> list[str]:
     """Write ``{"answer": <class $arg>, "margin": $m, "nonconformity": $nc}`` at ``$o`` from the
     per-class answer prefixes and the fixed-point writer; leaves the end of what it wrote on the stack."""
@@ -290,6 +318,8 @@ def eval_func(model, L: Layout, simd: bool, name: str = "$eval") -> str:
     body += dot_products(L, H, init, simd)
     body += novelty_head(model, R, H)
     body += classification_head(model, L, R)
+    body += unexplained_head(L)
+    body += long_input_head(model)
     body += write_answer(L)
     return ("  ;; ---- generated: featurize, score, write one answer ----\n"
             f"  (func {name} (param $o i32) (result i32)\n    " + "\n    ".join(eval_locals(H2, simd)) + "\n    "

@@ -13,6 +13,8 @@ Memory map (all addresses static, chosen at compile time)::
     table       f64 [16]     k / norm for small counts k
     weights     f32 [B, H2]  bucket-major: the R linear rows then the K prototypes (H2 = H padded
                              to even for SIMD)
+    support     u8 [C, ceil(B/8)]  per-class bucket bitmaps, bit ``j & 7`` of byte ``j >> 3``
+                             (only with ``model.support``: the unexplained mass)
     heap        per call: input | scratch | nesting stack | output
 """
 
@@ -47,6 +49,8 @@ class Layout:
     xs: int
     table: int
     weights: int
+    support: int | None
+    support_row: int
     heap: int
     out_max: int
     pages: int
@@ -74,10 +78,12 @@ def layout(model, simd: bool) -> Layout:
     xs = align(tree + 24 * n_nodes, 16)
     table = xs + 8 * B
     weights = table + 8 * TABLE
-    heap = heap_start(weights + 4 * B * H2)
+    support_row = (B + 7) // 8
+    support = weights + 4 * B * H2 if getattr(model, "support", None) is not None else None
+    heap = heap_start(weights + 4 * B * H2 + (len(model.classes) * support_row if support is not None else 0))
     out_max = max(len(p) for p in pre) + len(nc) + 2 * FIXED_MAX + 1 + 16
     return Layout(st, errtab, clstab, (nc_at, len(nc)), (fld_at, len(fld)), counts, touched,
-                  tree, xs, table, weights, heap, out_max, pages(heap), H2)
+                  tree, xs, table, weights, support, support_row, heap, out_max, pages(heap), H2)
 
 
 def weight_bytes(model, H2: int) -> bytes:
@@ -104,3 +110,9 @@ def tree_bytes(model) -> bytes:
     return bytes(out)
 
 
+
+
+def support_bytes(model) -> bytes:
+    """The per-class bucket bitmaps of ``model.support`` (bool ``[C, B]``): ``ceil(B/8)`` bytes per
+    class, bucket ``j`` at bit ``j & 7`` of byte ``j >> 3`` (little bit order)."""
+    return np.packbits(np.asarray(model.support, dtype=bool), axis=1, bitorder="little").tobytes()

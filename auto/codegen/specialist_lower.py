@@ -13,14 +13,14 @@ import numpy as np
 from auto.errors import CodegenError
 
 from .kernel import eval_func
-from .layout import Layout, layout, tree_bytes, weight_bytes
+from .layout import Layout, layout, support_bytes, tree_bytes, weight_bytes
 from .prelude import base_tokens, fill, module_text, prelude
 from .static import check_static, segments
 
 
 def specialist_static(model, simd: bool) -> tuple[Layout, dict, list[str]]:
     """A specialist's static part: its layout, the prelude tokens that depend on it (all but
-    ``HEAP`` and ``OUT_MAX``) and its data segments (constants, tree, weights).
+    ``HEAP`` and ``OUT_MAX``) and its data segments (constants, tree, weights, class support bitmaps).
 
     Raises:
         CodegenError: non-finite weights.
@@ -39,6 +39,8 @@ def specialist_static(model, simd: bool) -> tuple[Layout, dict, list[str]]:
     if model.tree is not None:
         data += segments(L.tree, tree_bytes(model))
     data += segments(L.weights, weight_bytes(model, L.H2))
+    if L.support is not None:
+        data += segments(L.support, support_bytes(model))
     return L, subst, data
 
 

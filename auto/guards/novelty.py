@@ -19,10 +19,16 @@ so the test is valid within each label (at most ``alpha`` of exchangeable inputs
 deopt, hence at most ``alpha`` overall) and a label whose calibration inputs all lie close to its
 prototypes no longer inherits the pooled threshold of the loosest label. A label with too few
 calibration scores for its own test to deopt anything (``1 / (n_y + 1) > alpha``), or one no
-calibration input was answered with, is judged against the pooled scores. Measured on the triage
-bench (``auto bench guards``, seed 0, the specialist's 5-fold cross-fit calibration scores): of
-150 out-of-distribution probes 11 admitted pooled (1 wrong), 9 per label (0 wrong); of 300
-held-out tickets 273 answered at tier-1 either way.
+calibration input was answered with, is judged against the pooled scores.
+
+The specialist's score (:class:`auto.models.specialist.train.CompiledModel`) is the prototype
+distance plus the *unexplained mass* of the answer's class: the share of the input's squared
+n-gram norm in buckets no training input of that class touches. The rule is fixed before any
+measurement (one score, no weight, no threshold of its own): the conformal test above calibrates
+it like any score, on the same out-of-fold predictions. Measured on the triage bench (``auto bench
+guards``, the specialist's 5-fold cross-fit calibration scores, per label), prototype distance
+alone then with the unexplained mass: seed 0, out-of-distribution probes admitted 9/150 (0 wrong)
+then 0/150, held-out tickets answered at tier-1 272/300 then 275/300.
 """
 
 from __future__ import annotations

@@ -71,7 +71,9 @@ class Prediction(NamedTuple):
     Attributes:
         label: the class as canonical JSON text (``json.loads(label)`` is the task output).
         margin: top-1 minus top-2 score (binary linear: ``|score|``; tree: leaf class fractions).
-        nonconformity: ``1 - max_k P_k . x`` (1.0 for the empty vector).
+        nonconformity: ``1 - max_k P_k . x`` (1.0 for the empty vector), plus the
+            unexplained mass of the answer's class when the model has a support bitmap
+            (:class:`CompiledModel`).
     """
 
     label: str
@@ -132,10 +134,19 @@ class CompiledModel:
             the artifact's arithmetic is the same.
         max_bytes: the longest framed text among the training witnesses (bytes:
             ``len(text.encode()) + 2``, :func:`auto.models.specialist.features.frame`), or None. A
-            longer input's nonconformity is 1.0 whatever its direction: the featurizer's vector is
+            longer input's nonconformity is :attr:`top_score` whatever its direction: the featurizer's vector is
             L2-normalized, so a ticket buried in filler or one sentence repeated a thousand times
             points where a witness does. Under exchangeability a fresh input is longer than all
             ``n`` training texts with probability at most ``1 / (n + 1)``.
+        support: bool ``[C, B]``, ``support[c, j]`` true iff some training witness of class ``c``
+            touches bucket ``j``, or None. With it the nonconformity adds the *unexplained mass*
+            of the answer's class ``c``: ``u = sum of x_i**2 over the touched buckets i with
+            support[c, i] false`` (in first-touch order, f64), the share of the input's squared
+            norm (``||x|| = 1``) in n-grams no training input of its answer contains. A word that
+            flips the request ("not", "no longer", "nobody") while the topic's words keep the
+            direction near the class's prototypes is such mass. ``u`` is in ``[0, 1]``; the
+            score ``(1 - max_k P_k . x) + u`` is in ``[0, 3]`` and any fixed score function keeps
+            the conformal test valid (Vovk, Gammerman, Shafer 2005, ch. 2).
 
     Reference arithmetic (the artifact does exactly this): ``x`` from
     :func:`auto.models.specialist.features.featurize` (buckets in first-touch order); each score starts at
@@ -156,10 +167,13 @@ class CompiledModel:
     estimator: str = ""
     weighting: str = "tf"
     max_bytes: int | None = None
+    support: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         B = self.features.buckets
         C = len(self.classes)
+        if self.support is not None and (self.support.dtype != np.bool_ or self.support.shape != (C, B)):
+            raise ValueError(f"support must be bool [{C}, {B}], got {self.support.dtype} {self.support.shape}")
         if C < 2 or len(set(self.classes)) != C or list(self.classes) != sorted(self.classes):
             raise ValueError("classes must be >= 2 distinct canonical JSON texts, sorted")
         for c in self.classes:
@@ -210,6 +224,13 @@ class CompiledModel:
         """The classes as JSON values (task outputs)."""
         return [json.loads(c) for c in self.classes]
 
+    @property
+    def top_score(self) -> float:
+        """The largest nonconformity the model gives (prototypes are non-negative and unit-norm, so
+        ``1 - max_k P_k . x`` is in ``[0, 1]``): 1.0, or 2.0 with :attr:`support` (``u <= 1``). An
+        input longer than ``max_bytes`` gets it."""
+        return 2.0 if self.support is not None else 1.0
+
     def manifest_model(self) -> dict[str, Any]:
         """The manifest's ``model`` object: kind, classes (JSON values), features, prototypes."""
         out = {"kind": self.kind, "classes": self.answers, "features": self.features.to_dict(),
@@ -218,13 +239,15 @@ class CompiledModel:
             out["weighting"] = self.weighting
         if self.max_bytes is not None:
             out["max_input_bytes"] = self.max_bytes
+        if self.support is not None:
+            out["nonconformity"] = "prototype-distance+unexplained-mass"
         return out
 
     def digest(self) -> str:
         """``sha256:`` over the model's content (arrays by their bytes); equal models, equal digest."""
         h = hashlib.sha256()
         h.update(canonical_json({"m": self.manifest_model(), "e": self.estimator}).encode())
-        arrs = [self.W, self.b, self.P]
+        arrs = [self.W, self.b, self.P] + ([self.support] if self.support is not None else [])
         if self.tree is not None:
             t = self.tree
             arrs += [t.feature, t.threshold, t.left, t.right, t.leaf_class, t.leaf_margin]
@@ -267,18 +290,44 @@ class CompiledModel:
     def _predict_vec(self, idx: np.ndarray, x: np.ndarray, n_bytes: int | None = None) -> Prediction:
         s, dots = self._scores_of(idx, x)
         nonconf = 1.0 - _first_max(dots)[1]
-        if self.max_bytes is not None and n_bytes is not None and n_bytes > self.max_bytes:
-            nonconf = 1.0
         if self.kind == "tree":
             pos = {int(k): float(v) for k, v in zip(idx, x)}
             leaf = self.tree.leaf_of(lambda j: pos.get(j, 0.0))
-            return Prediction(self.classes[int(self.tree.leaf_class[leaf])],
-                              float(self.tree.leaf_margin[leaf]), nonconf)
-        if self.n_rows == 1:
+            arg, margin = int(self.tree.leaf_class[leaf]), float(self.tree.leaf_margin[leaf])
+        elif self.n_rows == 1:
             v = float(s[0])
-            return Prediction(self.classes[1 if v > 0 else 0], abs(v), nonconf)
-        top1, top2, arg = _top2(s)
-        return Prediction(self.classes[arg], top1 - top2, nonconf)
+            arg, margin = (1 if v > 0 else 0), abs(v)
+        else:
+            top1, top2, arg = _top2(s)
+            margin = top1 - top2
+        if self.support is not None:
+            nonconf = nonconf + unexplained_mass(self.support[arg], idx, x)
+        if self.max_bytes is not None and n_bytes is not None and n_bytes > self.max_bytes:
+            nonconf = self.top_score
+        return Prediction(self.classes[arg], margin, nonconf)
+
+
+def unexplained_mass(support_row: np.ndarray, idx: np.ndarray, x: np.ndarray) -> float:
+    """``sum of x_i**2`` over the buckets ``idx_i`` where ``support_row`` is false, summed in the
+    order given (first-touch order: the artifact's order, so the f64 result is the same bit for
+    bit). ``support_row``: bool ``[B]``; ``idx``/``x``: the :func:`featurize` pair. In ``[0, 1]``
+    for a unit-norm ``x``; 0.0 for the empty vector."""
+    if idx.size == 0:
+        return 0.0
+    miss = x[~support_row[idx]]
+    if miss.size == 0:
+        return 0.0
+    return float(np.cumsum(np.concatenate([[0.0], miss * miss]))[-1])  # strictly sequential
+
+
+def class_support(X: sp.csr_matrix, labels: Sequence[str], classes: Sequence[str]) -> np.ndarray:
+    """bool ``[C, B]``: ``out[c, j]`` true iff a row of ``X`` labelled ``classes[c]`` has bucket ``j``
+    nonzero (:attr:`CompiledModel.support`)."""
+    out = np.zeros((len(classes), X.shape[1]), dtype=bool)
+    pos = {c: i for i, c in enumerate(classes)}
+    for r, lab in enumerate(labels):
+        out[pos[lab], X.indices[X.indptr[r]:X.indptr[r + 1]]] = True
+    return out
 
 
 def _accumulate(rows: np.ndarray, init: np.ndarray, idx: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -705,7 +754,10 @@ class _Trial:
                              prototypes_per_class, self.seed)
         model = _to_model(best.est, cand.model, cand.features, self.classes, P, best.w_idf)
         tr_texts = _texts([self.inputs[i] for i in self.tr_idx], cand.features.field)
-        model = dataclasses.replace(model, max_bytes=max(len(t.encode("utf-8")) + 2 for t in tr_texts))
+        Xtr = best.X[tr]
+        Xtr.eliminate_zeros()
+        model = dataclasses.replace(model, max_bytes=max(len(t.encode("utf-8")) + 2 for t in tr_texts),
+                                    support=class_support(Xtr, [self.labels[i] for i in tr], self.classes))
         sk = best.est.predict(best.Xfit)
         skl = float(np.mean([str(sk[i]) == best.pred[i] for i in range(len(self.labels))]))
         return DistillResult(model, cand, cands, skl, tuple(self.tr_idx), tuple(self.ho_idx), best.est)
