@@ -1,6 +1,7 @@
-"""A manifest section the compiler builds as the runtime's type: the draft writes the typed
-:class:`auto_runtime.manifest.Interface` as the object it stands for, and the loader's view reads
-the same type back; every rung's draft holds that type."""
+"""Manifest sections the compiler builds as the runtime's types: the draft writes the typed
+:class:`auto_runtime.manifest.Interface` and :class:`auto_runtime.manifest.Capability` as the
+objects they stand for, and the loader's view reads the same types back; every rung's draft holds
+them, and a draft refuses the untyped objects."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from auto_runtime.manifest import Interface, Manifest, check_manifest
+from auto_runtime.manifest import Capability, Interface, Manifest, check_manifest
 
 from auto.compile.manifest import ManifestDraft
 
@@ -16,9 +17,9 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 RUNGS = Path(__file__).resolve().parents[1] / "auto" / "compile" / "rungs"
 
 
-def _draft(interface) -> ManifestDraft:
+def _draft(interface, capabilities=()) -> ManifestDraft:
     return ManifestDraft(task="t", generation=1, compiled_as="region", interface=interface,
-                         model={"kind": "region", "code_digest": "sha256:0"})
+                         model={"kind": "region", "code_digest": "sha256:0"}, capabilities=tuple(capabilities))
 
 
 def test_a_typed_interface_is_written_as_its_object_and_read_back_as_its_type():
@@ -29,9 +30,18 @@ def test_a_typed_interface_is_written_as_its_object_and_read_back_as_its_type():
     assert Manifest.of(typed).interface == iface
 
 
-def test_a_draft_refuses_an_untyped_interface():
+def test_typed_capabilities_are_written_as_their_objects_and_read_back_in_order():
+    caps = (Capability("auto", "tool_call"), Capability("auto", "commit"))
+    m = _draft(Interface(SCHEMA, {}), caps).provisional()
+    assert m["capabilities"] == [{"module": "auto", "name": "tool_call"}, {"module": "auto", "name": "commit"}]
+    assert Manifest.of(m).capabilities == caps
+
+
+def test_a_draft_refuses_untyped_sections():
     with pytest.raises(TypeError, match="must be an auto_runtime.manifest.Interface, not dict"):
         _draft({"input": SCHEMA, "output": {}})
+    with pytest.raises(TypeError, match="must hold auto_runtime.manifest.Capability, not dict"):
+        _draft(Interface(SCHEMA, {}), [{"module": "auto", "name": "tool_call"}])
 
 
 def test_every_rung_builds_its_interface_as_the_runtime_type():
