@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from auto_runtime.manifest import ABI_EXPORTS, FORMAT, Interface
+from auto_runtime.manifest import ABI_EXPORTS, FORMAT, Capability, Interface
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,11 @@ class ManifestDraft:
         task: the task name.
         generation: the generation number (1, 2, …).
         compiled_as: ``"program"``, ``"specialist"``, ``"memo-first"`` or ``"memo"``.
-        interface: the runtime's typed :class:`auto_runtime.manifest.Interface` (written with
-            its ``to_dict``), or its object ``{"input": <JSON schema>, "output": {...}}``.
+        interface: the runtime's typed :class:`auto_runtime.manifest.Interface`, written as the
+            object ``{"input": <JSON schema>, "output": {...}}`` by its ``to_dict``.
         model: what was compiled (kind, sizes, digests; always ``code_digest``).
-        capabilities: host functions the artifact imports (``{"module", "name"}``); none for a
+        capabilities: host functions the artifact imports, as the runtime's typed
+            :class:`auto_runtime.manifest.Capability` (written with its ``to_dict``); none for a
             pure artifact.
         extra: further top-level keys of a capability artifact (``tools``, ``tool_budget``), and
             ``abi`` when its exports differ from the ABI's four.
@@ -43,10 +44,21 @@ class ManifestDraft:
     task: str
     generation: int
     compiled_as: str
-    interface: Interface | dict[str, Any]
+    interface: Interface
     model: dict[str, Any]
-    capabilities: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    capabilities: tuple[Capability, ...] = field(default_factory=tuple)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Raises: TypeError: ``interface`` is not an :class:`auto_runtime.manifest.Interface`, or a
+        capability not an :class:`auto_runtime.manifest.Capability`."""
+        if not isinstance(self.interface, Interface):
+            raise TypeError(f"ManifestDraft.interface must be an auto_runtime.manifest.Interface, "
+                            f"not {type(self.interface).__name__}")
+        for c in self.capabilities:
+            if not isinstance(c, Capability):
+                raise TypeError(f"ManifestDraft.capabilities must hold auto_runtime.manifest.Capability, "
+                                f"not {type(c).__name__}")
 
     def with_model(self, compiled_as: str | None = None, **model: Any) -> "ManifestDraft":
         """A copy whose ``model`` is updated with ``model`` (and ``compiled_as`` replaced)."""
@@ -59,9 +71,9 @@ class ManifestDraft:
             "task": self.task,
             "generation": self.generation,
             "compiled_as": self.compiled_as,
-            "interface": self.interface.to_dict() if isinstance(self.interface, Interface) else self.interface,
+            "interface": self.interface.to_dict(),
             "abi": {"exports": list(ABI_EXPORTS), "encoding": "canonical-json"},
-            "capabilities": [dict(c) for c in self.capabilities],
+            "capabilities": [c.to_dict() for c in self.capabilities],
             "model": self.model,
             **self.extra,
         }

@@ -20,6 +20,8 @@ The artifact contract, for compilers (imported from the submodules; stdlib only)
     auto_runtime.manifest.append_manifest(code, manifest) -> bytes    # the auto.manifest section
     auto_runtime.manifest.read_manifest(wasm) -> dict                 # the loader's checks
     auto_runtime.manifest.manifest_digest(manifest) -> str            # sha256: of its canonical JSON
+    auto_runtime.manifest.Interface(input, output).to_dict()          # sections the compiler builds typed
+    auto_runtime.manifest.Capability(module, name).to_dict()
     auto_runtime.jsonio.canonical_text(obj) -> str                    # canonical JSON
     auto_runtime.wasm_sections.custom_section(name, payload) -> bytes # section framing, LEB128
     auto_runtime.digest.digest_bytes(data) -> str                     # "sha256:<hex>"

@@ -4,12 +4,11 @@ request path: each input runs once on a fresh instance, through the checked call
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import Any, Callable
 
 from auto_runtime.errors import InputSchemaError, ToolCallError, TrapError
 from auto_runtime.jsonio import canonical_text
-from auto_runtime.sandbox import Limits, Sandbox
+from auto_runtime.sandbox import Limits
 
 MEASURE_FUEL = 10**10
 """Fuel budget of one measured call (:func:`fuel_per_call`): 200x the default call budget, so
@@ -48,13 +47,14 @@ def fuel_per_call(art: Any, inputs: list[Any], fuel: int = MEASURE_FUEL,
             data = canonical_text(x).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as e:
             raise InputSchemaError(f"$: input is not JSON-encodable: {e}") from None
-        sb = Sandbox(art._engine, art._module, limits, art._externs, call_path="checked", batch=art.has_run_batch)
+        inst = art._instance
+        sb = inst.new_sandbox(limits, call_path="checked")
         if not art.tools:
             used.append(sb.fuel_used(data))
             continue
-        with art._lock:  # the tool imports' host side reads the session of the call in flight
+        with inst.lock:  # the tool imports' host side reads the session of the call in flight
             sess = sessions(x) if sessions is not None else art.new_session()
-            art._session, art._call_t0, art._host_s = sess, perf_counter(), 0.0
+            inst.tool_imports.begin(sess)
             try:
                 used.append(sb.fuel_used(data))
             except TrapError:
@@ -62,7 +62,7 @@ def fuel_per_call(art: Any, inputs: list[Any], fuel: int = MEASURE_FUEL,
                     raise ToolCallError(sess.failure) from None
                 raise
             finally:
-                art._session = None
+                inst.tool_imports.end()
     return used
 
 

@@ -263,6 +263,24 @@ class Interface:
 
 
 @dataclass(frozen=True)
+class Capability:
+    """One host function the artifact imports (the manifest's ``capabilities[i]``; the loader
+    checks every declaration against the module's imports, :mod:`auto_runtime.loading`).
+
+    Attributes:
+        module, name: the import's module and name (``auto`` / ``tool_call`` for a tool import).
+    """
+
+    module: Any
+    name: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's ``{"module": ..., "name": ...}`` object (the compiler writes a
+        declaration it built as this type with it)."""
+        return {"module": self.module, "name": self.name}
+
+
+@dataclass(frozen=True)
 class Tool:
     """One declared tool of a capability artifact (the manifest's ``tools[i]``; the loader checks
     the declarations strictly, :func:`auto_runtime.tools.tool_decls`).
@@ -290,7 +308,8 @@ class Manifest:
         task, generation, compiled_as (``program`` / ``region`` / ``specialist`` / ``memo-first`` /
         ``memo`` / ...), interface (:class:`Interface`), guard (a typed entry,
         :mod:`auto_runtime.guard.entries`), tools (:class:`Tool`, declared order), eval_runs
-        (ids), site (the model-call site entry, or None), fields (the manifest as read).
+        (ids), site (the model-call site entry, or None), fields (the manifest as read),
+        capabilities (:class:`Capability`, declared order; ``()`` for a pure artifact).
     """
 
     task: str
@@ -302,6 +321,7 @@ class Manifest:
     eval_runs: tuple[str, ...]
     site: Mapping[str, Any] | None
     fields: Mapping[str, Any] = field(repr=False, compare=False)
+    capabilities: tuple[Capability, ...] = ()
 
     @classmethod
     def of(cls, manifest: Mapping[str, Any]) -> "Manifest":
@@ -309,6 +329,7 @@ class Manifest:
         iface = manifest.get("interface") if isinstance(manifest.get("interface"), Mapping) else {}
         out = iface.get("output")
         tools = manifest.get("tools") if isinstance(manifest.get("tools"), list) else []
+        caps = manifest.get("capabilities") if isinstance(manifest.get("capabilities"), list) else []
         return cls(task=manifest.get("task"), generation=manifest.get("generation"),
                    compiled_as=manifest.get("compiled_as"),
                    interface=Interface(iface.get("input", True), out if isinstance(out, Mapping) else {}),
@@ -317,7 +338,8 @@ class Manifest:
                                for t in tools if isinstance(t, Mapping)),
                    eval_runs=tuple(manifest.get("eval_runs") or ()),
                    site=manifest.get("site") if isinstance(manifest.get("site"), Mapping) else None,
-                   fields=copy.deepcopy(dict(manifest)))
+                   fields=copy.deepcopy(dict(manifest)),
+                   capabilities=tuple(Capability(c.get("module"), c.get("name")) for c in caps if isinstance(c, Mapping)))
 
     @classmethod
     def read(cls, wasm: bytes, where: str = "artifact") -> "Manifest":

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from auto_runtime import Artifact
 from auto_runtime.artifact import MAX_ARTIFACT_BYTES
+from auto_runtime.manifest import Interface
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_table
@@ -204,8 +205,8 @@ def tabulate(ctx: RungContext, contract: Contract, entries: list[tuple[dict[str,
     answers = sorted(set(table.answers))
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="memo",
-        interface={"input": input_schema([e[0] for e in entries]),
-                   "output": {"enum": [json.loads(a) for a in answers]}},
+        interface=Interface(input=input_schema([e[0] for e in entries]),
+                            output={"enum": [json.loads(a) for a in answers]}),
         model={**table.manifest_model(), "table": decl, "code_digest": digest_bytes(code)})
     try:
         # the gate runs the code, never the runtime's table fast path (which answers from the table itself)

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from auto_runtime import Artifact
 from auto_runtime.digest import digest_bytes
-from auto_runtime.manifest import Manifest
+from auto_runtime.manifest import Interface, Manifest
 from auto_runtime.table import TableIndex, read_table
 from auto_runtime.wasm_sections import parse
 
@@ -154,8 +154,8 @@ def refresh_table(store: Any, task: str, installed: bytes | Artifact, added: Seq
     answers = sorted(set(table.answers))
     draft = ManifestDraft(
         task=task, generation=ctx.generation, compiled_as="memo",
-        interface={"input": merge_input_schema(man.interface.input, added_inputs),
-                   "output": {"enum": [json.loads(a) for a in answers]}},
+        interface=Interface(input=merge_input_schema(man.interface.input, added_inputs),
+                            output={"enum": [json.loads(a) for a in answers]}),
         model={**table.manifest_model(), "table": decl, "code_digest": digest_bytes(code)})
     # the gate runs the code, never the runtime's table fast path
     art = Artifact.load(emit(code, draft.provisional()), table_fast_path=False)

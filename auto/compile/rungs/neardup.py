@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from auto_runtime import Artifact
+from auto_runtime.manifest import Interface
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen.program_lower import compile_program
@@ -166,7 +167,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
                  "guarantee": EXCESS_GUARANTEE if cal.noise and cal.noise.get("used") else GUARANTEE}
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="program",
-        interface={"input": input_schema(inputs), "output": output_interface(program, answers)},
+        interface=Interface(input=input_schema(inputs), output=output_interface(program, answers)),
         model={"kind": "program", "field": field_name, "program": to_json(program), "program_digest": program_digest(program),
                "size": size(program), "text": f"lookup({field_name}, <{len(exact)} witnessed inputs>, "
                                               f"lookup(canon[{cal.chosen}]({field_name}), <{len(classes)} "

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from auto_runtime import Artifact
+from auto_runtime.manifest import Interface
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen.program_lower import compile_program
@@ -167,7 +168,7 @@ def _compile(ws: WitnessSet, contract: Contract, ctx: RungContext, items: list[A
     timings["codegen"] = time.perf_counter() - t0
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="program",
-        interface={"input": input_schema(inputs), "output": output_interface(program, answers)},
+        interface=Interface(input=input_schema(inputs), output=output_interface(program, answers)),
         model={"kind": "program", "field": field, "program": to_json(program), "evidence": to_json(evidence.expr),
                "program_digest": program_digest(program), "size": size(program), "evidence_size": size(evidence.expr),
                "text": render(final.program), "domain_guard": [render(e) for e in final.guarded_extractors],

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from auto_runtime import Artifact, Limits
 from auto_runtime.errors import AutoError
-from auto_runtime.manifest import Interface
+from auto_runtime.manifest import Capability, Interface
 from auto_runtime.tools import TOOL_IMPORTS, TOOL_MODULE, Replay
 
 from auto.models import region as R
@@ -277,7 +277,7 @@ def region_manifest(ctx: RungContext, runs: RegionRuns, plan: RegionPlan, code: 
                "region_digest": digest_bytes(canonical_json(region_json).encode()),
                "values": plan_summary(plan)["values"], "compiled_sites": plan.compiled_sites, "notes": plan.notes,
                "code_digest": digest_bytes(code)},
-        capabilities=tuple({"module": TOOL_MODULE, "name": n} for n in TOOL_IMPORTS),
+        capabilities=tuple(Capability(TOOL_MODULE, n) for n in TOOL_IMPORTS),
         extra={"tools": plan.tools, "tool_budget": {"calls": max(1, plan.region.max_calls()), "wall_ms": BUDGET_WALL_MS},
                "abi": {"exports": ["memory", "alloc", "run"], "encoding": "canonical-json"}})
 

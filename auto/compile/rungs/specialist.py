@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from auto_runtime import Artifact
+from auto_runtime.manifest import Interface
 
 from auto.canonical import canonical_json, digest_bytes
 from auto.codegen import TableModel, compile_model, compile_table
@@ -130,20 +131,19 @@ def calibrate_guard_stack(cal_out: list[dict[str, Any]], cal_reference: list[Any
                            held_labels=[o.get("answer") for o in held_out])
 
 
-def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
-    """Distill, calibrate, gate and emit a specialist generation (memo-first with ``ctx.memo_first``).
+def _classification_inputs(ws: WitnessSet, contract: Contract,
+                           ctx: RungContext) -> tuple[list[Any], Any, str | None, list[str], list[str]]:
+    """The witnesses as a classification task, or the refusal that says why they are not one.
 
-    The guard is calibrated by cross-fitting (``contract.calibration == "cross-fit"``, the default:
-    every distinct input trains the deployed model and calibrates the guard through its
-    out-of-fold prediction) or on a calibration split (``"split"``: train / calibration /
-    held-out). The gate (:func:`auto.gate.run_selective_gate`) requires the guard to certify the
-    selective risk of the answers it lets through; overall agreement is reported.
+    Returns:
+        ``(items, excluded, field, label_keys, labels)``: the distinct inputs with their modal
+        outputs and what :meth:`WitnessSet.dominant` excluded, the text field the specialist reads,
+        each item's canonical label and the sorted distinct labels.
 
     Raises:
-        RungRefused: too few witnesses, open-ended outputs (both: the memo rung may follow), a
-            single label or too few witnesses per label to split (final: nothing below helps), or
-            the gate refused (the eval run is stored and cited either way).
-        CompileError, CodegenError: a stage failed for a reason other than the gate.
+        RungRefused: no input field is a string in every witness, too few distinct inputs (final
+            when there are none), a single label, or open-ended outputs
+            (:data:`OPEN_ENDED_SHARE`).
     """
     items, excluded = ws.dominant()
     n = len(items)
@@ -171,6 +171,26 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
         raise _not_attempted(ctx, contract, reason,
                              [{"name": "outputs-are-labels", "labels": len(labels), "n": n,
                                "singleton_share": singletons, "max": OPEN_ENDED_SHARE, "passed": False}])
+    return items, excluded, field, label_keys, labels
+
+
+def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> CompileOutcome:
+    """Distill, calibrate, gate and emit a specialist generation (memo-first with ``ctx.memo_first``).
+
+    The guard is calibrated by cross-fitting (``contract.calibration == "cross-fit"``, the default:
+    every distinct input trains the deployed model and calibrates the guard through its
+    out-of-fold prediction) or on a calibration split (``"split"``: train / calibration /
+    held-out). The gate (:func:`auto.gate.run_selective_gate`) requires the guard to certify the
+    selective risk of the answers it lets through; overall agreement is reported.
+
+    Raises:
+        RungRefused: too few witnesses, open-ended outputs (both: the memo rung may follow), a
+            single label or too few witnesses per label to split (final: nothing below helps), or
+            the gate refused (the eval run is stored and cited either way).
+        CompileError, CodegenError: a stage failed for a reason other than the gate.
+    """
+    items, excluded, field, label_keys, labels = _classification_inputs(ws, contract, ctx)
+    n = len(items)
     fit_ = partial(_cross_fitted, groups_of=witness_groups(ws)) if contract.calibration == "cross-fit" else _split_calibrated
     s = fit_(items, label_keys, labels, contract, ctx, field)
     model = s.model
@@ -179,7 +199,7 @@ def compile_rung(ws: WitnessSet, contract: Contract, ctx: RungContext) -> Compil
     code = compile_model(model)
     draft = ManifestDraft(
         task=ctx.task, generation=ctx.generation, compiled_as="specialist",
-        interface={"input": input_schema([it[0] for it in items]), "output": {"enum": [json.loads(x) for x in labels]}},
+        interface=Interface(input=input_schema([it[0] for it in items]), output={"enum": [json.loads(x) for x in labels]}),
         model={"kind": model.kind, "estimator": model.estimator, "classes": [json.loads(c) for c in model.classes],
                "features": model.features.to_dict(), "prototypes": int(model.P.shape[0]), "code_digest": digest_bytes(code),
                "calibration": s.calibration, "excluded_inputs": excluded,
