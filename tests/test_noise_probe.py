@@ -37,7 +37,8 @@ class Labeller:
 
 
 def make(tmp_path: Path, ref, name: str = "p", **contract) -> Ratchet:
-    c = Contract(task="probe", **contract)
+    """A ratchet with the probe turned on (150 per task unless ``contract`` says otherwise)."""
+    c = Contract(task="probe", **{"noise_probe_max": 150, **contract})
     return Ratchet(ref, tmp_path / f"{name}.sqlite", "probe", contract=c, worker="thread", audit_rate=0.05,
                    programs=False, policy=NEVER)
 
@@ -184,4 +185,17 @@ def test_an_installed_specialist_is_monitored_at_its_manifests_risk_level(tmp_pa
     level = certified_level(Artifact.load(stored.wasm).typed_manifest.guard)
     assert level is not None  # the triage specialist certifies a threshold here
     assert r.evidence.risk_level == level and r.evidence.monitor.epsilon == monitored_level(level, r.contract.epsilon)
+    r.close()
+
+
+def test_the_default_contract_pays_for_no_probe(tmp_path):
+    """Off unless a contract turns it on: on the measured 3,000-item stream it cost more than it saved."""
+    assert Contract(task="probe").noise_probe_max == 0
+    ref = Labeller()
+    c = Contract(task="probe")
+    r = Ratchet(ref, tmp_path / "d.sqlite", "probe", contract=c, worker="thread", audit_rate=0.05,
+                programs=False, policy=NEVER)
+    r.noise_probe.update(NEAR)  # a near miss would arm a probe that is turned on
+    serve(r, 10, 5)
+    assert r.noise_probe.probes == 0 and ref.calls == 10
     r.close()
