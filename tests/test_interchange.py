@@ -230,6 +230,18 @@ def test_an_overlay_answer_s_fingerprint_marks_a_tier1_span():
     assert not is_tier1({"openai.response.system_fingerprint": "fp_44709d6fcb"})
 
 
+def test_a_streamed_tier1_answer_s_span_is_known_by_its_response_id():
+    """An instrumentation's span of a streamed tier-1 answer has the proxy's response id and no
+    system fingerprint: it is a tier-1 answer, never a witness (it became one before)."""
+    from auto.interchange.genai import is_tier1
+    from auto.proxy.answer import completion_body
+
+    body = completion_body({"model": "m", "messages": []}, "billing", 2)
+    assert is_tier1({"gen_ai.response.id": body["id"], "gen_ai.request.model": "m"})
+    assert not is_tier1({"gen_ai.response.id": "chatcmpl-9xYz0123456789abcdefABCD", "gen_ai.request.model": "m"})
+    assert not is_tier1({"gen_ai.response.id": "chatcmpl-auto-nothex"})
+
+
 def test_an_otlp_export_that_fails_leaves_nothing_and_names_the_given_path(triage_store, tmp_path, monkeypatch):
     import auto.interchange.otlp as otlp
 

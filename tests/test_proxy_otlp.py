@@ -53,6 +53,26 @@ def test_traces_sent_to_the_proxy_land_in_the_store_and_never_reach_the_upstream
         (sid,) = discover(st.spans(kind="llm")).sites
 
 
+def test_an_exporter_pointed_at_the_model_api_base_url_is_refused_never_forwarded(tmp_path):
+    """``OTEL_EXPORTER_OTLP_ENDPOINT=http://proxy/v1`` (the model API's base URL) makes the
+    exporter post to ``/v1/v1/traces``: that was forwarded upstream, prompts included."""
+    with ScriptedUpstream("tickets") as up, _proxy(up.base_url, tmp_path / "p.db") as px:
+        base = px.base_url.rsplit("/v1", 1)[0]
+        answers = []
+        for path in ("/v1/v1/traces", "/v1/otlp/traces"):
+            req = urllib.request.Request(base + path, data=json.dumps(_request(0)).encode(),
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=30)
+                answers.append((200, ""))
+            except urllib.error.HTTPError as e:
+                answers.append((e.code, json.loads(e.read())["error"]["message"]))
+        seen = [r["path"] for r in up.requests]
+    assert seen == []
+    assert [code for code, _ in answers] == [404, 404]
+    assert all("OTEL_EXPORTER_OTLP_ENDPOINT" in msg and "/v1/traces" in msg for _, msg in answers)
+
+
 def test_a_proxy_killed_after_acknowledging_spans_loses_none_of_them(tmp_path):
     import re
     import signal

@@ -410,10 +410,22 @@ FINGERPRINT_ATTRS = ("openai.response.system_fingerprint", "gen_ai.openai.respon
 """Where the conventions put a response's system fingerprint (current and previous names)."""
 
 
+TIER1_RESPONSE_ID = re.compile(r"chatcmpl-auto-[0-9a-f]{24}")
+"""The ``id`` of every tier-1 answer ``auto proxy`` gives, streamed or not (:mod:`auto.proxy.answer`):
+a streamed answer's instrumentation span often carries the id but no system fingerprint."""
+
+RESPONSE_ID_ATTRS = ("gen_ai.response.id",)
+"""Where the GenAI conventions put a response's id."""
+
+
 def is_tier1(attrs: dict) -> bool:
-    """Whether a model-call span is a tier-1 answer Auto gave: marked ``auto.tier = 1``, or its
-    system fingerprint is ``auto-gen<N>`` (what survives a tool that drops ``auto.*`` attributes)."""
+    """Whether a model-call span is a tier-1 answer Auto gave: marked ``auto.tier = 1``, its
+    system fingerprint is ``auto-gen<N>`` or ``auto-overlay``, or its response id is
+    ``chatcmpl-auto-<24 hex>`` (what survives a tool that drops ``auto.*`` attributes, and what a
+    streamed answer's span keeps)."""
     if attrs.get("auto.tier") == 1:
+        return True
+    if any(isinstance(attrs.get(k), str) and TIER1_RESPONSE_ID.fullmatch(attrs[k]) for k in RESPONSE_ID_ATTRS):
         return True
     return any(isinstance(attrs.get(k), str) and TIER1_FINGERPRINT.fullmatch(attrs[k]) for k in FINGERPRINT_ATTRS)
 

@@ -16,7 +16,8 @@ Every request is handled by :meth:`Proxy.handle`:
   checks), journaled before the answer; a model-call span of a call this proxy forwarded and
   recorded (same ``gen_ai.response.id``) is counted, not written: one upstream answer is one witness; never forwarded (span data may hold prompts), so a
   service may point ``OTEL_EXPORTER_OTLP_ENDPOINT`` at the proxy; any other method on that path
-  answers ``405``;
+  answers ``405``, and any other path ending in ``/traces`` (an exporter pointed at ``…/v1``)
+  ``404``, never forwarded;
 * anything else, and a model call whose body is not a JSON object — forwarded unchanged and
   recorded opaque.
 
@@ -281,6 +282,7 @@ class Proxy:
             Route("/auto/health", self.health, methods=["GET"]),
             Route("/auto/status", self.status, methods=["GET"]),
             Route("/v1/traces", self.traces, methods=ALL_METHODS),
+            Route("/{prefix:path}/traces", self.misplaced_traces, methods=ALL_METHODS),
             Route("/{path:path}", self.handle, methods=ALL_METHODS),
         ], lifespan=self._lifespan)
 
@@ -335,6 +337,15 @@ class Proxy:
             await self._durable()  # journaled before the exporter is answered
 
         return await otlp_answer(request, self.otlp, accept)
+
+    async def misplaced_traces(self, request: Request) -> Any:
+        """Any other path ending in ``/traces`` (``OTEL_EXPORTER_OTLP_ENDPOINT`` set to the model
+        API's base URL, ``…/v1``, makes the exporter post to ``/v1/v1/traces``): ``404`` naming the
+        right endpoint, never forwarded, because the body is span data that may hold prompts."""
+        return RawResponse(404, [(b"content-type", b"application/json"), (b"x-auto-proxy-error", b"1")],
+                           _error_body(404, "not_found", f"auto proxy: {request.url.path} is not forwarded (span data "
+                                       "may hold prompts); OTLP exports go to /v1/traces: set "
+                                       "OTEL_EXPORTER_OTLP_ENDPOINT to the proxy's address without /v1"))
 
     async def _durable(self) -> None:
         """Wait (off the event loop) until what was recorded so far is journaled (see the module
