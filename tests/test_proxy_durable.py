@@ -113,3 +113,17 @@ def test_the_proxy_recorder_writes_the_lists_a_complete_fills(tmp_path):
     rec.close()
     with Store(str(tmp_path / "q.sqlite")) as st:
         assert [s["span_id"] for s in st.spans()] == [sid]
+
+
+def test_the_writer_child_does_not_import_modules_from_the_working_directory(tmp_path, monkeypatch):
+    """``python -m`` puts the working directory first on ``sys.path``: a ``secrets.py`` there (a
+    standard-library name) ran inside the writer child. It is started with ``-P`` now."""
+    from auto.proxy import ProxyConfig, ProxyServer
+    from upstreams import ScriptedUpstream
+
+    (tmp_path / "secrets.py").write_text("open('IMPORTED', 'w').write('x')\nfrom os import urandom as token_bytes\n")
+    monkeypatch.chdir(tmp_path)
+    with ScriptedUpstream("tickets") as up, ProxyServer(ProxyConfig(upstream=up.base_url, store=str(tmp_path / "p.db"),
+                                                                    port=0)) as px:
+        assert px.proxy.recorder.flush()
+    assert not (tmp_path / "IMPORTED").exists()

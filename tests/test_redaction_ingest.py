@@ -51,7 +51,7 @@ def test_credential_headers_are_dropped_and_rate_limit_headers_kept():
     hdrs = {"X-Auth-Token": "t1-secret-value", "X-Access-Token": "t2-secret-value", "X-Api-Token": "t3-secret-value",
             "X-Amz-Security-Token": "t4", "X-Api-Key": "k", "Proxy-Authorization": "Basic x", "X-Client-Secret": "s",
             "X-Db-Password": "p", "x-ratelimit-remaining-tokens": "9000", "x-request-id": "req_1",
-            "Authorization": "Bearer abc", "Cookie": "a=b"}
+            "Authorization": "Bearer abc", "Cookie": "a=b", "Ocp-Apim-Subscription-Key": "azure-apim-key-1"}
     assert sanitize_headers(hdrs) == {"x-ratelimit-remaining-tokens": "9000", "x-request-id": "req_1"}
     from auto.record.redact import credential_secrets
 

@@ -113,7 +113,7 @@ class QueuedRecorder(Recorder):
         self._cond = threading.Condition()
         # the location as given (a URI with its password: Store.location has it removed), in the
         # environment rather than on the command line, where every user of the host could read it
-        self._proc = subprocess.Popen([sys.executable, "-m", "auto.proxy.writer"],
+        self._proc = subprocess.Popen([sys.executable, "-P", "-m", "auto.proxy.writer"],
                                       env={**os.environ, WRITER_STORE_ENV: os.fspath(store)},
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         self._sender = threading.Thread(target=self._send_loop, name="auto-proxy-sender", daemon=True)

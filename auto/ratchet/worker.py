@@ -209,7 +209,7 @@ def run_compile(req: CompileRequest, *, timeout_s: float = DEFAULT_TIMEOUT_S, mo
                              req.generation, seconds=time.perf_counter() - t0)
     if mode != "process":
         raise ValueError(f"mode must be 'process' or 'thread', got {mode!r}")
-    proc = subprocess.Popen([sys.executable, "-m", "auto.ratchet.worker"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "auto.ratchet.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
     try:
         out, err = proc.communicate(json.dumps(dataclasses.asdict(req)).encode("utf-8"), timeout=timeout_s)

@@ -49,10 +49,11 @@ from typing import Any, Iterable
 from auto.canonical import digest
 
 REDACTED = "[REDACTED]"
-SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|secret|passw(?:or)?d|(?:^|[-_])token$", re.I)
+SECRET_HEADER = re.compile(r"authorization|api[-_]?key|cookie|secret|passw(?:or)?d|(?:^|[-_])(?:token|key)$", re.I)
 """Header names that carry credentials (dropped): ``Authorization``, ``Proxy-Authorization``,
 ``api-key``, ``X-Api-Key``, ``Cookie``, ``Set-Cookie``, any name holding ``secret`` or
-``password``, and any name whose last ``-``/``_`` part is ``token`` (``X-Auth-Token``,
+``password``, any name whose last ``-``/``_`` part is ``key`` (Azure API Management's
+``Ocp-Apim-Subscription-Key``, ``X-Goog-Api-Key``), and any whose last part is ``token`` (``X-Auth-Token``,
 ``X-Access-Token``, ``X-Api-Token``, ``X-Amz-Security-Token``; not OpenAI's
 ``x-ratelimit-remaining-tokens``)."""
 
