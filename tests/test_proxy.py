@@ -275,6 +275,22 @@ def test_requests_the_proxy_does_not_understand_are_forwarded_and_recorded_opaqu
     assert {s.site for s in census(rows).sites} == {"opaque/GET /v1/models", "opaque/POST /v1/chat/completions"}
 
 
+def test_a_chat_body_with_a_number_canonical_json_cannot_write_is_forwarded_opaque(tmp_path):
+    """``1e999`` reads as infinity and ``NaN`` is not JSON: the proxy answered a bare 500 with a
+    traceback; such a body has no canonical form, so it is forwarded unchanged and recorded opaque."""
+    store = tmp_path / "n.sqlite"
+    with ScriptedUpstream("garbage") as up, proxy(up.base_url, store) as px:
+        codes = []
+        for number in (b"1e999", b"-1e999", b"NaN", b"Infinity"):
+            raw = b'{"model":"m","temperature":' + number + b',"messages":[{"role":"user","content":"hi"}]}'
+            r = httpx2.post(px.base_url + "/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+            codes.append(r.status_code)
+            assert up.requests[-1]["body"] == raw  # forwarded unchanged
+        px.proxy.recorder.flush()
+    assert 500 not in codes
+    assert [r["name"] for r in spans(store, kind="llm")] == ["opaque"] * 4
+
+
 # ----------------------------------------------------------------------------- tier-1
 
 

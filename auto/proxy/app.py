@@ -54,6 +54,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -186,6 +187,20 @@ class RawResponse:
                 self.after()
             except Exception:  # noqa: BLE001 - recording must never break serving; logged
                 log.exception("auto proxy: recording a call failed")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; raises ``ValueError`` for one out of range (``1e999`` reads as
+    infinity, which canonical JSON cannot write: RFC 8259 has no infinite numbers)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (RFC 8259): raises ``ValueError``."""
+    raise ValueError(f"not a JSON number: {name}")
 
 
 def _error_body(status: int, etype: str, message: str) -> bytes:
@@ -402,8 +417,8 @@ class Proxy:
                                    _error_body(400, "invalid_request_error", f"auto proxy: the request body nests "
                                                f"arrays/objects deeper than {MAX_JSON_DEPTH} levels"))
             try:
-                body = json.loads(raw)
-            except (ValueError, RecursionError):
+                body = json.loads(raw, parse_float=_finite_float, parse_constant=_no_constant)
+            except (ValueError, RecursionError):  # incl. 1e999 / NaN / Infinity: no canonical form, so opaque
                 body = None
         if not isinstance(body, dict):
             return await self._forward_opaque(request, raw)
