@@ -240,6 +240,10 @@ def generated_stream(data: dict[str, Any], *, items: int, seed: int, kind: str =
     return [{"ticket": t.ticket} for t in stream], [t.category for t in stream], shifts
 
 
+SCORE_KEYS = ("calibration_scores", "calibration_scores_by_label")
+"""A guard entry's calibration scores (pooled, per label): left out of the figures."""
+
+
 def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     """The guard entry of a manifest without its calibration scores (ε, δ, α, thresholds, n).
 
@@ -248,10 +252,9 @@ def guard_figures(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     if manifest is None:
         return None
     m = Manifest.of(manifest)
-    g = m.guard.to_dict()
-    g.pop("calibration_scores", None)
+    g = {k: v for k, v in m.guard.to_dict().items() if k not in SCORE_KEYS}
     if isinstance(g.get("components"), list):
-        g["components"] = [{k: v for k, v in c.items() if k != "calibration_scores"} if isinstance(c, dict) else c
+        g["components"] = [{k: v for k, v in c.items() if k not in SCORE_KEYS} if isinstance(c, dict) else c
                            for c in g["components"]]
     return {"generation": m.generation, "compiled_as": m.compiled_as, **g}
 
